@@ -1,0 +1,356 @@
+//! An execution and its lifecycle as an explicit state machine.
+//!
+//! ```text
+//! running ──pause──▶ paused ──claim──▶ resuming ──complete──▶ completed
+//!    │                 │                  │  ├──fail──────▶ failed
+//!    │                 └──expire──▶ expired◀─┤  ├──decline───▶ declined
+//!    └─complete / fail / expire ▶ …          └──pause──▶ paused (the next approval)
+//! ```
+//!
+//! [`next_status`] is the one place that says which transitions exist; every
+//! change goes through [`Execution::apply`]. Stores persist the result with a
+//! write conditional on `version`, so two racing claims cannot both win.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{ExecutionId, Journal, Principal, SessionId, Timestamp};
+
+/// The decision a human or the model made on a paused call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalAction {
+    Accept,
+    Decline,
+    Cancel,
+}
+
+/// Why an execution failed, as reported to the client (`error:{code, message}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutionFailure {
+    pub code: String,
+    pub message: String,
+}
+
+/// The state with the data that only exists in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ExecutionState {
+    Running,
+    /// Waiting for a decision on `journal.pending` until `deadline`.
+    Paused { deadline: Timestamp },
+    /// One resumer claimed it with this decision and is running the continuation.
+    Resuming { action: ApprovalAction },
+    Completed { result: Value },
+    Failed { error: ExecutionFailure },
+    Declined,
+    Expired,
+}
+
+/// The state without its data: what the transition table and storage indexes use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutionStatus {
+    Running,
+    Paused,
+    Resuming,
+    Completed,
+    Failed,
+    Declined,
+    Expired,
+}
+
+impl ExecutionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Paused => "paused",
+            Self::Resuming => "resuming",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Declined => "declined",
+            Self::Expired => "expired",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Declined | Self::Expired)
+    }
+}
+
+impl ExecutionState {
+    pub fn status(&self) -> ExecutionStatus {
+        match self {
+            Self::Running => ExecutionStatus::Running,
+            Self::Paused { .. } => ExecutionStatus::Paused,
+            Self::Resuming { .. } => ExecutionStatus::Resuming,
+            Self::Completed { .. } => ExecutionStatus::Completed,
+            Self::Failed { .. } => ExecutionStatus::Failed,
+            Self::Declined => ExecutionStatus::Declined,
+            Self::Expired => ExecutionStatus::Expired,
+        }
+    }
+}
+
+/// Something that happens to an execution.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExecutionEvent {
+    /// A call needs approval; the journal holds it as pending.
+    Pause { journal: Journal, deadline: Timestamp },
+    /// A decision arrived and this resumer takes the execution.
+    Claim { action: ApprovalAction },
+    Complete { result: Value },
+    Fail { error: ExecutionFailure },
+    /// The decision declined or cancelled the call and the code did not recover.
+    Decline,
+    /// The approval window or the session's lease ran out, or a resumer vanished.
+    Expire,
+}
+
+impl ExecutionEvent {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Pause { .. } => "pause",
+            Self::Claim { .. } => "claim",
+            Self::Complete { .. } => "complete",
+            Self::Fail { .. } => "fail",
+            Self::Decline => "decline",
+            Self::Expire => "expire",
+        }
+    }
+}
+
+/// The transition table: the status an event leads to, or `None` if it is illegal.
+pub fn next_status(from: ExecutionStatus, event: &ExecutionEvent) -> Option<ExecutionStatus> {
+    use ExecutionEvent as E;
+    use ExecutionStatus as S;
+    Some(match (from, event) {
+        (S::Running | S::Resuming, E::Pause { .. }) => S::Paused,
+        (S::Paused, E::Claim { .. }) => S::Resuming,
+        (S::Running | S::Resuming, E::Complete { .. }) => S::Completed,
+        (S::Running | S::Resuming, E::Fail { .. }) => S::Failed,
+        (S::Resuming, E::Decline) => S::Declined,
+        (S::Running | S::Paused | S::Resuming, E::Expire) => S::Expired,
+        _ => return None,
+    })
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransitionError {
+    #[error("execution {id} is {from} and cannot {event}")]
+    Illegal { id: ExecutionId, from: &'static str, event: &'static str },
+    #[error("execution {id} waited for approval until {deadline} and has expired; run the code again")]
+    ApprovalExpired { id: ExecutionId, deadline: Timestamp },
+    #[error("execution {id} has no pending call to decide on")]
+    NothingPending { id: ExecutionId },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Execution {
+    pub id: ExecutionId,
+    pub owner: Principal,
+    /// `None` for stateless (2026-07-28) executions.
+    pub session_id: Option<SessionId>,
+    pub code: String,
+    pub journal: Journal,
+    pub state: ExecutionState,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// When storage may forget the record (DynamoDB TTL); reads treat it as gone after.
+    pub expires_at: Timestamp,
+    /// Bumped by every stored write; writes are conditional on it.
+    pub version: u64,
+}
+
+impl Execution {
+    pub fn start(
+        id: ExecutionId,
+        owner: Principal,
+        session_id: Option<SessionId>,
+        code: impl Into<String>,
+        journal: Journal,
+        expires_at: Timestamp,
+    ) -> Self {
+        let now = journal.started_at;
+        Self {
+            id,
+            owner,
+            session_id,
+            code: code.into(),
+            journal,
+            state: ExecutionState::Running,
+            created_at: now,
+            updated_at: now,
+            expires_at,
+            version: 0,
+        }
+    }
+
+    pub fn status(&self) -> ExecutionStatus {
+        self.state.status()
+    }
+
+    /// Apply `event` at `now`, or leave the execution untouched and say why not.
+    pub fn apply(&mut self, event: ExecutionEvent, now: Timestamp) -> Result<(), TransitionError> {
+        let from = self.status();
+        if next_status(from, &event).is_none() {
+            return Err(TransitionError::Illegal { id: self.id.clone(), from: from.as_str(), event: event.name() });
+        }
+        self.state = match event {
+            ExecutionEvent::Pause { journal, deadline } => {
+                if journal.pending.is_empty() {
+                    return Err(TransitionError::NothingPending { id: self.id.clone() });
+                }
+                self.journal = journal;
+                ExecutionState::Paused { deadline }
+            }
+            ExecutionEvent::Claim { action } => {
+                if let ExecutionState::Paused { deadline } = self.state
+                    && now >= deadline
+                {
+                    return Err(TransitionError::ApprovalExpired { id: self.id.clone(), deadline });
+                }
+                ExecutionState::Resuming { action }
+            }
+            ExecutionEvent::Complete { result } => ExecutionState::Completed { result },
+            ExecutionEvent::Fail { error } => ExecutionState::Failed { error },
+            ExecutionEvent::Decline => ExecutionState::Declined,
+            ExecutionEvent::Expire => ExecutionState::Expired,
+        };
+        self.updated_at = now;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::PendingCall;
+
+    const ALL: [ExecutionStatus; 7] = [
+        ExecutionStatus::Running,
+        ExecutionStatus::Paused,
+        ExecutionStatus::Resuming,
+        ExecutionStatus::Completed,
+        ExecutionStatus::Failed,
+        ExecutionStatus::Declined,
+        ExecutionStatus::Expired,
+    ];
+
+    fn events() -> [ExecutionEvent; 6] {
+        let mut journal = Journal::new(Timestamp::from_millis(0), 1);
+        journal.add_pending(PendingCall::new(0, "a.write", json!({}), "?"));
+        [
+            ExecutionEvent::Pause { journal, deadline: Timestamp::from_millis(10_000) },
+            ExecutionEvent::Claim { action: ApprovalAction::Accept },
+            ExecutionEvent::Complete { result: json!(1) },
+            ExecutionEvent::Fail { error: ExecutionFailure { code: "x".into(), message: "y".into() } },
+            ExecutionEvent::Decline,
+            ExecutionEvent::Expire,
+        ]
+    }
+
+    /// Every (status, event) pair, written out: a new transition must be added here on purpose.
+    #[test]
+    fn transition_table() {
+        use ExecutionStatus::*;
+        // Columns: pause, claim, complete, fail, decline, expire.
+        let table: [(ExecutionStatus, [Option<ExecutionStatus>; 6]); 7] = [
+            (Running, [Some(Paused), None, Some(Completed), Some(Failed), None, Some(Expired)]),
+            (Paused, [None, Some(Resuming), None, None, None, Some(Expired)]),
+            (Resuming, [Some(Paused), None, Some(Completed), Some(Failed), Some(Declined), Some(Expired)]),
+            (Completed, [None; 6]),
+            (Failed, [None; 6]),
+            (Declined, [None; 6]),
+            (Expired, [None; 6]),
+        ];
+        assert_eq!(table.map(|(s, _)| s), ALL);
+        for (from, row) in table {
+            for (event, expected) in events().iter().zip(row) {
+                assert_eq!(next_status(from, event), expected, "{from:?} + {}", event.name());
+            }
+            assert_eq!(from.is_terminal(), row.iter().all(Option::is_none), "{from:?}");
+        }
+    }
+
+    fn execution_in(status: ExecutionStatus) -> Execution {
+        let mut e = Execution::start(
+            ExecutionId::parse("e1").unwrap(),
+            Principal::parse("alice").unwrap(),
+            None,
+            "return 1",
+            Journal::new(Timestamp::from_millis(0), 1),
+            Timestamp::from_millis(1_000_000),
+        );
+        e.state = match status {
+            ExecutionStatus::Running => ExecutionState::Running,
+            ExecutionStatus::Paused => ExecutionState::Paused { deadline: Timestamp::from_millis(10_000) },
+            ExecutionStatus::Resuming => ExecutionState::Resuming { action: ApprovalAction::Accept },
+            ExecutionStatus::Completed => ExecutionState::Completed { result: json!(null) },
+            ExecutionStatus::Failed => {
+                ExecutionState::Failed { error: ExecutionFailure { code: "c".into(), message: "m".into() } }
+            }
+            ExecutionStatus::Declined => ExecutionState::Declined,
+            ExecutionStatus::Expired => ExecutionState::Expired,
+        };
+        e
+    }
+
+    #[test]
+    fn apply_follows_the_table_and_leaves_rejected_executions_untouched() {
+        let now = Timestamp::from_millis(5_000);
+        for from in ALL {
+            for event in events() {
+                let mut e = execution_in(from);
+                let before = e.clone();
+                let expected = next_status(from, &event);
+                match (e.apply(event.clone(), now), expected) {
+                    (Ok(()), Some(to)) => {
+                        assert_eq!(e.status(), to);
+                        assert_eq!(e.updated_at, now);
+                    }
+                    (Err(TransitionError::Illegal { .. }), None) => assert_eq!(e, before),
+                    (got, want) => panic!("{from:?} + {}: got {got:?}, table says {want:?}", event.name()),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn claim_guards() {
+        let cases = [
+            // (now, expect expired)
+            (9_999, false),
+            (10_000, true),
+            (20_000, true),
+        ];
+        for (now, expired) in cases {
+            let mut e = execution_in(ExecutionStatus::Paused);
+            let result = e.apply(ExecutionEvent::Claim { action: ApprovalAction::Decline }, Timestamp::from_millis(now));
+            if expired {
+                assert!(matches!(result, Err(TransitionError::ApprovalExpired { .. })), "{now}");
+                assert_eq!(e.status(), ExecutionStatus::Paused);
+            } else {
+                assert_eq!(result, Ok(()));
+                assert_eq!(e.state, ExecutionState::Resuming { action: ApprovalAction::Decline });
+            }
+        }
+    }
+
+    #[test]
+    fn pause_requires_a_pending_call() {
+        let mut e = execution_in(ExecutionStatus::Running);
+        let journal = Journal::new(Timestamp::from_millis(0), 1);
+        let result = e.apply(ExecutionEvent::Pause { journal, deadline: Timestamp::from_millis(1) }, Timestamp::from_millis(0));
+        assert!(matches!(result, Err(TransitionError::NothingPending { .. })));
+        assert_eq!(e.status(), ExecutionStatus::Running);
+    }
+
+    #[test]
+    fn state_serialises_with_a_status_tag() {
+        let state = ExecutionState::Paused { deadline: Timestamp::from_millis(5) };
+        assert_eq!(serde_json::to_value(&state).unwrap(), json!({"status": "paused", "deadline": 5}));
+    }
+}

@@ -1,0 +1,24 @@
+//! The domain of Executor on Lambda.
+//!
+//! Everything here is pure data and decisions: no I/O, no clocks, no AWS. The
+//! store, sandbox and service crates bring the outside world in and call these
+//! types to decide what happens.
+
+pub mod alarm;
+pub mod execution;
+pub mod ids;
+pub mod journal;
+pub mod principal;
+pub mod session;
+pub mod time;
+
+pub use alarm::{AlarmDecision, Timeouts, decide_session_alarm};
+pub use execution::{
+    ApprovalAction, Execution, ExecutionEvent, ExecutionFailure, ExecutionState, ExecutionStatus,
+    TransitionError,
+};
+pub use ids::{ExecutionId, IdError, SessionId};
+pub use journal::{ArgsHash, Journal, JournalStep, NonDeterministicReplay, PendingCall, Replay, StepOutcome};
+pub use principal::{ApiKey, Principal, PrincipalError, TokenHash};
+pub use session::{ClientInfo, ElicitationMode, Session, SessionError, SessionStatus};
+pub use time::Timestamp;
