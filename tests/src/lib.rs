@@ -1,0 +1,108 @@
+//! Harness for tests against real parts.
+//!
+//! [`moto`] starts one `moto_server` (PyPI `moto[server]`) per test binary on a
+//! free loopback port; it stops when the test process exits. Every DynamoDB test
+//! gets a table of its own, so tests run in parallel against one server.
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use executor_store::{DynamoStore, EmbeddedStore};
+
+const INSTALL_HINT: &str = "moto_server is needed for the DynamoDB tests and was not found. \
+     Install it with `python3 -m pip install 'moto[server]'` (scripts/test does this for you).";
+
+pub struct Moto {
+    pub endpoint: String,
+    _watchdog: Child,
+    _log: tempfile::NamedTempFile,
+}
+
+/// The shared moto_server of this test binary, started on first use.
+pub fn moto() -> &'static Moto {
+    static MOTO: OnceLock<Moto> = OnceLock::new();
+    MOTO.get_or_init(start_moto)
+}
+
+fn moto_command() -> String {
+    let on_path = |name: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| Path::new(&dir).join(name).is_file()))
+    };
+    if on_path("moto_server") {
+        return "moto_server".into();
+    }
+    let importable = Command::new("python3")
+        .args(["-c", "import moto.server"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if importable {
+        return "python3 -m moto.server".into();
+    }
+    panic!("{INSTALL_HINT}");
+}
+
+fn start_moto() -> Moto {
+    let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free loopback port").port();
+    let log = tempfile::NamedTempFile::new().expect("a temp file for moto's log");
+    // A shell watchdog owns moto and kills it once this test process is gone, so
+    // no server outlives the run even though statics are never dropped.
+    let script = format!(
+        "{cmd} -H 127.0.0.1 -p {port} >{log} 2>&1 & m=$!; \
+         while kill -0 {parent} 2>/dev/null && kill -0 $m 2>/dev/null; do sleep 0.5; done; kill $m 2>/dev/null",
+        cmd = moto_command(),
+        log = log.path().display(),
+        parent = std::process::id(),
+    );
+    let mut watchdog =
+        Command::new("bash").args(["-c", &script]).stdin(Stdio::null()).spawn().expect("bash to start moto_server");
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let started = Instant::now();
+    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+        let exited = watchdog.try_wait().ok().flatten().is_some();
+        if exited || started.elapsed() > Duration::from_secs(60) {
+            let mut output = String::new();
+            let _ = std::fs::File::open(log.path()).and_then(|mut f| f.read_to_string(&mut output));
+            panic!("moto_server did not start on {addr}: {output}\n{INSTALL_HINT}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Moto { endpoint: format!("http://{addr}"), _watchdog: watchdog, _log: log }
+}
+
+/// A DynamoDB client for the shared moto_server.
+pub fn dynamodb_client() -> Client {
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .endpoint_url(&moto().endpoint)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("test", "test", None, None, "moto"))
+        .build();
+    Client::from_conf(config)
+}
+
+/// A [`DynamoStore`] on a fresh table of its own.
+pub async fn dynamo_store() -> (DynamoStore, Client) {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let client = dynamodb_client();
+    let table = format!("executor-test-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let store = DynamoStore::new(client.clone(), table);
+    store.create_table().await.expect("create the test table in moto_server");
+    (store, client)
+}
+
+/// An [`EmbeddedStore`] in a fresh directory, removed when the guard drops.
+pub fn embedded_store() -> (EmbeddedStore, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let store = EmbeddedStore::open(dir.path()).expect("open the embedded store");
+    (store, dir)
+}

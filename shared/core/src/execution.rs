@@ -38,11 +38,19 @@ pub struct ExecutionFailure {
 pub enum ExecutionState {
     Running,
     /// Waiting for a decision on `journal.pending` until `deadline`.
-    Paused { deadline: Timestamp },
+    Paused {
+        deadline: Timestamp,
+    },
     /// One resumer claimed it with this decision and is running the continuation.
-    Resuming { action: ApprovalAction },
-    Completed { result: Value },
-    Failed { error: ExecutionFailure },
+    Resuming {
+        action: ApprovalAction,
+    },
+    Completed {
+        result: Value,
+    },
+    Failed {
+        error: ExecutionFailure,
+    },
     Declined,
     Expired,
 }
@@ -96,11 +104,20 @@ impl ExecutionState {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExecutionEvent {
     /// A call needs approval; the journal holds it as pending.
-    Pause { journal: Journal, deadline: Timestamp },
+    Pause {
+        journal: Journal,
+        deadline: Timestamp,
+    },
     /// A decision arrived and this resumer takes the execution.
-    Claim { action: ApprovalAction },
-    Complete { result: Value },
-    Fail { error: ExecutionFailure },
+    Claim {
+        action: ApprovalAction,
+    },
+    Complete {
+        result: Value,
+    },
+    Fail {
+        error: ExecutionFailure,
+    },
     /// The decision declined or cancelled the call and the code did not recover.
     Decline,
     /// The approval window or the session's lease ran out, or a resumer vanished.
@@ -328,7 +345,8 @@ mod tests {
         ];
         for (now, expired) in cases {
             let mut e = execution_in(ExecutionStatus::Paused);
-            let result = e.apply(ExecutionEvent::Claim { action: ApprovalAction::Decline }, Timestamp::from_millis(now));
+            let result =
+                e.apply(ExecutionEvent::Claim { action: ApprovalAction::Decline }, Timestamp::from_millis(now));
             if expired {
                 assert!(matches!(result, Err(TransitionError::ApprovalExpired { .. })), "{now}");
                 assert_eq!(e.status(), ExecutionStatus::Paused);
@@ -343,7 +361,8 @@ mod tests {
     fn pause_requires_a_pending_call() {
         let mut e = execution_in(ExecutionStatus::Running);
         let journal = Journal::new(Timestamp::from_millis(0), 1);
-        let result = e.apply(ExecutionEvent::Pause { journal, deadline: Timestamp::from_millis(1) }, Timestamp::from_millis(0));
+        let result =
+            e.apply(ExecutionEvent::Pause { journal, deadline: Timestamp::from_millis(1) }, Timestamp::from_millis(0));
         assert!(matches!(result, Err(TransitionError::NothingPending { .. })));
         assert_eq!(e.status(), ExecutionStatus::Running);
     }

@@ -14,8 +14,7 @@ pub mod time;
 
 pub use alarm::{AlarmDecision, Timeouts, decide_session_alarm};
 pub use execution::{
-    ApprovalAction, Execution, ExecutionEvent, ExecutionFailure, ExecutionState, ExecutionStatus,
-    TransitionError,
+    ApprovalAction, Execution, ExecutionEvent, ExecutionFailure, ExecutionState, ExecutionStatus, TransitionError,
 };
 pub use ids::{ExecutionId, IdError, SessionId};
 pub use journal::{ArgsHash, Journal, JournalStep, NonDeterministicReplay, PendingCall, Replay, StepOutcome};

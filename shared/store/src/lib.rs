@@ -1,0 +1,20 @@
+//! Storage: the ports the service uses and the adapters behind them.
+//!
+//! Two adapters share one key layout and one set of semantics, proven by one
+//! contract test suite (`tests/tests/store_contract.rs`):
+//! - [`DynamoStore`]: one DynamoDB table, for AWS (and `--store dynamodb`);
+//! - [`EmbeddedStore`]: one redb file under a data dir, for `executor serve`.
+//!
+//! The layout is documented in `docs/storage.md`.
+
+mod dynamodb;
+mod embedded;
+mod error;
+mod ports;
+mod records;
+
+pub use dynamodb::DynamoStore;
+pub use embedded::EmbeddedStore;
+pub use error::StoreError;
+pub use ports::{Access, ExecutionStore, KeyStore, SessionStore, Store};
+pub use records::{MAX_ITEM_BODY_BYTES, MAX_SNAPSHOT_BYTES};

@@ -1,0 +1,438 @@
+//! The DynamoDB adapter: one table, conditional writes, chunked snapshots.
+//!
+//! Layout (docs/storage.md has the full schema):
+//! - `SESSION#<id>` / `SESSION`: a session;
+//! - `SESSION#<id>` / `PAUSED#<executionId>`: index of the session's paused work;
+//! - `EXEC#<id>` / `EXEC`: an execution, holding chunk 0 of its snapshot;
+//! - `EXEC#<id>` / `CHUNK#nnnn`: further chunks of a large snapshot;
+//! - `KEY#<sha256>` / `KEY`: an API key.
+
+mod item;
+mod table;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Get, Put, TransactGetItem, TransactWriteItem};
+use executor_core::{ApiKey, Execution, ExecutionId, ExecutionState, Session, SessionId, TokenHash};
+use item::{
+    BODY, CHUNKS, EXPIRES_AT, Item, KIND, OWNER, PK, SESSION_ID, SK, STATUS, VERSION, b, get_b, get_n, get_s, is_live,
+    n, now_secs, s, ttl,
+};
+
+use crate::records::{self, API_KEY, EXECUTION, MAX_ITEM_BODY_BYTES, SESSION};
+use crate::{Access, ExecutionStore, KeyStore, SessionStore, StoreError};
+
+/// How often a transaction cancelled by a concurrent transaction is retried
+/// before the writer is told it lost (`Conflict`).
+const CONFLICT_RETRIES: u32 = 5;
+
+#[derive(Clone)]
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+}
+
+/// What a conditional write requires of the stored item.
+#[derive(Clone, Copy)]
+enum Expect {
+    /// No live item under the key.
+    Absent,
+    /// A live item at this version.
+    Version(u64),
+}
+
+impl Expect {
+    /// The condition expression and its values.
+    fn condition(self) -> (&'static str, Vec<(&'static str, AttributeValue)>) {
+        match self {
+            Expect::Absent => ("attribute_not_exists(pk) OR expires_at <= :now", vec![(":now", now_secs())]),
+            Expect::Version(v) => {
+                ("version = :expected AND expires_at > :now", vec![(":now", now_secs()), (":expected", n(v))])
+            }
+        }
+    }
+}
+
+impl DynamoStore {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self { client, table: table.into() }
+    }
+
+    /// From the standard `AWS_*` variables (`AWS_ENDPOINT_URL` and `AWS_REGION`
+    /// included) and `EXECUTOR_TABLE`.
+    pub async fn from_env() -> Result<Self, StoreError> {
+        let table = std::env::var("EXECUTOR_TABLE").map_err(|_| StoreError::Backend {
+            operation: "configure the DynamoDB store",
+            detail: "EXECUTOR_TABLE is not set; set it to the name of the DynamoDB table".into(),
+        })?;
+        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        Ok(Self::new(Client::new(&config), table))
+    }
+
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Create the table with the production schema if it is missing.
+    pub async fn create_table(&self) -> Result<(), StoreError> {
+        table::create_table(&self.client, &self.table).await
+    }
+
+    async fn get_item(&self, operation: &'static str, pk: String, sk: &str) -> Result<Option<Item>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(item::key(pk, sk)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| StoreError::backend(operation, DisplayErrorContext(e)))?;
+        Ok(out.item)
+    }
+
+    /// Read a live item visible to `access`, or `NotFound`.
+    async fn get_visible(
+        &self,
+        what: &'static str,
+        operation: &'static str,
+        pk: String,
+        sk: &str,
+        access: Access<'_>,
+    ) -> Result<Item, StoreError> {
+        let found = self.get_item(operation, pk, sk).await?;
+        match found {
+            Some(item) if is_live(&item, what)? && access.permits(&parse_owner(&item, what)?) => Ok(item),
+            _ => Err(StoreError::NotFound { what }),
+        }
+    }
+
+    /// A single-item conditional put.
+    async fn put(
+        &self,
+        what: &'static str,
+        operation: &'static str,
+        item: Item,
+        expect: Expect,
+    ) -> Result<(), StoreError> {
+        let (condition, values) = expect.condition();
+        let mut request =
+            self.client.put_item().table_name(&self.table).set_item(Some(item.clone())).condition_expression(condition);
+        for (name, value) in values {
+            request = request.expression_attribute_values(name, value);
+        }
+        match request.send().await {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e)) if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) => {
+                Err(self.condition_failed(what, operation, &item, expect).await)
+            }
+            Err(e) => Err(StoreError::backend(operation, DisplayErrorContext(e))),
+        }
+    }
+
+    /// Why a condition failed: someone else's write, or no live item at all.
+    async fn condition_failed(
+        &self,
+        what: &'static str,
+        operation: &'static str,
+        item: &Item,
+        expect: Expect,
+    ) -> StoreError {
+        if let Expect::Absent = expect {
+            return StoreError::AlreadyExists { what };
+        }
+        let (Ok(pk), Ok(sk)) = (get_s(item, PK, what), get_s(item, SK, what)) else {
+            return StoreError::Conflict { what };
+        };
+        match self.get_item(operation, pk.to_owned(), sk).await {
+            Ok(Some(stored)) if is_live(&stored, what).unwrap_or(false) => StoreError::Conflict { what },
+            Ok(_) => StoreError::NotFound { what },
+            Err(e) => e,
+        }
+    }
+
+    /// Write `items` atomically; the first one carries `expect`.
+    async fn transact(
+        &self,
+        what: &'static str,
+        operation: &'static str,
+        items: Vec<TransactWriteItem>,
+        meta: &Item,
+        expect: Expect,
+    ) -> Result<(), StoreError> {
+        let mut backoff = Duration::from_millis(20);
+        for attempt in 0..=CONFLICT_RETRIES {
+            let sent = self.client.transact_write_items().set_transact_items(Some(items.clone())).send().await;
+            let Err(error) = sent else { return Ok(()) };
+            let reasons: Vec<String> = match error.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(e)) => {
+                    e.cancellation_reasons().iter().map(|r| r.code().unwrap_or("None").to_owned()).collect()
+                }
+                _ => return Err(StoreError::backend(operation, DisplayErrorContext(error))),
+            };
+            if reasons.first().map(String::as_str) == Some("ConditionalCheckFailed") {
+                return Err(self.condition_failed(what, operation, meta, expect).await);
+            }
+            let conflicted = reasons.iter().any(|r| r == "TransactionConflict");
+            if !conflicted || attempt == CONFLICT_RETRIES {
+                return Err(if conflicted {
+                    StoreError::Conflict { what }
+                } else {
+                    StoreError::backend(operation, format!("transaction cancelled: {}", reasons.join(", ")))
+                });
+            }
+            tokio::time::sleep(backoff).await;
+            backoff *= 2;
+        }
+        unreachable!("the loop returns on its last attempt")
+    }
+
+    /// Write an execution: its item with chunk 0, further chunks, and its entry
+    /// in the session's paused index, in one transaction.
+    async fn write_execution(
+        &self,
+        operation: &'static str,
+        execution: &Execution,
+        expect: Expect,
+    ) -> Result<(), StoreError> {
+        let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::backend(operation, e);
+        let body = records::encode_execution(execution)?;
+        let chunks: Vec<&[u8]> = body.chunks(MAX_ITEM_BODY_BYTES).collect();
+        let pk = records::execution_pk(&execution.id);
+
+        let mut meta = item::key(pk.clone(), records::EXECUTION_SK);
+        meta.insert(KIND.into(), s("execution"));
+        meta.insert(OWNER.into(), s(execution.owner.as_str()));
+        meta.insert(STATUS.into(), s(execution.status().as_str()));
+        meta.insert(VERSION.into(), n(execution.version));
+        meta.insert(EXPIRES_AT.into(), ttl(execution.expires_at));
+        meta.insert(CHUNKS.into(), n(chunks.len() as u64));
+        meta.insert(BODY.into(), b(chunks[0]));
+        if let Some(session) = &execution.session_id {
+            meta.insert(SESSION_ID.into(), s(session.as_str()));
+        }
+
+        let put = |item: Item, expect: Option<Expect>| -> Result<TransactWriteItem, StoreError> {
+            let mut put = Put::builder().table_name(&self.table).set_item(Some(item));
+            if let Some(expect) = expect {
+                let (condition, values) = expect.condition();
+                put = put.condition_expression(condition);
+                for (name, value) in values {
+                    put = put.expression_attribute_values(name, value);
+                }
+            }
+            Ok(TransactWriteItem::builder().put(put.build().map_err(build)?).build())
+        };
+
+        let mut items = vec![put(meta.clone(), Some(expect))?];
+        for (i, chunk) in chunks.iter().enumerate().skip(1) {
+            // Chunks carry the version they belong to, so a reader can tell a torn read.
+            let mut c = item::key(pk.clone(), &records::chunk_sk(i));
+            c.insert(VERSION.into(), n(execution.version));
+            c.insert(EXPIRES_AT.into(), ttl(execution.expires_at));
+            c.insert(BODY.into(), b(chunk));
+            items.push(put(c, None)?);
+        }
+        if let Some(session) = &execution.session_id {
+            let index_pk = records::session_pk(session);
+            let index_sk = records::paused_sk(&execution.id);
+            match execution.state {
+                ExecutionState::Paused { deadline } => {
+                    let mut marker = item::key(index_pk, &index_sk);
+                    marker.insert(KIND.into(), s("paused"));
+                    marker.insert(OWNER.into(), s(execution.owner.as_str()));
+                    marker.insert(EXPIRES_AT.into(), ttl(deadline));
+                    items.push(put(marker, None)?);
+                }
+                _ if matches!(expect, Expect::Version(_)) => {
+                    let delete =
+                        Delete::builder().table_name(&self.table).set_key(Some(item::key(index_pk, &index_sk)));
+                    items.push(TransactWriteItem::builder().delete(delete.build().map_err(build)?).build());
+                }
+                _ => {}
+            }
+        }
+        self.transact(EXECUTION, operation, items, &meta, expect).await
+    }
+
+    /// The snapshot of an execution whose item says it has more than one chunk.
+    /// One consistent `TransactGetItems` reads the item and its chunks together.
+    async fn read_chunked(&self, pk: &str, mut count: usize) -> Result<Vec<u8>, StoreError> {
+        const OPERATION: &str = "read a chunked execution";
+        let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::backend(OPERATION, e);
+        for _ in 0..3 {
+            let mut gets = Vec::with_capacity(count);
+            for i in 0..count {
+                let sk = if i == 0 { records::EXECUTION_SK.to_owned() } else { records::chunk_sk(i) };
+                let get = Get::builder().table_name(&self.table).set_key(Some(item::key(pk.to_owned(), &sk)));
+                gets.push(TransactGetItem::builder().get(get.build().map_err(build)?).build());
+            }
+            let out = self
+                .client
+                .transact_get_items()
+                .set_transact_items(Some(gets))
+                .send()
+                .await
+                .map_err(|e| StoreError::backend(OPERATION, DisplayErrorContext(e)))?;
+            let responses = out.responses();
+            let Some(meta) = responses.first().and_then(|r| r.item()) else {
+                return Err(StoreError::NotFound { what: EXECUTION });
+            };
+            let now_count = get_n(meta, CHUNKS, EXECUTION)? as usize;
+            if now_count != count {
+                // Rewritten with another size between our two reads: read again.
+                count = now_count;
+                continue;
+            }
+            let version = get_n(meta, VERSION, EXECUTION)?;
+            let mut body = Vec::with_capacity(count * MAX_ITEM_BODY_BYTES);
+            for (i, response) in responses.iter().enumerate() {
+                let part = response
+                    .item()
+                    .ok_or_else(|| StoreError::corrupt(EXECUTION, format!("chunk {i} of {count} is missing")))?;
+                if get_n(part, VERSION, EXECUTION)? != version {
+                    return Err(StoreError::corrupt(EXECUTION, format!("chunk {i} belongs to another version")));
+                }
+                body.extend_from_slice(get_b(part, BODY, EXECUTION)?);
+            }
+            return Ok(body);
+        }
+        Err(StoreError::Conflict { what: EXECUTION })
+    }
+}
+
+fn parse_owner(item: &Item, what: &'static str) -> Result<executor_core::Principal, StoreError> {
+    executor_core::Principal::parse(get_s(item, OWNER, what)?).map_err(|e| StoreError::corrupt(what, e))
+}
+
+fn session_item(session: &Session) -> Result<Item, StoreError> {
+    let body = records::encode_small(SESSION, session)?;
+    let mut item = item::key(records::session_pk(&session.id), records::SESSION_SK);
+    item.insert(KIND.into(), s("session"));
+    item.insert(OWNER.into(), s(session.owner.as_str()));
+    item.insert(STATUS.into(), s(if session.is_active() { "active" } else { "destroyed" }));
+    item.insert(VERSION.into(), n(session.version));
+    item.insert(EXPIRES_AT.into(), ttl(session.expires_at));
+    item.insert(BODY.into(), b(&body));
+    Ok(item)
+}
+
+#[async_trait]
+impl SessionStore for DynamoStore {
+    async fn create_session(&self, session: &Session) -> Result<(), StoreError> {
+        self.put(SESSION, "create a session", session_item(session)?, Expect::Absent).await
+    }
+
+    async fn get_session(&self, access: Access<'_>, id: &SessionId) -> Result<Session, StoreError> {
+        let item =
+            self.get_visible(SESSION, "read a session", records::session_pk(id), records::SESSION_SK, access).await?;
+        records::decode(SESSION, get_b(&item, BODY, SESSION)?)
+    }
+
+    async fn update_session(&self, session: &mut Session) -> Result<(), StoreError> {
+        let expected = session.version;
+        let mut next = session.clone();
+        next.version = expected + 1;
+        self.put(SESSION, "update a session", session_item(&next)?, Expect::Version(expected)).await?;
+        session.version = next.version;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ExecutionStore for DynamoStore {
+    async fn create_execution(&self, execution: &Execution) -> Result<(), StoreError> {
+        self.write_execution("create an execution", execution, Expect::Absent).await
+    }
+
+    async fn get_execution(&self, access: Access<'_>, id: &ExecutionId) -> Result<Execution, StoreError> {
+        let pk = records::execution_pk(id);
+        let meta = self.get_visible(EXECUTION, "read an execution", pk.clone(), records::EXECUTION_SK, access).await?;
+        let count = get_n(&meta, CHUNKS, EXECUTION)? as usize;
+        let execution: Execution = if count <= 1 {
+            records::decode(EXECUTION, get_b(&meta, BODY, EXECUTION)?)?
+        } else {
+            records::decode(EXECUTION, &self.read_chunked(&pk, count).await?)?
+        };
+        // The chunked read may have seen a newer write; check it again.
+        if !access.permits(&execution.owner) || records::now() >= execution.expires_at {
+            return Err(StoreError::NotFound { what: EXECUTION });
+        }
+        Ok(execution)
+    }
+
+    async fn update_execution(&self, execution: &mut Execution) -> Result<(), StoreError> {
+        let expected = execution.version;
+        let mut next = execution.clone();
+        next.version = expected + 1;
+        self.write_execution("update an execution", &next, Expect::Version(expected)).await?;
+        execution.version = next.version;
+        Ok(())
+    }
+
+    async fn paused_executions(&self, access: Access<'_>, session: &SessionId) -> Result<Vec<ExecutionId>, StoreError> {
+        const OPERATION: &str = "list paused executions";
+        const WHAT: &str = "paused-execution index";
+        let mut ids = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                .expression_attribute_values(":pk", s(records::session_pk(session)))
+                .expression_attribute_values(":prefix", s(records::PAUSED_PREFIX))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| StoreError::backend(OPERATION, DisplayErrorContext(e)))?;
+            for marker in page.items() {
+                if is_live(marker, WHAT)? && access.permits(&parse_owner(marker, WHAT)?) {
+                    ids.push(records::paused_id_from_sk(get_s(marker, SK, WHAT)?)?);
+                }
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(ids);
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl KeyStore for DynamoStore {
+    async fn create_key(&self, key: &ApiKey) -> Result<(), StoreError> {
+        let body = records::encode_small(API_KEY, key)?;
+        let mut item = item::key(records::key_pk(&key.hash), records::KEY_SK);
+        item.insert(KIND.into(), s("api_key"));
+        item.insert(OWNER.into(), s(key.owner.as_str()));
+        item.insert(BODY.into(), b(&body));
+        // Keys never expire, so "absent" is simply "no item".
+        let request = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression(format!("attribute_not_exists({PK})"));
+        match request.send().await {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e)) if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) => {
+                Err(StoreError::AlreadyExists { what: API_KEY })
+            }
+            Err(e) => Err(StoreError::backend("create an API key", DisplayErrorContext(e))),
+        }
+    }
+
+    async fn find_key(&self, hash: &TokenHash) -> Result<ApiKey, StoreError> {
+        let item = self.get_item("read an API key", records::key_pk(hash), records::KEY_SK).await?;
+        let item = item.ok_or(StoreError::NotFound { what: API_KEY })?;
+        records::decode(API_KEY, get_b(&item, BODY, API_KEY)?)
+    }
+}

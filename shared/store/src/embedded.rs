@@ -1,0 +1,324 @@
+//! The embedded adapter for `executor serve`: one redb file under the data dir.
+//!
+//! redb because it is pure Rust (no C toolchain), ACID with fsync on commit, and
+//! maintained. Its write transactions are serialised, so a read-check-write
+//! inside one is exactly a conditional write: concurrent claims cannot both win.
+//! Keys mirror the DynamoDB layout (`pk`, `sk`); values are the records' JSON.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use executor_core::{
+    ApiKey, Execution, ExecutionId, ExecutionState, Principal, Session, SessionId, Timestamp, TokenHash,
+};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
+use serde::{Deserialize, Serialize};
+
+use crate::records::{self, API_KEY, EXECUTION, SESSION};
+use crate::{Access, ExecutionStore, KeyStore, SessionStore, StoreError};
+
+/// All items, keyed like the DynamoDB table: (partition key, sort key).
+const ITEMS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("items");
+
+const FILE_NAME: &str = "executor.redb";
+
+/// Value of a paused-execution index item.
+#[derive(Serialize, Deserialize)]
+struct PausedMarker {
+    owner: Principal,
+    expires_at: Timestamp,
+}
+
+#[derive(Clone)]
+pub struct EmbeddedStore {
+    db: Arc<Database>,
+}
+
+impl EmbeddedStore {
+    /// Open (or create) the store in `data_dir`, creating the directory if needed.
+    pub fn open(data_dir: &Path) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(data_dir)
+            .map_err(|e| StoreError::backend("create the data directory", format!("{}: {e}", data_dir.display())))?;
+        let path = data_dir.join(FILE_NAME);
+        let db = Database::create(&path).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::backend(
+                "open the embedded store",
+                format!("{} is in use by another executor process; stop it or pick another --data-dir", path.display()),
+            ),
+            other => StoreError::backend("open the embedded store", format!("{}: {other}", path.display())),
+        })?;
+        let store = Self { db: Arc::new(db) };
+        store.write_blocking("create tables", |txn| {
+            txn.open_table(ITEMS)?;
+            Ok(())
+        })?;
+        Ok(store)
+    }
+
+    fn write_blocking<T>(
+        &self,
+        operation: &'static str,
+        f: impl FnOnce(&WriteTransaction) -> Result<T, Failure>,
+    ) -> Result<T, StoreError> {
+        let txn = self.db.begin_write().map_err(|e| StoreError::backend(operation, e))?;
+        // Dropping an uncommitted transaction aborts it: a failed condition writes nothing.
+        let value = f(&txn).map_err(|e| e.into_store_error(operation))?;
+        txn.commit().map_err(|e| StoreError::backend(operation, e))?;
+        Ok(value)
+    }
+
+    /// Run a write transaction on the blocking pool.
+    async fn write<T: Send + 'static>(
+        &self,
+        operation: &'static str,
+        f: impl FnOnce(&WriteTransaction) -> Result<T, Failure> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || store.write_blocking(operation, f))
+            .await
+            .map_err(|e| StoreError::backend(operation, e))?
+    }
+
+    /// Read one item on the blocking pool.
+    async fn get(&self, operation: &'static str, pk: String, sk: &'static str) -> Result<Option<Vec<u8>>, StoreError> {
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || -> Result<_, redb::Error> {
+            let txn = db.begin_read()?;
+            let table = txn.open_table(ITEMS)?;
+            Ok(table.get((pk.as_str(), sk))?.map(|v| v.value().to_vec()))
+        })
+        .await
+        .map_err(|e| StoreError::backend(operation, e))?
+        .map_err(|e| StoreError::backend(operation, e))
+    }
+}
+
+/// Inside a transaction: a store answer (condition failed, ...) or a redb error.
+enum Failure {
+    Store(StoreError),
+    Db(redb::Error),
+}
+
+impl<E: Into<redb::Error>> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure::Db(e.into())
+    }
+}
+
+impl Failure {
+    fn into_store_error(self, operation: &'static str) -> StoreError {
+        match self {
+            Failure::Store(e) => e,
+            Failure::Db(e) => StoreError::backend(operation, e),
+        }
+    }
+}
+
+/// A record with the fields every conditional write looks at.
+trait Versioned: Serialize + for<'de> Deserialize<'de> {
+    const WHAT: &'static str;
+    fn version(&self) -> u64;
+    fn expires_at(&self) -> Timestamp;
+}
+
+impl Versioned for Session {
+    const WHAT: &'static str = SESSION;
+    fn version(&self) -> u64 {
+        self.version
+    }
+    fn expires_at(&self) -> Timestamp {
+        self.expires_at
+    }
+}
+
+impl Versioned for Execution {
+    const WHAT: &'static str = EXECUTION;
+    fn version(&self) -> u64 {
+        self.version
+    }
+    fn expires_at(&self) -> Timestamp {
+        self.expires_at
+    }
+}
+
+/// The live record stored under `(pk, sk)`, if any.
+fn live<T: Versioned>(txn: &WriteTransaction, pk: &str, sk: &str) -> Result<Option<T>, Failure> {
+    let table = txn.open_table(ITEMS)?;
+    let Some(bytes) = table.get((pk, sk))? else { return Ok(None) };
+    let record: T = records::decode(T::WHAT, bytes.value()).map_err(Failure::Store)?;
+    Ok((records::now() < record.expires_at()).then_some(record))
+}
+
+fn create_if_absent<T: Versioned>(txn: &WriteTransaction, pk: &str, sk: &str, body: &[u8]) -> Result<(), Failure> {
+    if live::<T>(txn, pk, sk)?.is_some() {
+        return Err(Failure::Store(StoreError::AlreadyExists { what: T::WHAT }));
+    }
+    txn.open_table(ITEMS)?.insert((pk, sk), body)?;
+    Ok(())
+}
+
+fn update_if_version<T: Versioned>(
+    txn: &WriteTransaction,
+    pk: &str,
+    sk: &str,
+    expected: u64,
+    body: &[u8],
+) -> Result<(), Failure> {
+    match live::<T>(txn, pk, sk)? {
+        None => Err(Failure::Store(StoreError::NotFound { what: T::WHAT })),
+        Some(stored) if stored.version() != expected => Err(Failure::Store(StoreError::Conflict { what: T::WHAT })),
+        Some(_) => {
+            txn.open_table(ITEMS)?.insert((pk, sk), body)?;
+            Ok(())
+        }
+    }
+}
+
+/// Keep the session's paused index in step with the execution's state.
+fn index_paused(txn: &WriteTransaction, execution: &Execution) -> Result<(), Failure> {
+    let Some(session) = &execution.session_id else { return Ok(()) };
+    let pk = records::session_pk(session);
+    let sk = records::paused_sk(&execution.id);
+    let mut table = txn.open_table(ITEMS)?;
+    match execution.state {
+        ExecutionState::Paused { deadline } => {
+            let marker = PausedMarker { owner: execution.owner.clone(), expires_at: deadline };
+            let body = records::encode("paused-execution index", &marker).map_err(Failure::Store)?;
+            table.insert((pk.as_str(), sk.as_str()), body.as_slice())?;
+        }
+        _ => {
+            table.remove((pk.as_str(), sk.as_str()))?;
+        }
+    }
+    Ok(())
+}
+
+fn visible<T: Versioned>(
+    bytes: Option<Vec<u8>>,
+    owner_of: impl Fn(&T) -> &Principal,
+    access: Access<'_>,
+) -> Result<T, StoreError> {
+    let not_found = StoreError::NotFound { what: T::WHAT };
+    let record: T = records::decode(T::WHAT, &bytes.ok_or(not_found)?)?;
+    if records::now() >= record.expires_at() || !access.permits(owner_of(&record)) {
+        return Err(StoreError::NotFound { what: T::WHAT });
+    }
+    Ok(record)
+}
+
+#[async_trait]
+impl SessionStore for EmbeddedStore {
+    async fn create_session(&self, session: &Session) -> Result<(), StoreError> {
+        let body = records::encode_small(SESSION, session)?;
+        let pk = records::session_pk(&session.id);
+        self.write("create a session", move |txn| create_if_absent::<Session>(txn, &pk, records::SESSION_SK, &body))
+            .await
+    }
+
+    async fn get_session(&self, access: Access<'_>, id: &SessionId) -> Result<Session, StoreError> {
+        let bytes = self.get("read a session", records::session_pk(id), records::SESSION_SK).await?;
+        visible(bytes, |s: &Session| &s.owner, access)
+    }
+
+    async fn update_session(&self, session: &mut Session) -> Result<(), StoreError> {
+        let expected = session.version;
+        let mut next = session.clone();
+        next.version = expected + 1;
+        let body = records::encode_small(SESSION, &next)?;
+        let pk = records::session_pk(&session.id);
+        self.write("update a session", move |txn| {
+            update_if_version::<Session>(txn, &pk, records::SESSION_SK, expected, &body)
+        })
+        .await?;
+        session.version = next.version;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ExecutionStore for EmbeddedStore {
+    async fn create_execution(&self, execution: &Execution) -> Result<(), StoreError> {
+        let body = records::encode_execution(execution)?;
+        let record = execution.clone();
+        self.write("create an execution", move |txn| {
+            let pk = records::execution_pk(&record.id);
+            create_if_absent::<Execution>(txn, &pk, records::EXECUTION_SK, &body)?;
+            index_paused(txn, &record)
+        })
+        .await
+    }
+
+    async fn get_execution(&self, access: Access<'_>, id: &ExecutionId) -> Result<Execution, StoreError> {
+        let bytes = self.get("read an execution", records::execution_pk(id), records::EXECUTION_SK).await?;
+        visible(bytes, |e: &Execution| &e.owner, access)
+    }
+
+    async fn update_execution(&self, execution: &mut Execution) -> Result<(), StoreError> {
+        let expected = execution.version;
+        let mut next = execution.clone();
+        next.version = expected + 1;
+        let body = records::encode_execution(&next)?;
+        self.write("update an execution", move |txn| {
+            let pk = records::execution_pk(&next.id);
+            update_if_version::<Execution>(txn, &pk, records::EXECUTION_SK, expected, &body)?;
+            index_paused(txn, &next)
+        })
+        .await?;
+        execution.version = expected + 1;
+        Ok(())
+    }
+
+    async fn paused_executions(&self, access: Access<'_>, session: &SessionId) -> Result<Vec<ExecutionId>, StoreError> {
+        const OPERATION: &str = "list paused executions";
+        let db = self.db.clone();
+        let pk = records::session_pk(session);
+        let markers = tokio::task::spawn_blocking(move || -> Result<Vec<(String, Vec<u8>)>, redb::Error> {
+            let txn = db.begin_read()?;
+            let table = txn.open_table(ITEMS)?;
+            // Sort keys under the prefix: "PAUSED#" up to (not including) "PAUSED$".
+            let range = table.range((pk.as_str(), records::PAUSED_PREFIX)..(pk.as_str(), "PAUSED$"))?;
+            range
+                .map(|entry| {
+                    let (key, value) = entry?;
+                    Ok((key.value().1.to_owned(), value.value().to_vec()))
+                })
+                .collect()
+        })
+        .await
+        .map_err(|e| StoreError::backend(OPERATION, e))?
+        .map_err(|e| StoreError::backend(OPERATION, e))?;
+
+        let now = records::now();
+        let mut ids = Vec::new();
+        for (sk, bytes) in markers {
+            let marker: PausedMarker = records::decode("paused-execution index", &bytes)?;
+            if now < marker.expires_at && access.permits(&marker.owner) {
+                ids.push(records::paused_id_from_sk(&sk)?);
+            }
+        }
+        Ok(ids)
+    }
+}
+
+#[async_trait]
+impl KeyStore for EmbeddedStore {
+    async fn create_key(&self, key: &ApiKey) -> Result<(), StoreError> {
+        let body = records::encode_small(API_KEY, key)?;
+        let pk = records::key_pk(&key.hash);
+        self.write("create an API key", move |txn| {
+            let mut table = txn.open_table(ITEMS)?;
+            if table.get((pk.as_str(), records::KEY_SK))?.is_some() {
+                return Err(Failure::Store(StoreError::AlreadyExists { what: API_KEY }));
+            }
+            table.insert((pk.as_str(), records::KEY_SK), body.as_slice())?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn find_key(&self, hash: &TokenHash) -> Result<ApiKey, StoreError> {
+        let bytes = self.get("read an API key", records::key_pk(hash), records::KEY_SK).await?;
+        records::decode(API_KEY, &bytes.ok_or(StoreError::NotFound { what: API_KEY })?)
+    }
+}

@@ -1,0 +1,71 @@
+//! The storage ports. Every mutation is conditional (create-if-absent or
+//! update-if-version); every read says whose view it takes.
+
+use async_trait::async_trait;
+use executor_core::{ApiKey, Execution, ExecutionId, Principal, Session, SessionId, TokenHash};
+
+use crate::StoreError;
+
+/// Whose view a read takes.
+#[derive(Debug, Clone, Copy)]
+pub enum Access<'a> {
+    /// A caller: records of other owners do not exist for them.
+    Owner(&'a Principal),
+    /// The service itself (alarms act on any owner's sessions).
+    Internal,
+}
+
+impl Access<'_> {
+    pub fn permits(&self, owner: &Principal) -> bool {
+        match self {
+            Access::Owner(caller) => *caller == owner,
+            Access::Internal => true,
+        }
+    }
+}
+
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    /// Store a new session; `AlreadyExists` if a live one has its id.
+    async fn create_session(&self, session: &Session) -> Result<(), StoreError>;
+
+    /// `NotFound` when absent, expired or not visible to `access`.
+    async fn get_session(&self, access: Access<'_>, id: &SessionId) -> Result<Session, StoreError>;
+
+    /// Write `session` if the stored version is still `session.version`, then bump
+    /// `session.version`. `Conflict` if it changed, `NotFound` if it is gone.
+    async fn update_session(&self, session: &mut Session) -> Result<(), StoreError>;
+}
+
+#[async_trait]
+pub trait ExecutionStore: Send + Sync {
+    /// Store a new execution; `AlreadyExists` if a live one has its id.
+    /// `TooLarge` if its snapshot exceeds [`crate::MAX_SNAPSHOT_BYTES`].
+    async fn create_execution(&self, execution: &Execution) -> Result<(), StoreError>;
+
+    /// `NotFound` when absent, expired or not visible to `access`.
+    async fn get_execution(&self, access: Access<'_>, id: &ExecutionId) -> Result<Execution, StoreError>;
+
+    /// Write `execution` if the stored version is still `execution.version`, then
+    /// bump `execution.version`. Of several writers that read the same version,
+    /// exactly one succeeds; the others get `Conflict`. This is how a claim
+    /// (paused -> resuming), a settle and an expiry are made safe.
+    async fn update_execution(&self, execution: &mut Execution) -> Result<(), StoreError>;
+
+    /// Executions of `session` that are paused and still inside their approval window.
+    async fn paused_executions(&self, access: Access<'_>, session: &SessionId) -> Result<Vec<ExecutionId>, StoreError>;
+}
+
+#[async_trait]
+pub trait KeyStore: Send + Sync {
+    /// Store a new API key; `AlreadyExists` if its hash is taken.
+    async fn create_key(&self, key: &ApiKey) -> Result<(), StoreError>;
+
+    /// The key whose token hashes to `hash`, or `NotFound`.
+    async fn find_key(&self, hash: &TokenHash) -> Result<ApiKey, StoreError>;
+}
+
+/// Everything the service needs from storage, in one object.
+pub trait Store: SessionStore + ExecutionStore + KeyStore {}
+
+impl<T: SessionStore + ExecutionStore + KeyStore> Store for T {}

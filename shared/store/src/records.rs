@@ -1,0 +1,97 @@
+//! The key layout and record encoding both adapters share (see docs/storage.md).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use executor_core::{Execution, ExecutionId, SessionId, Timestamp, TokenHash};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::StoreError;
+
+/// Largest execution snapshot (the JSON of code, journal and state). DynamoDB
+/// caps one transaction at 4 MB; this leaves room for keys and the other items
+/// written with it.
+pub const MAX_SNAPSHOT_BYTES: usize = 3_500_000;
+
+/// Largest body in one DynamoDB item (400 KB item limit, minus headroom for the
+/// other attributes). Larger execution snapshots are split into chunks of this size.
+pub const MAX_ITEM_BODY_BYTES: usize = 350_000;
+
+pub(crate) const SESSION: &str = "session";
+pub(crate) const EXECUTION: &str = "execution";
+pub(crate) const API_KEY: &str = "API key";
+
+pub(crate) const SESSION_SK: &str = "SESSION";
+pub(crate) const EXECUTION_SK: &str = "EXEC";
+pub(crate) const KEY_SK: &str = "KEY";
+pub(crate) const PAUSED_PREFIX: &str = "PAUSED#";
+
+pub(crate) fn session_pk(id: &SessionId) -> String {
+    format!("SESSION#{id}")
+}
+
+pub(crate) fn execution_pk(id: &ExecutionId) -> String {
+    format!("EXEC#{id}")
+}
+
+pub(crate) fn key_pk(hash: &TokenHash) -> String {
+    format!("KEY#{}", hash.as_str())
+}
+
+/// Index item under the session's partition marking one paused execution.
+pub(crate) fn paused_sk(id: &ExecutionId) -> String {
+    format!("{PAUSED_PREFIX}{id}")
+}
+
+pub(crate) fn paused_id_from_sk(sk: &str) -> Result<ExecutionId, StoreError> {
+    sk.strip_prefix(PAUSED_PREFIX)
+        .and_then(|id| ExecutionId::parse(id).ok())
+        .ok_or_else(|| StoreError::corrupt("paused-execution index", format!("bad sort key {sk:?}")))
+}
+
+/// Chunk `n` (from 1; chunk 0 lives in the execution item itself).
+pub(crate) fn chunk_sk(n: usize) -> String {
+    format!("CHUNK#{n:04}")
+}
+
+pub(crate) fn now() -> Timestamp {
+    let millis = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+    Timestamp::from_millis(u64::try_from(millis).unwrap_or(u64::MAX))
+}
+
+pub(crate) fn encode<T: Serialize>(what: &'static str, record: &T) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(record).map_err(|e| StoreError::corrupt(what, e))
+}
+
+pub(crate) fn decode<T: DeserializeOwned>(what: &'static str, bytes: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::corrupt(what, e))
+}
+
+/// The stored form of an execution, refused when a pause could not be written
+/// in one DynamoDB transaction. Both adapters enforce it so behaviour matches.
+pub(crate) fn encode_execution(execution: &Execution) -> Result<Vec<u8>, StoreError> {
+    let body = encode(EXECUTION, execution)?;
+    if body.len() > MAX_SNAPSHOT_BYTES {
+        return Err(StoreError::TooLarge {
+            what: "execution snapshot (code, journal and tool results)",
+            size: body.len(),
+            limit: MAX_SNAPSHOT_BYTES,
+            advice: "return less data from the tool calls made before the one that needs approval",
+        });
+    }
+    Ok(body)
+}
+
+/// Small records (sessions, keys) must fit one item on every adapter.
+pub(crate) fn encode_small<T: Serialize>(what: &'static str, record: &T) -> Result<Vec<u8>, StoreError> {
+    let body = encode(what, record)?;
+    if body.len() > MAX_ITEM_BODY_BYTES {
+        return Err(StoreError::TooLarge {
+            what,
+            size: body.len(),
+            limit: MAX_ITEM_BODY_BYTES,
+            advice: "send smaller client info and capabilities",
+        });
+    }
+    Ok(body)
+}

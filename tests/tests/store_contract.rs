@@ -1,0 +1,347 @@
+//! One contract for every storage adapter: each test below runs against the
+//! embedded store and against DynamoDB (moto_server), as `embedded::<name>` and
+//! `dynamodb::<name>`.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use executor_core::{
+    ApiKey, ApprovalAction, ClientInfo, ElicitationMode, Execution, ExecutionEvent, ExecutionId, ExecutionState,
+    Journal, JournalStep, PendingCall, Principal, Session, SessionId, SessionStatus, StepOutcome, Timestamp, TokenHash,
+};
+use executor_store::{Access, MAX_SNAPSHOT_BYTES, Store, StoreError};
+use serde_json::json;
+
+macro_rules! contract_suite {
+    ($($test:ident),* $(,)?) => {
+        mod embedded {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    let (store, _dir) = executor_tests::embedded_store();
+                    super::$test(&store).await;
+                }
+            )*
+        }
+        mod dynamodb {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    let (store, _client) = executor_tests::dynamo_store().await;
+                    super::$test(&store).await;
+                }
+            )*
+        }
+    };
+}
+
+contract_suite!(
+    session_create_is_conditional,
+    sessions_are_invisible_to_other_owners,
+    session_update_is_conditional_on_version,
+    expired_records_read_as_absent,
+    execution_create_is_conditional_and_owned,
+    execution_transitions_are_conditional_on_version,
+    paused_index_follows_execution_state,
+    claim_race_has_exactly_one_winner,
+    large_journal_round_trips_in_chunks,
+    oversized_snapshot_is_refused_and_loses_nothing,
+    api_keys_are_found_by_hash_only,
+);
+
+fn now() -> Timestamp {
+    Timestamp::from_millis(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64)
+}
+
+fn hours(h: u64) -> Duration {
+    Duration::from_secs(h * 3600)
+}
+
+fn alice() -> Principal {
+    Principal::parse("alice").unwrap()
+}
+
+fn bob() -> Principal {
+    Principal::parse("bob").unwrap()
+}
+
+fn sid(s: &str) -> SessionId {
+    SessionId::parse(s).unwrap()
+}
+
+fn eid(s: &str) -> ExecutionId {
+    ExecutionId::parse(s).unwrap()
+}
+
+fn session(id: &str, owner: Principal) -> Session {
+    let client =
+        ClientInfo { name: "claude-code".into(), version: "2.1".into(), capabilities: json!({"elicitation": {}}) };
+    Session::new(sid(id), owner, now(), "2025-06-18", client, ElicitationMode::Browser, now().plus(hours(24)))
+}
+
+/// A running execution of `owner`, optionally in a session.
+fn running(id: &str, owner: Principal, session: Option<&str>) -> Execution {
+    Execution::start(
+        eid(id),
+        owner,
+        session.map(sid),
+        "const r = await tools.gh.issues.create({title: 'x'}); return r;",
+        Journal::new(now(), 42),
+        now().plus(hours(24)),
+    )
+}
+
+fn pause(execution: &mut Execution, deadline: Timestamp) {
+    let mut journal = execution.journal.clone();
+    let step = u32::try_from(journal.steps.len() + journal.pending.len()).unwrap();
+    journal.add_pending(PendingCall::new(step, "gh.issues.create", json!({"title": "x"}), "Create an issue?"));
+    execution.apply(ExecutionEvent::Pause { journal, deadline }, now()).unwrap();
+}
+
+fn paused(id: &str, owner: Principal, session: Option<&str>) -> Execution {
+    let mut e = running(id, owner, session);
+    pause(&mut e, now().plus(Duration::from_secs(600)));
+    e
+}
+
+/// A journal whose JSON is about `bytes` long.
+fn journal_of_size(bytes: usize) -> Journal {
+    let mut journal = Journal::new(now(), 7);
+    let per_step = 10_000;
+    for step in 0..(bytes / per_step) as u32 {
+        // Varied content, so no layer can shrink it by accident.
+        let data: String =
+            (0..per_step).map(|i| char::from(b'a' + ((i * 7 + step as usize * 13) % 26) as u8)).collect();
+        journal.record(JournalStep {
+            step,
+            path: "files.read".into(),
+            args_hash: executor_core::ArgsHash::of(&json!({"n": step})),
+            outcome: StepOutcome::Ok { data: json!(data) },
+            completed_at: now(),
+        });
+    }
+    journal
+}
+
+fn assert_not_found<T: std::fmt::Debug>(result: Result<T, StoreError>) {
+    assert!(matches!(result, Err(StoreError::NotFound { .. })), "expected NotFound, got {result:?}");
+}
+
+async fn session_create_is_conditional<S: Store>(store: &S) {
+    let s = session("s1", alice());
+    store.create_session(&s).await.unwrap();
+    let again = store.create_session(&session("s1", bob())).await;
+    assert!(matches!(again, Err(StoreError::AlreadyExists { what: "session" })), "{again:?}");
+    // The first one is untouched.
+    assert_eq!(store.get_session(Access::Owner(&alice()), &sid("s1")).await.unwrap(), s);
+    assert_not_found(store.get_session(Access::Owner(&alice()), &sid("nope")).await);
+}
+
+async fn sessions_are_invisible_to_other_owners<S: Store>(store: &S) {
+    let s = session("s1", alice());
+    store.create_session(&s).await.unwrap();
+    let as_bob = store.get_session(Access::Owner(&bob()), &sid("s1")).await;
+    // Exactly the answer for a session that does not exist: no hint it is there.
+    assert_eq!(
+        as_bob.unwrap_err().to_string(),
+        store.get_session(Access::Owner(&bob()), &sid("missing")).await.unwrap_err().to_string()
+    );
+    assert_eq!(store.get_session(Access::Internal, &sid("s1")).await.unwrap(), s);
+}
+
+async fn session_update_is_conditional_on_version<S: Store>(store: &S) {
+    let mut s = session("s1", alice());
+    store.create_session(&s).await.unwrap();
+    let mut stale = s.clone();
+
+    s.last_activity_at = s.last_activity_at.plus(Duration::from_secs(40));
+    store.update_session(&mut s).await.unwrap();
+    assert_eq!(s.version, 1);
+
+    stale.destroy().unwrap();
+    let lost = store.update_session(&mut stale).await;
+    assert!(matches!(lost, Err(StoreError::Conflict { what: "session" })), "{lost:?}");
+    assert_eq!(stale.version, 0, "a failed write leaves the caller's version alone");
+
+    let stored = store.get_session(Access::Owner(&alice()), &sid("s1")).await.unwrap();
+    assert_eq!(stored, s);
+    assert_eq!(stored.status, SessionStatus::Active);
+
+    s.destroy().unwrap();
+    store.update_session(&mut s).await.unwrap();
+    let stored = store.get_session(Access::Internal, &sid("s1")).await.unwrap();
+    assert_eq!((stored.status, stored.version), (SessionStatus::Destroyed, 2));
+
+    let mut ghost = session("ghost", alice());
+    assert_not_found(store.update_session(&mut ghost).await);
+}
+
+async fn expired_records_read_as_absent<S: Store>(store: &S) {
+    let mut old = session("s1", alice());
+    old.expires_at = Timestamp::from_millis(now().as_millis() - 5_000);
+    store.create_session(&old).await.unwrap();
+    assert_not_found(store.get_session(Access::Internal, &sid("s1")).await);
+    assert_not_found(store.update_session(&mut old.clone()).await);
+    // An expired record does not block its id: the TTL may not have deleted it yet.
+    let fresh = session("s1", bob());
+    store.create_session(&fresh).await.unwrap();
+    assert_eq!(store.get_session(Access::Owner(&bob()), &sid("s1")).await.unwrap(), fresh);
+
+    let mut e = running("e1", alice(), None);
+    e.expires_at = Timestamp::from_millis(now().as_millis() - 5_000);
+    store.create_execution(&e).await.unwrap();
+    assert_not_found(store.get_execution(Access::Owner(&alice()), &eid("e1")).await);
+    assert_not_found(store.update_execution(&mut e).await);
+}
+
+async fn execution_create_is_conditional_and_owned<S: Store>(store: &S) {
+    let e = paused("e1", alice(), Some("s1"));
+    store.create_execution(&e).await.unwrap();
+    let again = store.create_execution(&running("e1", bob(), None)).await;
+    assert!(matches!(again, Err(StoreError::AlreadyExists { what: "execution" })), "{again:?}");
+    assert_eq!(store.get_execution(Access::Owner(&alice()), &eid("e1")).await.unwrap(), e);
+    assert_eq!(store.get_execution(Access::Internal, &eid("e1")).await.unwrap(), e);
+    assert_not_found(store.get_execution(Access::Owner(&bob()), &eid("e1")).await);
+    assert_not_found(store.get_execution(Access::Owner(&alice()), &eid("e2")).await);
+}
+
+async fn execution_transitions_are_conditional_on_version<S: Store>(store: &S) {
+    let alice = alice();
+    let mut e = running("e1", alice.clone(), Some("s1"));
+    store.create_execution(&e).await.unwrap();
+
+    pause(&mut e, now().plus(Duration::from_secs(600)));
+    store.update_execution(&mut e).await.unwrap();
+    let mut stale = e.clone();
+
+    e.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept }, now()).unwrap();
+    store.update_execution(&mut e).await.unwrap();
+    e.apply(ExecutionEvent::Complete { result: json!({"id": 7}) }, now()).unwrap();
+    store.update_execution(&mut e).await.unwrap();
+    assert_eq!(e.version, 3);
+
+    // A second resumer that read the paused version loses, whatever it tries.
+    stale.apply(ExecutionEvent::Expire, now()).unwrap();
+    let lost = store.update_execution(&mut stale).await;
+    assert!(matches!(lost, Err(StoreError::Conflict { what: "execution" })), "{lost:?}");
+
+    let stored = store.get_execution(Access::Owner(&alice), &eid("e1")).await.unwrap();
+    assert_eq!(stored, e);
+    assert_eq!(stored.state, ExecutionState::Completed { result: json!({"id": 7}) });
+}
+
+async fn paused_index_follows_execution_state<S: Store>(store: &S) {
+    let (alice, bob) = (alice(), bob());
+    let mut a = paused("a", alice.clone(), Some("s1"));
+    let b = paused("b", alice.clone(), Some("s1"));
+    let elsewhere = paused("c", alice.clone(), Some("s2"));
+    let stateless = paused("d", alice.clone(), None);
+    let mut overdue = running("late", alice.clone(), Some("s1"));
+    pause(&mut overdue, Timestamp::from_millis(now().as_millis() - 1_000));
+    for e in [&a, &b, &elsewhere, &stateless, &overdue] {
+        store.create_execution(e).await.unwrap();
+    }
+
+    let mut ids = store.paused_executions(Access::Internal, &sid("s1")).await.unwrap();
+    ids.sort();
+    assert_eq!(ids, [eid("a"), eid("b")], "paused past the approval window does not count");
+    assert_eq!(store.paused_executions(Access::Owner(&alice), &sid("s1")).await.unwrap().len(), 2);
+    assert!(store.paused_executions(Access::Owner(&bob), &sid("s1")).await.unwrap().is_empty());
+    assert!(store.paused_executions(Access::Internal, &sid("none")).await.unwrap().is_empty());
+
+    a.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept }, now()).unwrap();
+    store.update_execution(&mut a).await.unwrap();
+    assert_eq!(store.paused_executions(Access::Internal, &sid("s1")).await.unwrap(), [eid("b")]);
+
+    // Paused again at the next approval: back in the index.
+    pause(&mut a, now().plus(Duration::from_secs(600)));
+    store.update_execution(&mut a).await.unwrap();
+    assert_eq!(store.paused_executions(Access::Internal, &sid("s1")).await.unwrap().len(), 2);
+    assert_eq!(store.get_execution(Access::Internal, &eid("a")).await.unwrap().journal.pending.len(), 2);
+
+    a.apply(ExecutionEvent::Expire, now()).unwrap();
+    store.update_execution(&mut a).await.unwrap();
+    assert_eq!(store.paused_executions(Access::Internal, &sid("s1")).await.unwrap(), [eid("b")]);
+}
+
+async fn claim_race_has_exactly_one_winner<S: Store + Clone + 'static>(store: &S) {
+    const CLAIMERS: usize = 32;
+    store.create_execution(&paused("race", alice(), Some("s1"))).await.unwrap();
+    let start = Arc::new(tokio::sync::Barrier::new(CLAIMERS));
+    let claims = (0..CLAIMERS).map(|i| {
+        let (store, start) = (store.clone(), start.clone());
+        tokio::spawn(async move {
+            let owner = alice();
+            let mut e = store.get_execution(Access::Owner(&owner), &eid("race")).await.unwrap();
+            let action = if i % 2 == 0 { ApprovalAction::Accept } else { ApprovalAction::Decline };
+            e.apply(ExecutionEvent::Claim { action }, now()).unwrap();
+            start.wait().await;
+            store.update_execution(&mut e).await.map(|()| action)
+        })
+    });
+    let mut winners = Vec::new();
+    for claim in claims.collect::<Vec<_>>() {
+        match claim.await.unwrap() {
+            Ok(action) => winners.push(action),
+            Err(StoreError::Conflict { .. }) => {}
+            Err(other) => panic!("a losing claim must get Conflict, got {other}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one of {CLAIMERS} claims wins");
+    let stored = store.get_execution(Access::Internal, &eid("race")).await.unwrap();
+    assert_eq!(stored.state, ExecutionState::Resuming { action: winners[0] });
+    assert_eq!(stored.version, 1);
+    assert!(store.paused_executions(Access::Internal, &sid("s1")).await.unwrap().is_empty());
+}
+
+async fn large_journal_round_trips_in_chunks<S: Store>(store: &S) {
+    let mut e = running("big", alice(), Some("s1"));
+    e.journal = journal_of_size(1_500_000);
+    pause(&mut e, now().plus(Duration::from_secs(600)));
+    let size = serde_json::to_vec(&e).unwrap().len();
+    assert!(size > 1_500_000, "the snapshot under test is {size} bytes");
+    store.create_execution(&e).await.unwrap();
+    assert_eq!(store.get_execution(Access::Owner(&alice()), &eid("big")).await.unwrap(), e);
+
+    e.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept }, now()).unwrap();
+    store.update_execution(&mut e).await.unwrap();
+    assert_eq!(store.get_execution(Access::Owner(&alice()), &eid("big")).await.unwrap(), e);
+
+    // Shrinking leaves no trace of the old chunks in what is read.
+    e.journal = journal_of_size(20_000);
+    e.apply(ExecutionEvent::Complete { result: json!("done") }, now()).unwrap();
+    store.update_execution(&mut e).await.unwrap();
+    assert_eq!(store.get_execution(Access::Owner(&alice()), &eid("big")).await.unwrap(), e);
+}
+
+async fn oversized_snapshot_is_refused_and_loses_nothing<S: Store>(store: &S) {
+    let mut huge = running("huge", alice(), Some("s1"));
+    huge.journal = journal_of_size(MAX_SNAPSHOT_BYTES + 100_000);
+    let refused = store.create_execution(&huge).await;
+    match refused {
+        Err(StoreError::TooLarge { size, limit, .. }) => assert!(size > limit && limit == MAX_SNAPSHOT_BYTES),
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    assert_not_found(store.get_execution(Access::Internal, &eid("huge")).await);
+
+    let mut e = paused("e1", alice(), Some("s1"));
+    store.create_execution(&e).await.unwrap();
+    let before = e.clone();
+    e.journal = journal_of_size(MAX_SNAPSHOT_BYTES + 100_000);
+    let refused = store.update_execution(&mut e).await;
+    assert!(matches!(refused, Err(StoreError::TooLarge { .. })), "{refused:?}");
+    assert!(refused.unwrap_err().to_string().contains("return less data"));
+    assert_eq!(store.get_execution(Access::Internal, &eid("e1")).await.unwrap(), before);
+    assert_eq!(store.paused_executions(Access::Internal, &sid("s1")).await.unwrap(), [eid("e1")]);
+}
+
+async fn api_keys_are_found_by_hash_only<S: Store>(store: &S) {
+    let token = "exk_0123456789abcdef";
+    let key = ApiKey { hash: TokenHash::of_token(token), owner: alice(), created_at: now() };
+    store.create_key(&key).await.unwrap();
+    assert_eq!(store.find_key(&TokenHash::of_token(token)).await.unwrap(), key);
+    let dup = store.create_key(&ApiKey { owner: bob(), ..key.clone() }).await;
+    assert!(matches!(dup, Err(StoreError::AlreadyExists { what: "API key" })), "{dup:?}");
+    assert_eq!(store.find_key(&key.hash).await.unwrap().owner, alice());
+    assert_not_found(store.find_key(&TokenHash::of_token("exk_wrong")).await);
+}
