@@ -3,7 +3,7 @@
 //! `dynamodb::<name>`.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use executor_core::{
     ApiKey, ApprovalAction, ClientInfo, ElicitationMode, Execution, ExecutionEvent, ExecutionId, ExecutionState,
@@ -50,7 +50,7 @@ contract_suite!(
 );
 
 fn now() -> Timestamp {
-    Timestamp::from_millis(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64)
+    SystemTime::now().into()
 }
 
 fn hours(h: u64) -> Duration {

@@ -4,7 +4,7 @@
 //! compared across machines and pinned for replay: it must serialise exactly.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +35,13 @@ impl Timestamp {
     /// Time elapsed from `earlier` to `self`; zero if `earlier` is later.
     pub fn since(self, earlier: Timestamp) -> Duration {
         Duration::from_millis(self.0.saturating_sub(earlier.0))
+    }
+}
+
+/// The conversion only; reading the clock is the caller's business.
+impl From<SystemTime> for Timestamp {
+    fn from(t: SystemTime) -> Self {
+        Self(t.duration_since(UNIX_EPOCH).map_or(0, duration_millis))
     }
 }
 
@@ -71,5 +78,7 @@ mod tests {
         let b = Timestamp::from_millis(4_000);
         assert_eq!(b.since(a), Duration::from_secs(3));
         assert_eq!(a.since(b), Duration::ZERO);
+        assert_eq!(Timestamp::from(UNIX_EPOCH + Duration::from_millis(1_234)).as_millis(), 1_234);
+        assert_eq!(Timestamp::from(UNIX_EPOCH - Duration::from_secs(1)).as_millis(), 0);
     }
 }

@@ -53,7 +53,35 @@ impl EmbeddedStore {
             txn.open_table(ITEMS)?;
             Ok(())
         })?;
+        store.purge_expired()?;
         Ok(store)
+    }
+
+    /// Delete items past their `expires_at` (DynamoDB's TTL does this on AWS).
+    /// Runs at open; returns how many items it removed.
+    pub fn purge_expired(&self) -> Result<usize, StoreError> {
+        /// Every record but API keys has `expires_at`; nothing else is decoded.
+        #[derive(Deserialize)]
+        struct Expiry {
+            expires_at: Option<Timestamp>,
+        }
+        let now = records::now();
+        self.write_blocking("purge expired items", |txn| {
+            let mut table = txn.open_table(ITEMS)?;
+            let mut expired = Vec::new();
+            for entry in table.iter()? {
+                let (key, value) = entry?;
+                let expiry: Expiry = records::decode("stored item", value.value()).map_err(Failure::Store)?;
+                if expiry.expires_at.is_some_and(|at| at <= now) {
+                    let (pk, sk) = key.value();
+                    expired.push((pk.to_owned(), sk.to_owned()));
+                }
+            }
+            for (pk, sk) in &expired {
+                table.remove((pk.as_str(), sk.as_str()))?;
+            }
+            Ok(expired.len())
+        })
     }
 
     fn write_blocking<T>(

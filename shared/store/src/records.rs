@@ -1,6 +1,6 @@
 //! The key layout and record encoding both adapters share (see docs/storage.md).
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use executor_core::{Execution, ExecutionId, SessionId, Timestamp, TokenHash};
 use serde::Serialize;
@@ -55,8 +55,7 @@ pub(crate) fn chunk_sk(n: usize) -> String {
 }
 
 pub(crate) fn now() -> Timestamp {
-    let millis = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
-    Timestamp::from_millis(u64::try_from(millis).unwrap_or(u64::MAX))
+    SystemTime::now().into()
 }
 
 pub(crate) fn encode<T: Serialize>(what: &'static str, record: &T) -> Result<Vec<u8>, StoreError> {

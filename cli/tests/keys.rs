@@ -1,0 +1,50 @@
+//! `executor keys create` end to end: the real binary, the real store file.
+
+use std::process::Command;
+
+use executor_core::TokenHash;
+use executor_store::{EmbeddedStore, KeyStore};
+
+fn executor(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_executor")).args(args).output().expect("run executor")
+}
+
+#[tokio::test]
+async fn keys_create_prints_a_token_once_and_stores_only_its_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let data = data_dir.to_str().unwrap();
+
+    let first = executor(&["keys", "create", "--owner", "alice", "--data-dir", data]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let stdout = String::from_utf8(first.stdout).unwrap();
+    let token = stdout.split_whitespace().find(|w| w.starts_with("exk_")).expect("a token in the output").to_owned();
+    assert_eq!(token.len(), 4 + 64, "256 bits, hex encoded");
+
+    let second = executor(&["keys", "create", "--owner", "alice", "--data-dir", data]);
+    let second = String::from_utf8(second.stdout).unwrap();
+    assert!(!second.contains(&token), "every key gets a fresh token");
+
+    let file = std::fs::read(data_dir.join("executor.redb")).unwrap();
+    assert!(!file.windows(token.len()).any(|w| w == token.as_bytes()), "the token itself is never stored");
+
+    let store = EmbeddedStore::open(&data_dir).unwrap();
+    assert_eq!(store.find_key(&TokenHash::of_token(&token)).await.unwrap().owner.as_str(), "alice");
+}
+
+#[test]
+fn keys_create_rejects_a_bad_owner_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = executor(&["keys", "create", "--owner", " ", "--data-dir", dir.path().to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("invalid --owner: owner name is empty"), "{stderr}");
+}
+
+#[test]
+fn no_arguments_prints_usage() {
+    let out = executor(&[]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("Usage: executor") && stdout.contains("keys"), "{stdout}");
+}

@@ -1,0 +1,131 @@
+//! What the DynamoDB adapter writes matches docs/storage.md, item by item.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, SystemTime};
+
+use aws_sdk_dynamodb::types::{AttributeValue, TimeToLiveStatus};
+use executor_core::{
+    ApiKey, ArgsHash, ClientInfo, ElicitationMode, Execution, ExecutionEvent, ExecutionId, Journal, JournalStep,
+    PendingCall, Principal, Session, SessionId, StepOutcome, Timestamp, TokenHash,
+};
+use executor_store::{ExecutionStore, KeyStore, MAX_ITEM_BODY_BYTES, SessionStore};
+use serde_json::json;
+
+type Item = std::collections::HashMap<String, AttributeValue>;
+
+struct DocumentedItem {
+    name: String,
+    pk_prefix: String,
+    sk_prefix: String,
+    attributes: BTreeSet<String>,
+}
+
+/// Rows of the "## Items" table in docs/storage.md.
+fn documented_items() -> Vec<DocumentedItem> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/storage.md")).unwrap();
+    let section = doc.split("## Items").nth(1).expect("docs/storage.md has an Items section");
+    let ticked = |cell: &str| -> Vec<String> { cell.split('`').skip(1).step_by(2).map(str::to_owned).collect() };
+    let prefix = |pattern: &str| pattern.split('<').next().unwrap().to_owned();
+    section
+        .lines()
+        .take_while(|l| !l.starts_with("##"))
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| Item"))
+        .map(|row| {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            DocumentedItem {
+                name: cells[1].to_owned(),
+                pk_prefix: prefix(&ticked(cells[2])[0]),
+                sk_prefix: prefix(&ticked(cells[3])[0]),
+                attributes: ticked(cells[4]).into_iter().collect(),
+            }
+        })
+        .collect()
+}
+
+fn now() -> Timestamp {
+    SystemTime::now().into()
+}
+
+fn n(item: &Item, name: &str) -> u64 {
+    item[name].as_n().unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn items_match_docs_storage_md() {
+    let (store, client) = executor_tests::dynamo_store().await;
+    let alice = Principal::parse("alice").unwrap();
+    let session = Session::new(
+        SessionId::parse("s1").unwrap(),
+        alice.clone(),
+        now(),
+        "2025-11-25",
+        ClientInfo::default(),
+        ElicitationMode::Model,
+        now().plus(Duration::from_secs(86_400)),
+    );
+    store.create_session(&session).await.unwrap();
+
+    let mut journal = Journal::new(now(), 1);
+    for step in 0..80 {
+        journal.record(JournalStep {
+            step,
+            path: "files.read".into(),
+            args_hash: ArgsHash::of(&json!(step)),
+            outcome: StepOutcome::Ok { data: json!("x".repeat(10_000)) },
+            completed_at: now(),
+        });
+    }
+    journal.add_pending(PendingCall::new(80, "files.write", json!({"path": "/a"}), "Write /a?"));
+    let deadline = now().plus(Duration::from_secs(600));
+    let mut execution = Execution::start(
+        ExecutionId::parse("e1").unwrap(),
+        alice.clone(),
+        Some(session.id.clone()),
+        "return 1",
+        Journal::new(now(), 1),
+        now().plus(Duration::from_secs(86_400)),
+    );
+    execution.apply(ExecutionEvent::Pause { journal, deadline }, now()).unwrap();
+    store.create_execution(&execution).await.unwrap();
+    store.create_key(&ApiKey { hash: TokenHash::of_token("t"), owner: alice, created_at: now() }).await.unwrap();
+
+    let items = client.scan().table_name(store.table()).send().await.unwrap().items.unwrap();
+    let documented = documented_items();
+    assert_eq!(documented.len(), 5, "docs/storage.md lists five item types");
+
+    let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for item in &items {
+        let (pk, sk) = (item["pk"].as_s().unwrap(), item["sk"].as_s().unwrap());
+        let doc = documented
+            .iter()
+            .find(|d| pk.starts_with(&d.pk_prefix) && sk.starts_with(&d.sk_prefix))
+            .unwrap_or_else(|| panic!("item {pk} / {sk} is not documented in docs/storage.md"));
+        let attributes: BTreeSet<String> = item.keys().filter(|k| *k != "pk" && *k != "sk").cloned().collect();
+        let undocumented: Vec<_> = attributes.difference(&doc.attributes).collect();
+        assert!(undocumented.is_empty(), "{}: attributes {undocumented:?} are not in docs/storage.md", doc.name);
+        seen.entry(doc.name.clone()).or_default().extend(attributes);
+
+        if let Some(body) = item.get("body") {
+            assert!(body.as_b().unwrap().as_ref().len() <= MAX_ITEM_BODY_BYTES, "{pk} / {sk} body fits one item");
+        }
+    }
+    for doc in &documented {
+        assert_eq!(seen.get(&doc.name), Some(&doc.attributes), "{}: documented attributes are all written", doc.name);
+    }
+
+    // TTL is on, in epoch seconds.
+    let ttl = client.describe_time_to_live().table_name(store.table()).send().await.unwrap();
+    let ttl = ttl.time_to_live_description().unwrap();
+    assert_eq!(ttl.attribute_name(), Some("expires_at"));
+    assert_eq!(ttl.time_to_live_status(), Some(&TimeToLiveStatus::Enabled));
+    let find =
+        |pk: &str, sk: &str| items.iter().find(|i| i["pk"].as_s().unwrap() == pk && i["sk"].as_s().unwrap() == sk);
+    assert_eq!(n(find("SESSION#s1", "SESSION").unwrap(), "expires_at"), session.expires_at.as_secs_ceil());
+    assert_eq!(n(find("EXEC#e1", "EXEC").unwrap(), "expires_at"), execution.expires_at.as_secs_ceil());
+    assert_eq!(n(find("SESSION#s1", "PAUSED#e1").unwrap(), "expires_at"), deadline.as_secs_ceil());
+    let chunks = n(find("EXEC#e1", "EXEC").unwrap(), "chunks");
+    assert!(chunks >= 3, "an 800 KB snapshot is split, got {chunks} chunk(s)");
+    for i in 1..chunks {
+        assert!(find("EXEC#e1", &format!("CHUNK#{i:04}")).is_some(), "chunk {i} written");
+    }
+}
