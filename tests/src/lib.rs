@@ -79,12 +79,12 @@ fn start_moto() -> Moto {
     Moto { endpoint: format!("http://{addr}"), _watchdog: watchdog, _log: log }
 }
 
-/// A DynamoDB client for the shared moto_server.
-pub fn dynamodb_client() -> Client {
+/// A DynamoDB client for the shared moto_server, in `region`.
+pub fn dynamodb_client_in(region: &'static str) -> Client {
     let config = aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .endpoint_url(&moto().endpoint)
-        .region(Region::new("us-east-1"))
+        .region(Region::new(region))
         .credentials_provider(Credentials::new("test", "test", None, None, "moto"))
         .build();
     Client::from_conf(config)
@@ -93,7 +93,7 @@ pub fn dynamodb_client() -> Client {
 /// A [`DynamoStore`] on a fresh table of its own.
 pub async fn dynamo_store() -> (DynamoStore, Client) {
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    let client = dynamodb_client();
+    let client = dynamodb_client_in("us-east-1");
     let table = format!("executor-test-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
     let store = DynamoStore::new(client.clone(), table);
     store.create_table().await.expect("create the test table in moto_server");

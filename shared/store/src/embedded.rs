@@ -146,12 +146,16 @@ impl Failure {
 /// A record with the fields every conditional write looks at.
 trait Versioned: Serialize + for<'de> Deserialize<'de> {
     const WHAT: &'static str;
+    fn owner(&self) -> &Principal;
     fn version(&self) -> u64;
     fn expires_at(&self) -> Timestamp;
 }
 
 impl Versioned for Session {
     const WHAT: &'static str = SESSION;
+    fn owner(&self) -> &Principal {
+        &self.owner
+    }
     fn version(&self) -> u64 {
         self.version
     }
@@ -162,6 +166,9 @@ impl Versioned for Session {
 
 impl Versioned for Execution {
     const WHAT: &'static str = EXECUTION;
+    fn owner(&self) -> &Principal {
+        &self.owner
+    }
     fn version(&self) -> u64 {
         self.version
     }
@@ -222,14 +229,11 @@ fn index_paused(txn: &WriteTransaction, execution: &Execution) -> Result<(), Fai
     Ok(())
 }
 
-fn visible<T: Versioned>(
-    bytes: Option<Vec<u8>>,
-    owner_of: impl Fn(&T) -> &Principal,
-    access: Access<'_>,
-) -> Result<T, StoreError> {
+/// The stored record if it is live and `access` may see it; otherwise `NotFound`.
+fn visible<T: Versioned>(bytes: Option<Vec<u8>>, access: Access<'_>) -> Result<T, StoreError> {
     let not_found = StoreError::NotFound { what: T::WHAT };
     let record: T = records::decode(T::WHAT, &bytes.ok_or(not_found)?)?;
-    if records::now() >= record.expires_at() || !access.permits(owner_of(&record)) {
+    if records::now() >= record.expires_at() || !access.permits(record.owner()) {
         return Err(StoreError::NotFound { what: T::WHAT });
     }
     Ok(record)
@@ -246,7 +250,7 @@ impl SessionStore for EmbeddedStore {
 
     async fn get_session(&self, access: Access<'_>, id: &SessionId) -> Result<Session, StoreError> {
         let bytes = self.get("read a session", records::session_pk(id), records::SESSION_SK).await?;
-        visible(bytes, |s: &Session| &s.owner, access)
+        visible(bytes, access)
     }
 
     async fn update_session(&self, session: &mut Session) -> Result<(), StoreError> {
@@ -279,7 +283,7 @@ impl ExecutionStore for EmbeddedStore {
 
     async fn get_execution(&self, access: Access<'_>, id: &ExecutionId) -> Result<Execution, StoreError> {
         let bytes = self.get("read an execution", records::execution_pk(id), records::EXECUTION_SK).await?;
-        visible(bytes, |e: &Execution| &e.owner, access)
+        visible(bytes, access)
     }
 
     async fn update_execution(&self, execution: &mut Execution) -> Result<(), StoreError> {
