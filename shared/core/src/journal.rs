@@ -68,6 +68,8 @@ fn write_scalar(value: &Value, out: &mut Vec<u8>) {
 pub enum StepOutcome {
     Ok { data: Value },
     Err { code: String, message: String },
+    /// A person or the model declined the call: it throws in the code.
+    Declined { message: String },
 }
 
 /// A completed tool call.

@@ -1,0 +1,68 @@
+use std::time::Duration;
+
+use executor_core::{ExecutionFailure, NonDeterministicReplay};
+
+use crate::source::SyntaxError;
+
+/// Why an execution failed. `code()` is the stable `error.code` clients see.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SandboxError {
+    #[error("the code is {size} bytes, over the {limit}-byte limit; send less code")]
+    CodeTooLarge { size: usize, limit: usize },
+    #[error("the code nests brackets more than {limit} levels deep; flatten it")]
+    TooDeep { limit: usize },
+    #[error(transparent)]
+    Syntax(#[from] SyntaxError),
+    #[error("the code used more than {limit:?} of CPU time; do less work per execution")]
+    CpuLimit { limit: Duration },
+    #[error("the execution ran longer than its wall-clock limit; do less per execution")]
+    WallClockLimit,
+    #[error("the code used more than {limit} bytes of memory; work on less data at a time")]
+    MemoryLimit { limit: usize },
+    #[error("the code recursed too deeply (stack over {limit} bytes); use a loop instead of deep recursion")]
+    StackLimit { limit: usize },
+    #[error("the result is {size} bytes of JSON, over the {limit}-byte limit; return less data")]
+    ResultTooLarge { size: usize, limit: usize },
+    #[error("the result cannot be returned as JSON: {message}")]
+    ResultNotSerializable { message: String },
+    #[error("uncaught {message}")]
+    Uncaught { message: String },
+    #[error("{message}")]
+    Declined { message: String },
+    #[error("the approval was cancelled, so the execution stopped")]
+    Cancelled,
+    #[error(transparent)]
+    NonDeterministic(#[from] NonDeterministicReplay),
+    #[error("the code awaits something that never settles (every tool call has returned); check for a missing resolve")]
+    NeverSettles,
+    #[error("internal sandbox error: {message}")]
+    Internal { message: String },
+}
+
+impl SandboxError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::CodeTooLarge { .. } => "code_too_large",
+            Self::TooDeep { .. } => "code_too_deep",
+            Self::Syntax(_) => "syntax_error",
+            Self::CpuLimit { .. } => "cpu_limit",
+            Self::WallClockLimit => "wall_clock_limit",
+            Self::MemoryLimit { .. } => "memory_limit",
+            Self::StackLimit { .. } => "stack_limit",
+            Self::ResultTooLarge { .. } => "result_too_large",
+            Self::ResultNotSerializable { .. } => "result_not_serializable",
+            Self::Uncaught { .. } => "runtime_error",
+            Self::Declined { .. } => "approval_declined",
+            Self::Cancelled => "approval_cancelled",
+            Self::NonDeterministic(_) => "non_deterministic_replay",
+            Self::NeverSettles => "never_settles",
+            Self::Internal { .. } => "internal_error",
+        }
+    }
+}
+
+impl From<&SandboxError> for ExecutionFailure {
+    fn from(error: &SandboxError) -> Self {
+        Self { code: error.code().to_owned(), message: error.to_string() }
+    }
+}

@@ -1,0 +1,39 @@
+//! Resource limits of one execution. Every one is configurable; the defaults
+//! are those of DESIGN.md section 4.
+
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// QuickJS heap.
+    pub memory_bytes: usize,
+    /// QuickJS stack.
+    pub stack_bytes: usize,
+    /// JavaScript running time; the clock stops while tool calls are in flight.
+    pub cpu: Duration,
+    /// Everything, tool calls included; keep it below the Lambda timeout.
+    pub wall_clock: Duration,
+    /// Code as sent, fence included.
+    pub code_bytes: usize,
+    /// The returned value as JSON.
+    pub result_bytes: usize,
+    /// All console output together; the rest is cut and the cut is marked.
+    pub log_bytes: usize,
+    /// Bracket nesting of the code; deeper code is refused before parsing.
+    pub nesting_depth: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            memory_bytes: 64 << 20,
+            stack_bytes: 1 << 20,
+            cpu: Duration::from_secs(10),
+            wall_clock: Duration::from_secs(25),
+            code_bytes: 256 << 10,
+            result_bytes: 1 << 20,
+            log_bytes: 64 << 10,
+            nesting_depth: 256,
+        }
+    }
+}

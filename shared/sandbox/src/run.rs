@@ -1,0 +1,332 @@
+//! The replay driver: runs one segment of an execution from the start of the
+//! code to its completion or its next pause (DESIGN.md invariant 2).
+//!
+//! Each time the code blocks, the calls it issued form a *batch*. The batch is
+//! planned as a whole before anything is called (so a divergence from the
+//! journal calls nothing), its runnable calls are made concurrently, and the
+//! outcomes are delivered in step order. Delivering in step order, never in
+//! completion order, is what makes a replay see exactly what the first run saw.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use executor_core::{ApprovalAction, ArgsHash, ExecutionId, Journal, JournalStep, PendingCall, Replay, StepOutcome, Timestamp};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::engine::{Delivery, Engine, IssuedCall, MainState};
+use crate::source;
+use crate::tools::{CallContext, DESCRIBE_PATH, Policy, SEARCH_PATH, ToolError, Tools};
+use crate::{Limits, SandboxError};
+
+/// Everything a paused execution needs to continue anywhere: serialisable, no handles.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub code: String,
+    pub journal: Journal,
+}
+
+/// One run of the code: the first, or a replay with decisions on pending calls.
+#[derive(Debug, Clone)]
+pub struct Segment {
+    pub execution_id: ExecutionId,
+    pub code: String,
+    pub journal: Journal,
+    /// Decisions on pending calls, by step.
+    pub decisions: BTreeMap<u32, ApprovalAction>,
+}
+
+impl Segment {
+    pub fn start(execution_id: ExecutionId, code: impl Into<String>, started_at: Timestamp, seed: u64) -> Self {
+        Self { execution_id, code: code.into(), journal: Journal::new(started_at, seed), decisions: BTreeMap::new() }
+    }
+
+    /// Continue a paused execution with one decision for all of its pending calls.
+    pub fn resume(execution_id: ExecutionId, snapshot: Snapshot, action: ApprovalAction) -> Self {
+        let decisions = snapshot.journal.pending.iter().map(|p| (p.step, action)).collect();
+        Self { execution_id, code: snapshot.code, journal: snapshot.journal, decisions }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Completed { result: Value, logs: Vec<String> },
+    Failed { error: SandboxError, logs: Vec<String> },
+    /// Waiting for decisions on `snapshot.journal.pending`.
+    Paused { snapshot: Snapshot, logs: Vec<String> },
+}
+
+/// Where completion times come from (the journal pins them for replay).
+pub trait Clock: Send + Sync {
+    fn now(&self) -> Timestamp;
+}
+
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        std::time::SystemTime::now().into()
+    }
+}
+
+/// What happens to one call of a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Action {
+    /// In the journal: hand back the recorded outcome.
+    Replay(StepOutcome),
+    /// Make the call now.
+    Call,
+    /// Declined: the code's promise rejects.
+    Decline,
+    /// The policy refuses it.
+    Block(String),
+    /// Needs a decision that has not been made: pause.
+    Await(String),
+    /// The decision cancelled the execution.
+    Cancel,
+}
+
+fn is_builtin(path: &str) -> bool {
+    path == SEARCH_PATH || path == DESCRIBE_PATH
+}
+
+/// Decide every call of a batch before any is made.
+pub(crate) fn plan(
+    journal: &Journal,
+    decisions: &BTreeMap<u32, ApprovalAction>,
+    batch: &[IssuedCall],
+    policy: impl Fn(&str, &Value) -> Policy,
+) -> Result<Vec<Action>, SandboxError> {
+    batch
+        .iter()
+        .map(|call| {
+            let hash = ArgsHash::of(&call.args);
+            Ok(match journal.check(call.step, &call.path, &hash)? {
+                Replay::Recorded(done) => Action::Replay(done.outcome.clone()),
+                Replay::Pending(pending) => match decisions.get(&call.step) {
+                    Some(ApprovalAction::Accept) => Action::Call,
+                    Some(ApprovalAction::Decline) => Action::Decline,
+                    Some(ApprovalAction::Cancel) => Action::Cancel,
+                    None => Action::Await(pending.message.clone()),
+                },
+                Replay::New if is_builtin(&call.path) => Action::Call,
+                Replay::New => match policy(&call.path, &call.args) {
+                    Policy::Run => Action::Call,
+                    Policy::NeedsApproval { message } => Action::Await(message),
+                    Policy::Blocked { reason } => Action::Block(reason),
+                },
+            })
+        })
+        .collect()
+}
+
+/// What the code's promise receives for a journaled outcome.
+fn delivery(path: &str, outcome: &StepOutcome) -> Delivery {
+    match (is_builtin(path), outcome) {
+        (_, StepOutcome::Declined { message }) => Delivery::Declined(message.clone()),
+        (true, StepOutcome::Ok { data }) => Delivery::Value(data.clone()),
+        (true, StepOutcome::Err { message, .. }) => Delivery::Error(message.clone()),
+        (false, StepOutcome::Ok { data }) => Delivery::Value(json!({ "ok": true, "data": data })),
+        (false, StepOutcome::Err { code, message }) => {
+            Delivery::Value(json!({ "ok": false, "error": { "code": code, "message": message } }))
+        }
+    }
+}
+
+/// Run one segment to completion or the next pause. Blocking: call it on a
+/// blocking thread; tool calls are awaited on `runtime`.
+pub(crate) fn drive(
+    segment: Segment,
+    tools: Arc<dyn Tools>,
+    limits: &Limits,
+    clock: &dyn Clock,
+    runtime: &tokio::runtime::Handle,
+) -> Outcome {
+    let deadline = Instant::now() + limits.wall_clock;
+    let Segment { execution_id, code, mut journal, decisions } = segment;
+    let failed = |error: SandboxError, logs: Vec<String>| Outcome::Failed { error, logs };
+
+    let js = match source::prepare(&code, limits) {
+        Ok(js) => js,
+        Err(error) => return failed(error, Vec::new()),
+    };
+    let mut pinned = journal.started_at;
+    let mut engine = match Engine::start(&js, journal.seed, pinned.as_millis() as f64, limits, deadline) {
+        Ok(engine) => engine,
+        Err(error) => return failed(error, Vec::new()),
+    };
+
+    loop {
+        // Running: the code runs until it finishes or waits on tool calls.
+        if let Err(error) = engine.run_jobs() {
+            return failed(error, engine.into_logs());
+        }
+        match engine.state() {
+            MainState::Completed(json) if json.len() > limits.result_bytes => {
+                let error = SandboxError::ResultTooLarge { size: json.len(), limit: limits.result_bytes };
+                return failed(error, engine.into_logs());
+            }
+            MainState::Completed(json) => {
+                let result = serde_json::from_str(&json).unwrap_or(Value::Null);
+                return Outcome::Completed { result, logs: engine.into_logs() };
+            }
+            MainState::Failed(error) => return failed(error, engine.into_logs()),
+            MainState::Pending => {}
+        }
+
+        // Blocked: plan the batch of calls the code waits on.
+        let batch = engine.take_issued();
+        if batch.is_empty() {
+            return failed(SandboxError::NeverSettles, engine.into_logs());
+        }
+        let actions = match plan(&journal, &decisions, &batch, |path, args| tools.policy(path, args)) {
+            Ok(actions) => actions,
+            Err(error) => return failed(error, engine.into_logs()),
+        };
+        if actions.contains(&Action::Cancel) {
+            return failed(SandboxError::Cancelled, engine.into_logs());
+        }
+
+        // Calling: the runnable calls, concurrently; CPU time is not counted meanwhile.
+        let calls = batch.iter().zip(&actions).filter(|(_, a)| **a == Action::Call).map(|(call, _)| {
+            let tools = tools.clone();
+            let ctx = CallContext { execution_id: execution_id.clone(), step: call.step };
+            let call = call.clone();
+            async move {
+                let outcome = match call.path.as_str() {
+                    SEARCH_PATH => tools.search(call.args).await,
+                    DESCRIBE_PATH => tools.describe(call.args).await,
+                    path => tools.call(path, call.args, &ctx).await,
+                };
+                (ctx.step, outcome)
+            }
+        });
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let results = runtime.block_on(tokio::time::timeout(remaining, futures_util::future::join_all(calls)));
+        let Ok(results) = results else {
+            return failed(SandboxError::WallClockLimit, engine.into_logs());
+        };
+        let mut results: BTreeMap<u32, _> = results.into_iter().collect();
+        let completed_at = clock.now();
+
+        // Journaling: record what happened to each call.
+        let mut paused = false;
+        for (call, action) in batch.iter().zip(&actions) {
+            let outcome = match action {
+                Action::Replay(_) | Action::Cancel => continue,
+                Action::Await(message) => {
+                    journal.add_pending(PendingCall::new(call.step, &call.path, call.args.clone(), message));
+                    paused = true;
+                    continue;
+                }
+                Action::Call => match results.remove(&call.step) {
+                    Some(Ok(data)) => StepOutcome::Ok { data },
+                    Some(Err(ToolError { code, message })) => StepOutcome::Err { code, message },
+                    None => unreachable!("every planned call has a result"),
+                },
+                Action::Decline => StepOutcome::Declined { message: format!("the call to tools.{} was declined", call.path) },
+                Action::Block(reason) => StepOutcome::Err { code: "blocked".into(), message: reason.clone() },
+            };
+            journal.record(JournalStep {
+                step: call.step,
+                path: call.path.clone(),
+                args_hash: ArgsHash::of(&call.args),
+                outcome,
+                completed_at,
+            });
+        }
+        if paused {
+            // Paused: calls already made are journaled; nothing is delivered, so
+            // the replay re-forms this same batch.
+            return Outcome::Paused { snapshot: Snapshot { code, journal }, logs: engine.into_logs() };
+        }
+
+        // Delivering: outcomes in step order, with the clock pinned to the batch.
+        for call in &batch {
+            let Some(done) = journal.completed(call.step) else { unreachable!("every call of the batch is journaled") };
+            pinned = pinned.max(done.completed_at);
+            let delivery = delivery(&call.path, &done.outcome);
+            engine.set_pinned_now(pinned.as_millis() as f64);
+            if let Err(error) = engine.deliver(call.step, delivery) {
+                return failed(error, engine.into_logs());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(step: u32, path: &str, args: Value) -> IssuedCall {
+        IssuedCall { step, path: path.into(), args }
+    }
+
+    #[test]
+    fn planning_a_batch() {
+        let mut journal = Journal::new(Timestamp::from_millis(0), 1);
+        journal.record(JournalStep {
+            step: 0,
+            path: "gh.list".into(),
+            args_hash: ArgsHash::of(&json!({})),
+            outcome: StepOutcome::Ok { data: json!([1]) },
+            completed_at: Timestamp::from_millis(5),
+        });
+        for step in [1, 2, 3] {
+            journal.add_pending(PendingCall::new(step, "gh.create", json!({"n": step}), "create?"));
+        }
+        let decisions = BTreeMap::from([(1, ApprovalAction::Accept), (2, ApprovalAction::Decline)]);
+        let policy = |path: &str, _: &Value| match path {
+            "gh.create" => Policy::NeedsApproval { message: "create?".into() },
+            "gh.delete" => Policy::Blocked { reason: "deletes are off".into() },
+            _ => Policy::Run,
+        };
+        let batch = [
+            call(0, "gh.list", json!({})),
+            call(1, "gh.create", json!({"n": 1})),
+            call(2, "gh.create", json!({"n": 2})),
+            call(3, "gh.create", json!({"n": 3})),
+            call(4, "gh.create", json!({"n": 4})),
+            call(5, "gh.delete", json!({})),
+            call(6, "gh.get", json!({})),
+            call(7, "search", json!({"query": "x"})),
+        ];
+        let actions = plan(&journal, &decisions, &batch, policy).unwrap();
+        assert_eq!(
+            actions,
+            [
+                Action::Replay(StepOutcome::Ok { data: json!([1]) }),
+                Action::Call,
+                Action::Decline,
+                Action::Await("create?".into()),
+                Action::Await("create?".into()),
+                Action::Block("deletes are off".into()),
+                Action::Call,
+                Action::Call,
+            ]
+        );
+
+        let diverged = plan(&journal, &decisions, &[call(0, "gh.get", json!({}))], policy);
+        assert!(matches!(diverged, Err(SandboxError::NonDeterministic(_))));
+        let cancelled = plan(&journal, &BTreeMap::from([(1, ApprovalAction::Cancel)]), &batch[1..2], policy);
+        assert_eq!(cancelled.unwrap(), [Action::Cancel]);
+    }
+
+    #[test]
+    fn deliveries_wrap_tool_results_but_not_builtins() {
+        let ok = StepOutcome::Ok { data: json!(1) };
+        let err = StepOutcome::Err { code: "http_404".into(), message: "not found".into() };
+        let declined = StepOutcome::Declined { message: "no".into() };
+        let cases = [
+            ("a.b", &ok, Delivery::Value(json!({"ok": true, "data": 1}))),
+            ("a.b", &err, Delivery::Value(json!({"ok": false, "error": {"code": "http_404", "message": "not found"}}))),
+            ("a.b", &declined, Delivery::Declined("no".into())),
+            ("search", &ok, Delivery::Value(json!(1))),
+            ("describe.tool", &err, Delivery::Error("not found".into())),
+        ];
+        for (path, outcome, expected) in cases {
+            assert_eq!(delivery(path, outcome), expected, "{path} {outcome:?}");
+        }
+    }
+}

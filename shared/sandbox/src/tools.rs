@@ -1,0 +1,60 @@
+//! What the sandbox needs from the outside world: the tools the code may call
+//! and the policy that says which calls need a decision. The catalog implements it.
+
+use async_trait::async_trait;
+use executor_core::ExecutionId;
+use serde_json::Value;
+
+/// Reserved paths handled by [`Tools::search`] and [`Tools::describe`].
+pub const SEARCH_PATH: &str = "search";
+pub const DESCRIBE_PATH: &str = "describe.tool";
+
+/// Whether a call may run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Policy {
+    Run,
+    /// Pause until a person or the model decides; `message` is what they are asked.
+    NeedsApproval { message: String },
+    /// Never run; the code gets `{ok:false, error:{code:"blocked"}}`.
+    Blocked { reason: String },
+}
+
+/// A tool's failure as the code sees it: `{ok:false, error:{code, message}}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolError {
+    pub code: String,
+    pub message: String,
+}
+
+/// `Ok(data)` becomes `{ok:true, data}` in the code.
+pub type ToolOutcome = Result<Value, ToolError>;
+
+/// Which call this is, for logs and idempotency.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallContext {
+    pub execution_id: ExecutionId,
+    pub step: u32,
+}
+
+impl CallContext {
+    /// `<executionId>:<step>`: the same for every attempt at this call, so an
+    /// upstream that honours idempotency keys never applies it twice.
+    pub fn idempotency_key(&self) -> String {
+        format!("{}:{}", self.execution_id, self.step)
+    }
+}
+
+#[async_trait]
+pub trait Tools: Send + Sync {
+    /// Decide whether a call may run, before it is made.
+    fn policy(&self, path: &str, args: &Value) -> Policy;
+
+    /// Make a call. Only called for paths the policy lets run (or that were approved).
+    async fn call(&self, path: &str, args: Value, ctx: &CallContext) -> ToolOutcome;
+
+    /// `tools.search(request)`: `{items:[{path, description, namespace}], total}`.
+    async fn search(&self, request: Value) -> ToolOutcome;
+
+    /// `tools.describe.tool({path})`: TypeScript declarations of the tool.
+    async fn describe(&self, request: Value) -> ToolOutcome;
+}
