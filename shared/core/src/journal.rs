@@ -66,10 +66,17 @@ fn write_scalar(value: &Value, out: &mut Vec<u8>) {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum StepOutcome {
-    Ok { data: Value },
-    Err { code: String, message: String },
+    Ok {
+        data: Value,
+    },
+    Err {
+        code: String,
+        message: String,
+    },
     /// A person or the model declined the call: it throws in the code.
-    Declined { message: String },
+    Declined {
+        message: String,
+    },
 }
 
 /// A completed tool call.

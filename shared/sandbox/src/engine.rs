@@ -87,7 +87,13 @@ pub(crate) struct Engine {
 impl Engine {
     /// A fresh runtime and context with the globals installed, the code's async
     /// function called (so it runs until its first `await`).
-    pub fn start(js: &str, seed: u64, pinned_now: f64, limits: &Limits, wall_deadline: Instant) -> Result<Self, SandboxError> {
+    pub fn start(
+        js: &str,
+        seed: u64,
+        pinned_now: f64,
+        limits: &Limits,
+        wall_deadline: Instant,
+    ) -> Result<Self, SandboxError> {
         let internal = |e: rquickjs::Error| SandboxError::Internal { message: e.to_string() };
         let runtime = Runtime::new().map_err(internal)?;
         runtime.set_memory_limit(limits.memory_bytes);
@@ -130,7 +136,10 @@ impl Engine {
                 Ok(false) => break Ok(()),
                 Err(job) => {
                     let (meter, limits) = (&self.meter, &self.limits);
-                    break Err(job.0.with(|ctx| classify(meter, CaughtError::from_error(&ctx, rquickjs::Error::Exception), limits)));
+                    let error = job
+                        .0
+                        .with(|ctx| classify(meter, CaughtError::from_error(&ctx, rquickjs::Error::Exception), limits));
+                    break Err(error);
                 }
             }
         };
@@ -158,10 +167,11 @@ impl Engine {
                     MainState::Failed(classify(&self.meter, error, &self.limits))
                 }
                 PromiseState::Resolved => {
-                    let serialised = main.result::<Value>().and_then(Result::ok).ok_or(rquickjs::Error::Unknown).and_then(|value| {
-                        let finish: Function = self.hooks.clone().restore(&ctx)?.get("finish")?;
-                        finish.call::<_, String>((value,))
-                    });
+                    let serialised =
+                        main.result::<Value>().and_then(Result::ok).ok_or(rquickjs::Error::Unknown).and_then(|value| {
+                            let finish: Function = self.hooks.clone().restore(&ctx)?.get("finish")?;
+                            finish.call::<_, String>((value,))
+                        });
                     match serialised.catch(&ctx) {
                         Ok(json) => MainState::Completed(json),
                         Err(error) => MainState::Failed(match classify(&self.meter, error, &self.limits) {
@@ -253,11 +263,18 @@ fn classify(meter: &Rc<RefCell<Meter>>, error: CaughtError<'_>, limits: &Limits)
     if let Some(tripped) = meter.borrow().tripped.clone() {
         return tripped;
     }
+    // When even the error object cannot be allocated QuickJS throws `null`; by
+    // the time the rejection is seen the heap may be freed again, so a thrown
+    // `null` counts as exhaustion (code that throws null itself is told so).
+    if let CaughtError::Value(v) = &error
+        && v.is_null()
+    {
+        return SandboxError::MemoryLimit { limit: limits.memory_bytes };
+    }
     let (name, message) = match &error {
-        CaughtError::Exception(e) => (
-            e.as_object().get::<_, String>("name").unwrap_or_else(|_| "Error".into()),
-            e.message().unwrap_or_default(),
-        ),
+        CaughtError::Exception(e) => {
+            (e.as_object().get::<_, String>("name").unwrap_or_else(|_| "Error".into()), e.message().unwrap_or_default())
+        }
         CaughtError::Value(v) => ("".into(), value_text(v)),
         CaughtError::Error(e) => ("".into(), e.to_string()),
     };
@@ -278,5 +295,11 @@ fn value_text(value: &Value<'_>) -> String {
     if let Some(s) = value.as_string() {
         return s.to_string().unwrap_or_default();
     }
-    value.ctx().json_stringify(value.clone()).ok().flatten().and_then(|s| s.to_string().ok()).unwrap_or_else(|| format!("{value:?}"))
+    value
+        .ctx()
+        .json_stringify(value.clone())
+        .ok()
+        .flatten()
+        .and_then(|s| s.to_string().ok())
+        .unwrap_or_else(|| format!("{value:?}"))
 }

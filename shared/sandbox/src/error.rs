@@ -17,7 +17,9 @@ pub enum SandboxError {
     CpuLimit { limit: Duration },
     #[error("the execution ran longer than its wall-clock limit; do less per execution")]
     WallClockLimit,
-    #[error("the code used more than {limit} bytes of memory; work on less data at a time")]
+    #[error(
+        "the code used more than {limit} bytes of memory (or threw null); work on less data at a time, and throw Error objects"
+    )]
     MemoryLimit { limit: usize },
     #[error("the code recursed too deeply (stack over {limit} bytes); use a loop instead of deep recursion")]
     StackLimit { limit: usize },

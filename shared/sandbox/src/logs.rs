@@ -45,15 +45,14 @@ mod tests {
 
     #[test]
     fn logs_are_capped_and_the_cut_is_marked() {
-        let mut logs = Logs::new(10);
+        let mut logs = Logs::new(16);
         logs.push("log", "12345");
         logs.push("warn", "x");
-        logs.push("log", "überlong");
+        logs.push("log", "überlong"); // 9 bytes of which 3 fit: "ü" is 2 bytes
         logs.push("log", "ignored");
         let lines = logs.into_lines();
-        assert_eq!(lines[0], "12345");
-        assert_eq!(lines[1], "[warn] x");
-        assert_eq!(lines.len(), 3, "{lines:?}");
-        assert!(lines[2].contains("logs truncated"));
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert_eq!(&lines[..3], ["12345", "[warn] x", "üb"]);
+        assert!(lines[3].contains("logs truncated"));
     }
 }

@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use executor_core::{ApprovalAction, ArgsHash, ExecutionId, Journal, JournalStep, PendingCall, Replay, StepOutcome, Timestamp};
+use executor_core::{
+    ApprovalAction, ArgsHash, ExecutionId, Journal, JournalStep, PendingCall, Replay, StepOutcome, Timestamp,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -51,10 +53,19 @@ impl Segment {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    Completed { result: Value, logs: Vec<String> },
-    Failed { error: SandboxError, logs: Vec<String> },
+    Completed {
+        result: Value,
+        logs: Vec<String>,
+    },
+    Failed {
+        error: SandboxError,
+        logs: Vec<String>,
+    },
     /// Waiting for decisions on `snapshot.journal.pending`.
-    Paused { snapshot: Snapshot, logs: Vec<String> },
+    Paused {
+        snapshot: Snapshot,
+        logs: Vec<String>,
+    },
 }
 
 /// Where completion times come from (the journal pins them for replay).
@@ -225,7 +236,9 @@ pub(crate) fn drive(
                     Some(Err(ToolError { code, message })) => StepOutcome::Err { code, message },
                     None => unreachable!("every planned call has a result"),
                 },
-                Action::Decline => StepOutcome::Declined { message: format!("the call to tools.{} was declined", call.path) },
+                Action::Decline => {
+                    StepOutcome::Declined { message: format!("the call to tools.{} was declined", call.path) }
+                }
                 Action::Block(reason) => StepOutcome::Err { code: "blocked".into(), message: reason.clone() },
             };
             journal.record(JournalStep {

@@ -14,9 +14,13 @@ pub const DESCRIBE_PATH: &str = "describe.tool";
 pub enum Policy {
     Run,
     /// Pause until a person or the model decides; `message` is what they are asked.
-    NeedsApproval { message: String },
+    NeedsApproval {
+        message: String,
+    },
     /// Never run; the code gets `{ok:false, error:{code:"blocked"}}`.
-    Blocked { reason: String },
+    Blocked {
+        reason: String,
+    },
 }
 
 /// A tool's failure as the code sees it: `{ok:false, error:{code, message}}`.

@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use executor_core::{ExecutionId, Timestamp};
-use executor_sandbox::{
-    CallContext, Clock, Limits, Outcome, Policy, Sandbox, Segment, ToolError, ToolOutcome, Tools,
-};
+use executor_sandbox::{CallContext, Clock, Limits, Outcome, Policy, Sandbox, Segment, ToolError, ToolOutcome, Tools};
 use serde_json::{Value, json};
 
 pub const START: u64 = 1_700_000_000_000;
@@ -61,7 +59,9 @@ impl Tools for TestTools {
     async fn search(&self, request: Value) -> ToolOutcome {
         self.made.fetch_add(1, Ordering::SeqCst);
         let query = request["query"].as_str().unwrap_or("").to_owned();
-        Ok(json!({ "items": [{ "path": "gh.issues.list", "description": format!("matches {query}"), "namespace": "gh" }], "total": 1 }))
+        Ok(
+            json!({ "items": [{ "path": "gh.issues.list", "description": format!("matches {query}"), "namespace": "gh" }], "total": 1 }),
+        )
     }
 
     async fn describe(&self, request: Value) -> ToolOutcome {

@@ -1,0 +1,187 @@
+//! The sandbox as the model sees it: values, TypeScript, globals, tools, logs.
+
+mod support;
+
+use executor_sandbox::{Limits, Outcome};
+use serde_json::json;
+use support::*;
+
+#[tokio::test]
+async fn returned_values_come_back_as_json() {
+    let cases = [
+        ("return 1 + 2", json!(3)),
+        ("return", json!(null)),
+        ("return undefined", json!(null)),
+        ("", json!(null)),
+        ("return {a: [1, 'x', null, true], b: {c: 1.5}}", json!({"a": [1, "x", null, true], "b": {"c": 1.5}})),
+        ("const x = await Promise.resolve(7); return x * 2", json!(14)),
+        ("return new Date(0).toISOString()", json!("1970-01-01T00:00:00.000Z")),
+        ("const shared = {v: 1}; return [shared, shared]", json!([{"v": 1}, {"v": 1}])),
+    ];
+    for (code, expected) in cases {
+        let (outcome, _) = run(code).await;
+        assert_eq!(completed(&outcome), &expected, "{code}");
+    }
+}
+
+#[tokio::test]
+async fn values_json_cannot_hold_are_clear_errors() {
+    let cases = [
+        ("return () => 1", "function"),
+        ("return {f() {}}", "function at key \"f\""),
+        ("return 10n", "BigInt"),
+        ("const a = {}; a.self = a; return a", "circular"),
+        ("return Symbol('s')", "Symbol"),
+    ];
+    for (code, needle) in cases {
+        let (outcome, _) = run(code).await;
+        assert_eq!(error_code(&outcome), "result_not_serializable", "{code}");
+        let Outcome::Failed { error, .. } = &outcome else { unreachable!() };
+        assert!(error.to_string().contains(needle), "{code}: {error}");
+    }
+}
+
+#[tokio::test]
+async fn typescript_and_fences_are_accepted() {
+    let code = "```ts\ninterface Row { id: number; name?: string }\nconst rows: Row[] = [{ id: 1 }, { id: 2 }];\n\
+                const sum = rows.reduce<number>((acc, r: Row): number => acc + r.id, 0);\n\
+                enum Color { Red = 'r' }\nreturn { sum, color: Color.Red, n: (rows as Row[]).length! };\n```";
+    let (outcome, _) = run(code).await;
+    assert_eq!(completed(&outcome), &json!({"sum": 3, "color": "r", "n": 2}));
+}
+
+#[tokio::test]
+async fn syntax_errors_give_line_and_column() {
+    let (outcome, _) = run("const a = 1;\nconst b: = 2;\nreturn a").await;
+    let Outcome::Failed { error, .. } = &outcome else { panic!("{outcome:?}") };
+    assert_eq!(error.code(), "syntax_error");
+    assert!(error.to_string().contains("line 2, column 10"), "{error}");
+}
+
+#[tokio::test]
+async fn uncaught_errors_name_the_error() {
+    let (outcome, _) = run("const o = null;\nreturn o.x").await;
+    let Outcome::Failed { error, .. } = &outcome else { panic!("{outcome:?}") };
+    assert_eq!(error.code(), "runtime_error");
+    assert!(error.to_string().contains("TypeError"), "{error}");
+    let (outcome, _) = run("throw new RangeError('bad input')").await;
+    let Outcome::Failed { error, .. } = &outcome else { panic!("{outcome:?}") };
+    assert_eq!(error.to_string(), "uncaught RangeError: bad input");
+}
+
+#[tokio::test]
+async fn console_goes_to_logs() {
+    let code = "console.log('a', 1, {b: 2}); console.warn('careful'); console.error(new Error('boom')); \
+                console.info([1]); console.debug(undefined); return null";
+    let (outcome, _) = run(code).await;
+    let Outcome::Completed { logs, .. } = outcome else { panic!() };
+    assert_eq!(logs, ["a 1 {\"b\":2}", "[warn] careful", "[error] Error: boom", "[info] [1]", "[debug] undefined"]);
+}
+
+#[tokio::test]
+async fn logs_are_capped_with_a_marker() {
+    let tools = TestTools::new();
+    let limits = Limits { log_bytes: 100, ..Limits::default() };
+    let outcome = sandbox(&tools, limits)
+        .run(segment("for (let i = 0; i < 1000; i++) console.log('line ' + i); return 1"), tools.clone())
+        .await;
+    let Outcome::Completed { logs, result } = outcome else { panic!() };
+    assert_eq!(result, json!(1));
+    assert!(logs.iter().map(String::len).sum::<usize>() < 200, "{logs:?}");
+    assert!(logs.last().unwrap().contains("logs truncated"), "{logs:?}");
+}
+
+#[tokio::test]
+async fn tools_proxy_calls_by_path_and_is_not_a_thenable() {
+    let code = "const r = await tools.github.issues.create({title: 't'});\n\
+                return { r, then: typeof tools.then, sym: tools[Symbol.iterator], keys: Object.keys(tools), \
+                         text: String(tools), json: JSON.stringify(tools.github), awaited: typeof (await tools.gh) }";
+    let (outcome, tools) = run(code).await;
+    let result = completed(&outcome);
+    assert_eq!(result["r"], json!({"ok": true, "data": {"path": "github.issues.create", "args": {"title": "t"}}}));
+    assert_eq!(result["then"], json!("undefined"));
+    assert_eq!(result["sym"], json!(null));
+    assert_eq!(result["keys"], json!(["search", "describe"]));
+    assert!(result["text"].as_str().unwrap().contains("tools.search"), "{result}");
+    assert!(result["json"].as_str().unwrap().contains("tools.describe.tool"), "{result}");
+    assert_eq!(result["awaited"], json!("function"), "awaiting a namespace does not call it");
+    assert_eq!(tools.calls(), [("github.issues.create".to_owned(), json!({"title": "t"}))]);
+}
+
+#[tokio::test]
+async fn tool_errors_and_blocked_calls_are_values_not_throws() {
+    let code = "const a = await tools.fail.now({}); const b = await tools.x.drop({}); return {a, b}";
+    let (outcome, tools) = run(code).await;
+    assert_eq!(
+        completed(&outcome),
+        &json!({
+            "a": {"ok": false, "error": {"code": "upstream_error", "message": "fail.now failed"}},
+            "b": {"ok": false, "error": {"code": "blocked", "message": "x.drop is blocked by policy"}},
+        })
+    );
+    assert_eq!(tools.calls().len(), 1, "a blocked call is never made");
+}
+
+#[tokio::test]
+async fn search_and_describe_reach_the_catalog() {
+    let code = "const found = await tools.search({query: 'issues'});\n\
+                const types = await tools.describe.tool({path: found.items[0].path});\n\
+                let missing; try { await tools.describe.tool({path: 'nope'}) } catch (e) { missing = e.message }\n\
+                return {found, types, missing}";
+    let (outcome, _) = run(code).await;
+    let result = completed(&outcome);
+    assert_eq!(result["found"]["total"], json!(1));
+    assert!(result["types"].as_str().unwrap().contains("declare function list"));
+    assert!(result["missing"].as_str().unwrap().contains("no tool"));
+}
+
+#[tokio::test]
+async fn parallel_calls_with_promise_all() {
+    let code =
+        "const rs = await Promise.all([1, 2, 3].map(i => tools.svc.get({i})));\nreturn rs.map(r => r.data.args.i)";
+    let (outcome, tools) = run(code).await;
+    assert_eq!(completed(&outcome), &json!([1, 2, 3]));
+    assert_eq!(tools.calls().len(), 3);
+}
+
+#[tokio::test]
+async fn bad_tool_arguments_throw_in_the_code() {
+    let (outcome, tools) =
+        run("const a = {}; a.a = a; try { await tools.svc.put(a) } catch (e) { return e.message }").await;
+    assert!(completed(&outcome).as_str().unwrap().contains("must be JSON data"), "{outcome:?}");
+    assert!(tools.calls().is_empty());
+}
+
+#[tokio::test]
+async fn nothing_from_the_host_is_reachable() {
+    let code = "return ['fetch', 'require', 'process', 'setTimeout', 'setInterval', 'XMLHttpRequest', 'os', 'std', \
+                'WebAssembly', 'WeakRef', 'FinalizationRegistry', 'import'].filter(n => typeof globalThis[n] !== 'undefined')";
+    let (outcome, _) = run(code).await;
+    assert_eq!(completed(&outcome), &json!([]));
+    let (outcome, _) = run("return await import('os')").await;
+    assert!(matches!(outcome, Outcome::Failed { .. }), "{outcome:?}");
+}
+
+#[tokio::test]
+async fn date_is_pinned_and_random_is_seeded() {
+    let code = "const t0 = Date.now(); const d0 = new Date().getTime();\n\
+                await tools.svc.a({}); const t1 = Date.now();\n\
+                return { t0, d0, t1, r: [Math.random(), Math.random()], isDate: new Date() instanceof Date, s: typeof Date() }";
+    let (first, _) = run(code).await;
+    let (second, _) = run(code).await;
+    let result = completed(&first);
+    assert_eq!(result["t0"], json!(START));
+    assert_eq!(result["d0"], json!(START));
+    assert_eq!(result["t1"], json!(START + 1000), "the clock moves to the completion of the call");
+    assert_eq!(result["isDate"], json!(true));
+    assert_eq!(result["s"], json!("string"));
+    assert_eq!(first, second, "same seed and journal, same values");
+    let r = result["r"].as_array().unwrap();
+    assert!(r[0] != r[1] && r.iter().all(|v| (0.0..1.0).contains(&v.as_f64().unwrap())));
+}
+
+#[tokio::test]
+async fn code_that_awaits_forever_is_reported() {
+    let (outcome, _) = run("await new Promise(() => {}); return 1").await;
+    assert_eq!(error_code(&outcome), "never_settles");
+}
