@@ -35,7 +35,7 @@ pub struct Segment {
     pub execution_id: ExecutionId,
     pub code: String,
     pub journal: Journal,
-    /// Decisions on pending calls, by step.
+    /// Decisions by step: on pending calls, or made ahead of time for calls to come.
     pub decisions: BTreeMap<u32, ApprovalAction>,
 }
 
@@ -102,6 +102,14 @@ fn is_builtin(path: &str) -> bool {
     path == SEARCH_PATH || path == DESCRIBE_PATH
 }
 
+fn decided(action: ApprovalAction) -> Action {
+    match action {
+        ApprovalAction::Accept => Action::Call,
+        ApprovalAction::Decline => Action::Decline,
+        ApprovalAction::Cancel => Action::Cancel,
+    }
+}
+
 /// Decide every call of a batch before any is made.
 pub(crate) fn plan(
     journal: &Journal,
@@ -116,15 +124,17 @@ pub(crate) fn plan(
             Ok(match journal.check(call.step, &call.path, &hash)? {
                 Replay::Recorded(done) => Action::Replay(done.outcome.clone()),
                 Replay::Pending(pending) => match decisions.get(&call.step) {
-                    Some(ApprovalAction::Accept) => Action::Call,
-                    Some(ApprovalAction::Decline) => Action::Decline,
-                    Some(ApprovalAction::Cancel) => Action::Cancel,
+                    Some(action) => decided(*action),
                     None => Action::Await(pending.message.clone()),
                 },
                 Replay::New if is_builtin(&call.path) => Action::Call,
                 Replay::New => match policy(&call.path, &call.args) {
                     Policy::Run => Action::Call,
-                    Policy::NeedsApproval { message } => Action::Await(message),
+                    // A decision made ahead of time (by step) applies without pausing.
+                    Policy::NeedsApproval { message } => match decisions.get(&call.step) {
+                        Some(action) => decided(*action),
+                        None => Action::Await(message),
+                    },
                     Policy::Blocked { reason } => Action::Block(reason),
                 },
             })
@@ -324,6 +334,9 @@ mod tests {
         assert!(matches!(diverged, Err(SandboxError::NonDeterministic(_))));
         let cancelled = plan(&journal, &BTreeMap::from([(1, ApprovalAction::Cancel)]), &batch[1..2], policy);
         assert_eq!(cancelled.unwrap(), [Action::Cancel]);
+        let ahead = BTreeMap::from([(4, ApprovalAction::Accept), (5, ApprovalAction::Accept)]);
+        let planned = plan(&journal, &ahead, &batch[4..6], policy).unwrap();
+        assert_eq!(planned, [Action::Call, Action::Block("deletes are off".into())], "a decision never unblocks");
     }
 
     #[test]
