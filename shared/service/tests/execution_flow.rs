@@ -1,0 +1,188 @@
+//! Run, pause, persist; later claim, replay and settle, through the real store
+//! ports: each test runs on the embedded store and on DynamoDB (moto_server).
+
+#[path = "../../sandbox/tests/support/mod.rs"]
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use executor_core::{ApprovalAction, ExecutionId, ExecutionState, Principal, SessionId, Timeouts};
+use executor_sandbox::{Limits, Sandbox, SystemClock};
+use executor_service::{ExecutionResult, Executions, ResumeError};
+use executor_store::{Access, Store};
+use serde_json::json;
+use support::TestTools;
+
+macro_rules! on_both_stores {
+    ($($test:ident),* $(,)?) => {
+        mod embedded {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    let (store, _dir) = executor_tests::embedded_store();
+                    super::$test(std::sync::Arc::new(store)).await;
+                }
+            )*
+        }
+        mod dynamodb {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    let (store, _client) = executor_tests::dynamo_store().await;
+                    super::$test(std::sync::Arc::new(store)).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_stores!(
+    completed_code_stores_nothing,
+    a_pause_is_persisted_and_resumed_in_another_process,
+    racing_resumes_have_one_winner_and_one_upstream_call,
+    other_owners_and_unknown_ids_are_not_found,
+    an_approval_past_its_window_expires,
+    a_decline_settles_as_declined,
+    a_second_approval_pauses_again,
+);
+
+const WRITE: &str =
+    "const r = await tools.gh.list({}); const w = await tools.w.create({title: 'x'}); return [r.ok, w.data.args]";
+
+fn alice() -> Principal {
+    Principal::parse("alice").unwrap()
+}
+
+/// Real time: the store compares expiry with the system clock.
+fn executions<S: Store + 'static>(store: &Arc<S>, timeouts: Timeouts) -> Executions {
+    let clock = Arc::new(SystemClock);
+    Executions::new(store.clone(), Sandbox::with_clock(Limits::default(), clock.clone()), timeouts, clock)
+}
+
+fn generous() -> Timeouts {
+    Timeouts::default()
+}
+
+async fn pause<S: Store + 'static>(store: &Arc<S>, code: &str) -> ExecutionId {
+    let tools = TestTools::new();
+    let result = executions(store, generous())
+        .execute(&alice(), Some(&SessionId::parse("s1").unwrap()), code.into(), tools.clone())
+        .await
+        .unwrap();
+    match result {
+        ExecutionResult::Paused { execution_id, pending, .. } => {
+            assert_eq!(pending[0].path, "w.create");
+            execution_id
+        }
+        other => panic!("expected a pause, got {other:?}"),
+    }
+}
+
+async fn completed_code_stores_nothing<S: Store + 'static>(store: Arc<S>) {
+    let tools = TestTools::new();
+    let result =
+        executions(&store, generous()).execute(&alice(), None, "return 7".into(), tools.clone()).await.unwrap();
+    let ExecutionResult::Completed { execution_id, result, .. } = result else { panic!("{result:?}") };
+    assert_eq!(result, json!(7));
+    assert!(store.get_execution(Access::Internal, &execution_id).await.is_err());
+}
+
+async fn a_pause_is_persisted_and_resumed_in_another_process<S: Store + 'static>(store: Arc<S>) {
+    let id = pause(&store, WRITE).await;
+    let stored = store.get_execution(Access::Owner(&alice()), &id).await.unwrap();
+    assert!(matches!(stored.state, ExecutionState::Paused { .. }));
+    assert_eq!(stored.journal.pending.len(), 1);
+    assert_eq!(
+        store.paused_executions(Access::Internal, &SessionId::parse("s1").unwrap()).await.unwrap(),
+        std::slice::from_ref(&id)
+    );
+
+    // Another "process": new tools, new orchestrator; only the store is shared.
+    let tools = TestTools::new();
+    let result =
+        executions(&store, generous()).resume(&alice(), &id, ApprovalAction::Accept, tools.clone()).await.unwrap();
+    let ExecutionResult::Completed { result, .. } = result else { panic!("{result:?}") };
+    assert_eq!(result, json!([true, {"title": "x"}]));
+    assert_eq!(tools.calls(), [("w.create".to_owned(), json!({"title": "x"}))]);
+    let stored = store.get_execution(Access::Internal, &id).await.unwrap();
+    assert_eq!(stored.state, ExecutionState::Completed { result: json!([true, {"title": "x"}]) });
+    assert!(store.paused_executions(Access::Internal, &SessionId::parse("s1").unwrap()).await.unwrap().is_empty());
+
+    let again = executions(&store, generous()).resume(&alice(), &id, ApprovalAction::Accept, tools.clone()).await;
+    assert_eq!(again.unwrap_err().code(), "execution_already_settled");
+    assert_eq!(tools.calls().len(), 1, "a retried resume calls nothing");
+}
+
+async fn racing_resumes_have_one_winner_and_one_upstream_call<S: Store + 'static>(store: Arc<S>) {
+    let id = pause(&store, WRITE).await;
+    let tools = TestTools::new();
+    let racers = (0..8).map(|_| {
+        let (store, tools, id) = (store.clone(), tools.clone(), id.clone());
+        tokio::spawn(async move {
+            executions(&store, generous()).resume(&alice(), &id, ApprovalAction::Accept, tools.clone()).await
+        })
+    });
+    let mut winners = 0;
+    for racer in racers.collect::<Vec<_>>() {
+        match racer.await.unwrap() {
+            Ok(ExecutionResult::Completed { .. }) => winners += 1,
+            Err(ResumeError::AlreadySettled(_)) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(winners, 1);
+    assert_eq!(tools.calls(), [("w.create".to_owned(), json!({"title": "x"}))], "one decision, one upstream call");
+}
+
+async fn other_owners_and_unknown_ids_are_not_found<S: Store + 'static>(store: Arc<S>) {
+    let id = pause(&store, WRITE).await;
+    let tools = TestTools::new();
+    let orchestrator = executions(&store, generous());
+    let bob = Principal::parse("bob").unwrap();
+    let foreign = orchestrator.resume(&bob, &id, ApprovalAction::Accept, tools.clone()).await.unwrap_err();
+    assert_eq!(foreign.code(), "execution_not_found");
+    let unknown = ExecutionId::parse("nope").unwrap();
+    let missing = orchestrator.resume(&alice(), &unknown, ApprovalAction::Accept, tools.clone()).await.unwrap_err();
+    assert_eq!(missing.code(), "execution_not_found");
+    assert_eq!(foreign.to_string().replace(id.as_str(), "ID"), missing.to_string().replace("nope", "ID"));
+    assert!(tools.calls().is_empty());
+}
+
+async fn an_approval_past_its_window_expires<S: Store + 'static>(store: Arc<S>) {
+    let tools = TestTools::new();
+    // A window of zero: over as soon as the pause is written.
+    let closed = Timeouts { approval_window: Duration::ZERO, ..Timeouts::default() };
+    let result = executions(&store, closed).execute(&alice(), None, WRITE.into(), tools.clone()).await.unwrap();
+    let ExecutionResult::Paused { execution_id: id, .. } = result else { panic!("{result:?}") };
+    let expired = executions(&store, closed).resume(&alice(), &id, ApprovalAction::Accept, tools.clone()).await;
+    assert_eq!(expired.unwrap_err().code(), "execution_expired");
+    assert_eq!(store.get_execution(Access::Internal, &id).await.unwrap().state, ExecutionState::Expired);
+    let again = executions(&store, closed).resume(&alice(), &id, ApprovalAction::Accept, tools.clone()).await;
+    assert_eq!(again.unwrap_err().code(), "execution_expired");
+    assert_eq!(tools.calls().len(), 1, "only the read before the pause ran");
+}
+
+async fn a_decline_settles_as_declined<S: Store + 'static>(store: Arc<S>) {
+    let id = pause(&store, WRITE).await;
+    let tools = TestTools::new();
+    let result =
+        executions(&store, generous()).resume(&alice(), &id, ApprovalAction::Decline, tools.clone()).await.unwrap();
+    let ExecutionResult::Failed { error, .. } = result else { panic!("{result:?}") };
+    assert_eq!(error.code, "approval_declined");
+    assert_eq!(store.get_execution(Access::Internal, &id).await.unwrap().state, ExecutionState::Declined);
+    assert!(tools.calls().is_empty());
+}
+
+async fn a_second_approval_pauses_again<S: Store + 'static>(store: Arc<S>) {
+    let code = "const a = await tools.w.create({n: 1}); const b = await tools.w.create({n: 2}); return [a.ok, b.ok]";
+    let id = pause(&store, code).await;
+    let tools = TestTools::new();
+    let orchestrator = executions(&store, generous());
+    let second = orchestrator.resume(&alice(), &id, ApprovalAction::Accept, tools.clone()).await.unwrap();
+    let ExecutionResult::Paused { pending, .. } = second else { panic!("{second:?}") };
+    assert_eq!(pending[0].args, json!({"n": 2}));
+    let done = orchestrator.resume(&alice(), &id, ApprovalAction::Accept, tools.clone()).await.unwrap();
+    assert!(matches!(done, ExecutionResult::Completed { .. }), "{done:?}");
+    assert_eq!(tools.calls().len(), 2);
+}
