@@ -4,17 +4,74 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use executor_core::ArgsHash;
 use rquickjs::function::Opt;
+use rquickjs::module::WriteOptions;
 use rquickjs::promise::PromiseState;
-use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Function, Object, Persistent, Promise, Runtime, Value};
+use rquickjs::{
+    CatchResultExt, CaughtError, Context, Ctx, Function, Module, Object, Persistent, Promise, Runtime, Value,
+};
 use serde_json::Value as Json;
 
 use crate::logs::Logs;
 use crate::{Limits, SandboxError};
 
 const PRELUDE: &str = include_str!("prelude.js");
+const TOOLS: &str = include_str!("tools.js");
+
+/// The JavaScript modules as QuickJS bytecode. Compiling them is most of a
+/// context's set-up time, and the bytecode is the same for every context of
+/// this process.
+struct Bytecode {
+    prelude: Vec<u8>,
+    tools: Vec<u8>,
+}
+
+fn bytecode() -> Result<&'static Bytecode, String> {
+    static BYTECODE: OnceLock<Result<Bytecode, String>> = OnceLock::new();
+    let compiled = BYTECODE.get_or_init(|| {
+        let runtime = Runtime::new().map_err(|e| e.to_string())?;
+        let context = new_context(&runtime).map_err(|e| e.to_string())?;
+        context.with(|ctx| {
+            let compile = |name: &str, source: &str| {
+                let options = WriteOptions { strip_source: true, strip_debug: true, ..WriteOptions::default() };
+                Module::declare(ctx.clone(), name, source).and_then(|m| m.write(options)).map_err(|e| e.to_string())
+            };
+            Ok(Bytecode { prelude: compile("prelude", PRELUDE)?, tools: compile("tools", TOOLS)? })
+        })
+    });
+    compiled.as_ref().map_err(Clone::clone)
+}
+
+/// Evaluate one of our modules in `ctx` and take its export `name`.
+fn load<'js, T: rquickjs::FromJs<'js>>(ctx: &Ctx<'js>, bytecode: &[u8], name: &str) -> rquickjs::Result<T> {
+    // SAFETY: the bytes were written by `Module::write` of this same QuickJS build
+    // in this process (`bytecode()`), so they are valid bytecode.
+    let module = unsafe { Module::load(ctx.clone(), bytecode) }?;
+    let (module, evaluated) = module.eval()?;
+    evaluated.finish::<()>()?;
+    module.get(name)
+}
+
+/// The globals code mode offers. Left out: typed arrays (costly to set up, and
+/// tool data is JSON), WeakRef/FinalizationRegistry (GC timing would break
+/// replay), performance timers and DOMException.
+fn new_context(runtime: &Runtime) -> rquickjs::Result<Context> {
+    use rquickjs::context::intrinsic::{Date, Eval, Json, MapSet, Promise, Proxy, RegExp, RegExpCompiler};
+    Context::builder()
+        .with::<Date>()
+        .with::<Eval>()
+        .with::<RegExpCompiler>()
+        .with::<RegExp>()
+        .with::<Json>()
+        .with::<Proxy>()
+        .with::<MapSet>()
+        .with::<Promise>()
+        .build(runtime)
+}
 
 /// A tool call the code issued and is awaiting.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,13 +79,21 @@ pub(crate) struct IssuedCall {
     pub step: u32,
     pub path: String,
     pub args: Json,
+    pub args_hash: ArgsHash,
+}
+
+impl IssuedCall {
+    pub fn new(step: u32, path: impl Into<String>, args: Json) -> Self {
+        let args_hash = ArgsHash::of(&args);
+        Self { step, path: path.into(), args, args_hash }
+    }
 }
 
 /// What the awaiting promise of a call receives.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Delivery {
-    /// Resolves with this JSON value.
-    Value(Json),
+    /// Resolves with this value, given as JSON text.
+    Json(String),
     /// Rejects with an `Error`.
     Error(String),
     /// Rejects with an `ApprovalDeclinedError`.
@@ -47,7 +112,24 @@ struct Host {
     issued: Vec<IssuedCall>,
     next_step: u32,
     pinned_now: f64,
+    random: SplitMix64,
     logs: Logs,
+}
+
+/// `Math.random()`: SplitMix64 from the journal's seed, so a replay draws the
+/// same numbers in the same order.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_f64(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        // The top 53 bits, as a fraction in [0, 1).
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
 }
 
 /// CPU time spent in JavaScript, and the wall-clock deadline. Checked by
@@ -75,7 +157,8 @@ impl Meter {
 
 pub(crate) struct Engine {
     // Declared first so they drop before the context and runtime they live in.
-    hooks: Persistent<Object<'static>>,
+    deliver: Persistent<Function<'static>>,
+    finish: Persistent<Function<'static>>,
     main: Persistent<Promise<'static>>,
     context: Context,
     runtime: Runtime,
@@ -107,24 +190,29 @@ impl Engine {
         }));
         let interrupt_meter = meter.clone();
         runtime.set_interrupt_handler(Some(Box::new(move || interrupt_meter.borrow_mut().check())));
-        let context = Context::full(&runtime).map_err(internal)?;
+        let context = new_context(&runtime).map_err(internal)?;
         let host = Rc::new(RefCell::new(Host {
             issued: Vec::new(),
             next_step: 0,
             pinned_now,
+            random: SplitMix64(seed),
             logs: Logs::new(limits.log_bytes),
         }));
 
         let started = meter.borrow_mut().start();
         let installed = context.with(|ctx| -> Result<_, SandboxError> {
-            let hooks = install_prelude(&ctx, &host, seed).map_err(|e| SandboxError::Internal { message: e })?;
+            let hooks = install_prelude(&ctx, &host).map_err(|e| SandboxError::Internal { message: e })?;
+            let hook = |name: &str| -> Result<Function, SandboxError> {
+                hooks.get(name).map_err(|e| SandboxError::Internal { message: e.to_string() })
+            };
+            let (deliver, finish) = (hook("deliver")?, hook("finish")?);
             let main: Function = ctx.eval(js).catch(&ctx).map_err(|e| classify(&meter, e, limits))?;
             let promise: Promise = main.call(()).catch(&ctx).map_err(|e| classify(&meter, e, limits))?;
-            Ok((Persistent::save(&ctx, hooks), Persistent::save(&ctx, promise)))
+            Ok((Persistent::save(&ctx, deliver), Persistent::save(&ctx, finish), Persistent::save(&ctx, promise)))
         });
         meter.borrow_mut().stop(started);
-        let (hooks, main) = installed?;
-        Ok(Self { hooks, main, context, runtime, host, meter, limits: limits.clone() })
+        let (deliver, finish, main) = installed?;
+        Ok(Self { deliver, finish, main, context, runtime, host, meter, limits: limits.clone() })
     }
 
     /// Run queued promise jobs until the code blocks on something.
@@ -167,11 +255,11 @@ impl Engine {
                     MainState::Failed(classify(&self.meter, error, &self.limits))
                 }
                 PromiseState::Resolved => {
-                    let serialised =
-                        main.result::<Value>().and_then(Result::ok).ok_or(rquickjs::Error::Unknown).and_then(|value| {
-                            let finish: Function = self.hooks.clone().restore(&ctx)?.get("finish")?;
-                            finish.call::<_, String>((value,))
-                        });
+                    let serialised = main
+                        .result::<Value>()
+                        .and_then(Result::ok)
+                        .ok_or(rquickjs::Error::Unknown)
+                        .and_then(|value| self.finish.clone().restore(&ctx)?.call::<_, String>((value,)));
                     match serialised.catch(&ctx) {
                         Ok(json) => MainState::Completed(json),
                         Err(error) => MainState::Failed(match classify(&self.meter, error, &self.limits) {
@@ -198,27 +286,25 @@ impl Engine {
     /// Settle the promise of `step`; the code continues at the next `run_jobs`.
     pub fn deliver(&mut self, step: u32, delivery: Delivery) -> Result<(), SandboxError> {
         let (kind, payload) = match delivery {
-            Delivery::Value(json) => (0, json.to_string()),
+            Delivery::Json(json) => (0, json),
             Delivery::Error(message) => (1, message),
             Delivery::Declined(message) => (2, message),
         };
         let started = self.meter.borrow_mut().start();
         let delivered = self.context.with(|ctx| {
-            let result = self.hooks.clone().restore(&ctx).and_then(|hooks| {
-                let deliver: Function = hooks.get("deliver")?;
-                deliver.call::<_, ()>((step, kind, payload))
-            });
+            let result =
+                self.deliver.clone().restore(&ctx).and_then(|deliver| deliver.call::<_, ()>((step, kind, payload)));
             result.catch(&ctx).map_err(|e| classify(&self.meter, e, &self.limits))
         });
         self.meter.borrow_mut().stop(started);
         delivered
     }
 
+    /// The console output; frees the engine.
     pub fn into_logs(self) -> Vec<String> {
-        let Self { hooks, main, context, runtime, host, .. } = self;
-        drop((hooks, main));
-        drop((context, runtime));
-        Rc::try_unwrap(host).map(|h| h.into_inner().logs.into_lines()).unwrap_or_default()
+        let logs = self.host.borrow_mut().logs.take_lines();
+        drop(self);
+        logs
     }
 }
 
@@ -235,7 +321,7 @@ impl Meter {
     }
 }
 
-fn install_prelude<'js>(ctx: &Ctx<'js>, host: &Rc<RefCell<Host>>, seed: u64) -> Result<Object<'js>, String> {
+fn install_prelude<'js>(ctx: &Ctx<'js>, host: &Rc<RefCell<Host>>) -> Result<Object<'js>, String> {
     let fail = |e: rquickjs::Error| format!("installing the sandbox globals failed: {e}");
     let calls = host.clone();
     let host_call = Function::new(ctx.clone(), move |path: String, args: Opt<String>| -> u32 {
@@ -243,7 +329,7 @@ fn install_prelude<'js>(ctx: &Ctx<'js>, host: &Rc<RefCell<Host>>, seed: u64) -> 
         let step = host.next_step;
         host.next_step += 1;
         let args = args.0.and_then(|json| serde_json::from_str(&json).ok()).unwrap_or(Json::Null);
-        host.issued.push(IssuedCall { step, path, args });
+        host.issued.push(IssuedCall::new(step, path, args));
         step
     })
     .map_err(fail)?;
@@ -254,8 +340,14 @@ fn install_prelude<'js>(ctx: &Ctx<'js>, host: &Rc<RefCell<Host>>, seed: u64) -> 
     .map_err(fail)?;
     let clock = host.clone();
     let host_now = Function::new(ctx.clone(), move || clock.borrow().pinned_now).map_err(fail)?;
-    let prelude: Function = ctx.eval(PRELUDE).map_err(fail)?;
-    prelude.call((host_call, host_log, host_now, (seed >> 32) as u32, seed as u32)).map_err(fail)
+    let random = host.clone();
+    let host_random = Function::new(ctx.clone(), move || random.borrow_mut().random.next_f64()).map_err(fail)?;
+    let bytecode = bytecode()?;
+    let host_load_tools =
+        Function::new(ctx.clone(), move |ctx: Ctx<'js>| -> rquickjs::Result<Function<'js>> { load(&ctx, &bytecode.tools, "build") })
+            .map_err(fail)?;
+    let prelude: Function = load(ctx, &bytecode.prelude, "install").map_err(fail)?;
+    prelude.call((host_call, host_log, host_now, host_random, host_load_tools)).map_err(fail)
 }
 
 /// Turn a JavaScript exception into the error the client sees.

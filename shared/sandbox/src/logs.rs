@@ -34,8 +34,8 @@ impl Logs {
         self.lines.push(line);
     }
 
-    pub fn into_lines(self) -> Vec<String> {
-        self.lines
+    pub fn take_lines(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.lines)
     }
 }
 
@@ -50,7 +50,7 @@ mod tests {
         logs.push("warn", "x");
         logs.push("log", "überlong"); // 9 bytes of which 3 fit: "ü" is 2 bytes
         logs.push("log", "ignored");
-        let lines = logs.into_lines();
+        let lines = logs.take_lines();
         assert_eq!(lines.len(), 4, "{lines:?}");
         assert_eq!(&lines[..3], ["12345", "[warn] x", "üb"]);
         assert!(lines[3].contains("logs truncated"));

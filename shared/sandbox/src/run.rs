@@ -11,9 +11,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use executor_core::{
-    ApprovalAction, ArgsHash, ExecutionId, Journal, JournalStep, PendingCall, Replay, StepOutcome, Timestamp,
-};
+use executor_core::{ApprovalAction, ExecutionId, Journal, JournalStep, PendingCall, Replay, StepOutcome, Timestamp};
+use futures_util::FutureExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -120,8 +119,7 @@ pub(crate) fn plan(
     batch
         .iter()
         .map(|call| {
-            let hash = ArgsHash::of(&call.args);
-            Ok(match journal.check(call.step, &call.path, &hash)? {
+            Ok(match journal.check(call.step, &call.path, &call.args_hash)? {
                 Replay::Recorded(done) => Action::Replay(done.outcome.clone()),
                 Replay::Pending(pending) => match decisions.get(&call.step) {
                     Some(action) => decided(*action),
@@ -146,11 +144,13 @@ pub(crate) fn plan(
 fn delivery(path: &str, outcome: &StepOutcome) -> Delivery {
     match (is_builtin(path), outcome) {
         (_, StepOutcome::Declined { message }) => Delivery::Declined(message.clone()),
-        (true, StepOutcome::Ok { data }) => Delivery::Value(data.clone()),
+        (true, StepOutcome::Ok { data }) => Delivery::Json(data.to_string()),
         (true, StepOutcome::Err { message, .. }) => Delivery::Error(message.clone()),
-        (false, StepOutcome::Ok { data }) => Delivery::Value(json!({ "ok": true, "data": data })),
+        // Written straight to text: tool results can be large, and cloning them
+        // into an envelope first would copy them twice.
+        (false, StepOutcome::Ok { data }) => Delivery::Json(format!("{{\"ok\":true,\"data\":{data}}}")),
         (false, StepOutcome::Err { code, message }) => {
-            Delivery::Value(json!({ "ok": false, "error": { "code": code, "message": message } }))
+            Delivery::Json(json!({ "ok": false, "error": { "code": code, "message": message } }).to_string())
         }
     }
 }
@@ -223,10 +223,17 @@ pub(crate) fn drive(
                 (ctx.step, outcome)
             }
         });
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        let results = runtime.block_on(tokio::time::timeout(remaining, futures_util::future::join_all(calls)));
-        let Ok(results) = results else {
-            return failed(SandboxError::WallClockLimit, engine.into_logs());
+        let mut all = futures_util::future::join_all(calls);
+        // Calls that finish at once (in-process tools) need no timer or runtime hand-off.
+        let results = match (&mut all).now_or_never() {
+            Some(results) => results,
+            None => {
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                match runtime.block_on(tokio::time::timeout(remaining, all)) {
+                    Ok(results) => results,
+                    Err(_) => return failed(SandboxError::WallClockLimit, engine.into_logs()),
+                }
+            }
         };
         let mut results: BTreeMap<u32, _> = results.into_iter().collect();
         let completed_at = clock.now();
@@ -254,7 +261,7 @@ pub(crate) fn drive(
             journal.record(JournalStep {
                 step: call.step,
                 path: call.path.clone(),
-                args_hash: ArgsHash::of(&call.args),
+                args_hash: call.args_hash.clone(),
                 outcome,
                 completed_at,
             });
@@ -280,10 +287,12 @@ pub(crate) fn drive(
 
 #[cfg(test)]
 mod tests {
+    use executor_core::ArgsHash;
+
     use super::*;
 
     fn call(step: u32, path: &str, args: Value) -> IssuedCall {
-        IssuedCall { step, path: path.into(), args }
+        IssuedCall::new(step, path, args)
     }
 
     #[test]
@@ -344,15 +353,20 @@ mod tests {
         let ok = StepOutcome::Ok { data: json!(1) };
         let err = StepOutcome::Err { code: "http_404".into(), message: "not found".into() };
         let declined = StepOutcome::Declined { message: "no".into() };
+        let value = |v: Value| Delivery::Json(v.to_string());
         let cases = [
-            ("a.b", &ok, Delivery::Value(json!({"ok": true, "data": 1}))),
-            ("a.b", &err, Delivery::Value(json!({"ok": false, "error": {"code": "http_404", "message": "not found"}}))),
+            ("a.b", &ok, value(json!({"ok": true, "data": 1}))),
+            ("a.b", &err, value(json!({"ok": false, "error": {"code": "http_404", "message": "not found"}}))),
             ("a.b", &declined, Delivery::Declined("no".into())),
-            ("search", &ok, Delivery::Value(json!(1))),
+            ("search", &ok, value(json!(1))),
             ("describe.tool", &err, Delivery::Error("not found".into())),
         ];
+        let parsed = |d: Delivery| match d {
+            Delivery::Json(text) => Ok(serde_json::from_str::<Value>(&text).unwrap()),
+            other => Err(other),
+        };
         for (path, outcome, expected) in cases {
-            assert_eq!(delivery(path, outcome), expected, "{path} {outcome:?}");
+            assert_eq!(parsed(delivery(path, outcome)), parsed(expected), "{path} {outcome:?}");
         }
     }
 }

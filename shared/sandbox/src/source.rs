@@ -62,8 +62,8 @@ pub(crate) fn prepare(code: &str, limits: &crate::Limits) -> Result<String, crat
     // oxc recurses once per nesting level and has no depth guard of its own, so
     // it runs on a stack sized for the worst case this much code can nest (one
     // level per byte, ~2 KiB a level unoptimised); untouched pages cost nothing.
-    let stack = (1 << 20) + code.len() * 2048;
-    Ok(stacker::grow(stack, || compile(code))?)
+    let stack = (64 << 10) + code.len() * 2048;
+    Ok(stacker::maybe_grow(stack, stack, || compile(code))?)
 }
 
 /// JavaScript that evaluates to the async function holding the user's code.
