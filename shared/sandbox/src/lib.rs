@@ -38,12 +38,8 @@ impl Sandbox {
         Self { limits, clock }
     }
 
-    pub fn limits(&self) -> &Limits {
-        &self.limits
-    }
-
     /// Run `segment` until the code completes, fails or pauses. Each run gets a
-    /// fresh QuickJS runtime, driven synchronously off the async scheduler, so
+    /// fresh QuickJS context, driven synchronously off the async scheduler, so
     /// hostile code cannot starve other requests or see another execution's state.
     pub async fn run(&self, segment: Segment, tools: Arc<dyn Tools>) -> Outcome {
         let (limits, clock) = (self.limits.clone(), self.clock.clone());
@@ -52,44 +48,14 @@ impl Sandbox {
         // On a multi-threaded runtime the worker itself turns blocking (no thread
         // hand-off, which costs more than a small execution); elsewhere a blocking
         // thread takes the work.
-        if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
-            return tokio::task::block_in_place(drive);
-        }
-        tokio::task::spawn_blocking(drive).await.unwrap_or_else(|panic| Outcome::Failed {
-            error: SandboxError::Internal { message: format!("the sandbox thread failed: {panic}") },
+        let crashed = |what: String| Outcome::Failed {
+            error: SandboxError::Internal { message: format!("the sandbox failed: {what}") },
             logs: Vec::new(),
-        })
+        };
+        if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+            let caught = tokio::task::block_in_place(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(drive)));
+            return caught.unwrap_or_else(|_| crashed("it panicked".into()));
+        }
+        tokio::task::spawn_blocking(drive).await.unwrap_or_else(|e| crashed(e.to_string()))
     }
-}
-#[doc(hidden)]
-pub fn probe_drive(code: &str, tools: Arc<dyn Tools>) -> Outcome {
-    let rt = tokio::runtime::Handle::current();
-    run::drive(
-        run::Segment::start(
-            executor_core::ExecutionId::parse("x").unwrap(),
-            code,
-            executor_core::Timestamp::from_millis(0),
-            1,
-        ),
-        tools,
-        &Limits::default(),
-        &SystemClock,
-        &rt,
-    )
-}
-#[doc(hidden)]
-pub fn probe_engine(js: &str) -> std::time::Duration {
-    let t = std::time::Instant::now();
-    let e = engine::Engine::start(
-        js,
-        1,
-        0.0,
-        &Limits::default(),
-        std::time::Instant::now() + std::time::Duration::from_secs(10),
-    )
-    .unwrap();
-    let _d = t.elapsed();
-    let t = std::time::Instant::now();
-    drop(e);
-    t.elapsed()
 }

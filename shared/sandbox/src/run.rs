@@ -181,32 +181,32 @@ pub(crate) fn drive(
     loop {
         // Running: the code runs until it finishes or waits on tool calls.
         if let Err(error) = engine.run_jobs() {
-            return failed(error, engine.into_logs());
+            return failed(error, engine.into_logs(false));
         }
         match engine.state() {
             MainState::Completed(json) if json.len() > limits.result_bytes => {
                 let error = SandboxError::ResultTooLarge { size: json.len(), limit: limits.result_bytes };
-                return failed(error, engine.into_logs());
+                return failed(error, engine.into_logs(false));
             }
             MainState::Completed(json) => {
                 let result = serde_json::from_str(&json).unwrap_or(Value::Null);
-                return Outcome::Completed { result, logs: engine.into_logs() };
+                return Outcome::Completed { result, logs: engine.into_logs(true) };
             }
-            MainState::Failed(error) => return failed(error, engine.into_logs()),
+            MainState::Failed(error) => return failed(error, engine.into_logs(false)),
             MainState::Pending => {}
         }
 
         // Blocked: plan the batch of calls the code waits on.
         let batch = engine.take_issued();
         if batch.is_empty() {
-            return failed(SandboxError::NeverSettles, engine.into_logs());
+            return failed(SandboxError::NeverSettles, engine.into_logs(false));
         }
         let actions = match plan(&journal, &decisions, &batch, |path, args| tools.policy(path, args)) {
             Ok(actions) => actions,
-            Err(error) => return failed(error, engine.into_logs()),
+            Err(error) => return failed(error, engine.into_logs(false)),
         };
         if actions.contains(&Action::Cancel) {
-            return failed(SandboxError::Cancelled, engine.into_logs());
+            return failed(SandboxError::Cancelled, engine.into_logs(false));
         }
 
         // Calling: the runnable calls, concurrently; CPU time is not counted meanwhile.
@@ -231,7 +231,7 @@ pub(crate) fn drive(
                 let remaining = deadline.saturating_duration_since(Instant::now());
                 match runtime.block_on(tokio::time::timeout(remaining, all)) {
                     Ok(results) => results,
-                    Err(_) => return failed(SandboxError::WallClockLimit, engine.into_logs()),
+                    Err(_) => return failed(SandboxError::WallClockLimit, engine.into_logs(false)),
                 }
             }
         };
@@ -269,7 +269,7 @@ pub(crate) fn drive(
         if paused {
             // Paused: calls already made are journaled; nothing is delivered, so
             // the replay re-forms this same batch.
-            return Outcome::Paused { snapshot: Snapshot { code, journal }, logs: engine.into_logs() };
+            return Outcome::Paused { snapshot: Snapshot { code, journal }, logs: engine.into_logs(true) };
         }
 
         // Delivering: outcomes in step order, with the clock pinned to the batch.
@@ -279,7 +279,7 @@ pub(crate) fn drive(
             let delivery = delivery(&call.path, &done.outcome);
             engine.set_pinned_now(pinned.as_millis() as f64);
             if let Err(error) = engine.deliver(call.step, delivery) {
-                return failed(error, engine.into_logs());
+                return failed(error, engine.into_logs(false));
             }
         }
     }

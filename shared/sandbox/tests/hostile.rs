@@ -173,3 +173,26 @@ async fn many_hostile_runs_in_parallel_leave_the_host_healthy() {
     }
     assert_eq!(completed(&sandbox.run(segment("return 'ok'"), tools.clone()).await), &json!("ok"));
 }
+
+/// On a multi-threaded runtime consecutive executions run on the same thread and
+/// reuse its QuickJS runtime; each still starts from a clean context.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_reused_runtime_carries_nothing_over() {
+    let tools = TestTools::new();
+    let sandbox = sandbox(&tools, quick());
+    let first = "globalThis.secret = 'alice'; Object.prototype.polluted = 1; Math.leak = 2;\n\
+                 Date.prototype.toJSON = () => 'x'; JSON.stringify = () => 'hijacked'; Symbol.for('k');\n\
+                 tools.svc.unawaited({}); return 1";
+    assert_eq!(completed(&sandbox.run(segment(first), tools.clone()).await), &json!(1));
+    let second = "return [typeof globalThis.secret, ({}).polluted, Math.leak, JSON.stringify({a: 1}), \
+                  JSON.stringify(new Date(0))]";
+    assert_eq!(
+        completed(&sandbox.run(segment(second), tools.clone()).await),
+        &json!(["undefined", null, null, "{\"a\":1}", "\"1970-01-01T00:00:00.000Z\""])
+    );
+    // Work left running by one execution is that execution's CPU, never the next one's.
+    let spinner = "(async () => { for (;;) await null })(); return 1";
+    assert_eq!(error_code(&sandbox.run(segment(spinner), tools.clone()).await), "cpu_limit");
+    assert_eq!(completed(&sandbox.run(segment("return 2"), tools.clone()).await), &json!(2));
+    assert!(tools.calls().is_empty(), "an unawaited call is never made: {:?}", tools.calls());
+}
