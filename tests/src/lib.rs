@@ -1,12 +1,12 @@
 //! Harness for tests against real parts.
 //!
-//! [`moto`] starts one `moto_server` (PyPI `moto[server]`) per test binary on a
-//! free loopback port; it stops when the test process exits. Every DynamoDB test
-//! gets a table of its own, so tests run in parallel against one server.
+//! [`moto`] starts one moto server (PyPI `moto[server]`, through
+//! `tests/moto_server.py`, which serialises requests so conditional transactions
+//! are atomic as on DynamoDB) per test binary on a free loopback port; it stops
+//! when the test process exits. Every DynamoDB test gets a table of its own.
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -16,7 +16,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use executor_store::{DynamoStore, EmbeddedStore};
 
-const INSTALL_HINT: &str = "moto_server is needed for the DynamoDB tests and was not found. \
+const INSTALL_HINT: &str = "moto (with its server) is needed for the DynamoDB tests and was not found. \
      Install it with `python3 -m pip install 'moto[server]'` (scripts/test does this for you).";
 
 pub struct Moto {
@@ -31,24 +31,18 @@ pub fn moto() -> &'static Moto {
     MOTO.get_or_init(start_moto)
 }
 
+/// The command that runs `moto_server.py` (moto's server, serialised).
 fn moto_command() -> String {
-    let on_path = |name: &str| {
-        std::env::var_os("PATH")
-            .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| Path::new(&dir).join(name).is_file()))
-    };
-    if on_path("moto_server") {
-        return "moto_server".into();
-    }
     let importable = Command::new("python3")
-        .args(["-c", "import moto.server"])
+        .args(["-c", "import moto.server, werkzeug"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    if importable {
-        return "python3 -m moto.server".into();
+    if !importable {
+        panic!("{INSTALL_HINT}");
     }
-    panic!("{INSTALL_HINT}");
+    format!("python3 '{}/moto_server.py'", env!("CARGO_MANIFEST_DIR"))
 }
 
 fn start_moto() -> Moto {
@@ -57,7 +51,7 @@ fn start_moto() -> Moto {
     // A shell watchdog owns moto and kills it once this test process is gone, so
     // no server outlives the run even though statics are never dropped.
     let script = format!(
-        "{cmd} -H 127.0.0.1 -p {port} >{log} 2>&1 & m=$!; \
+        "{cmd} {port} >{log} 2>&1 & m=$!; \
          while kill -0 {parent} 2>/dev/null && kill -0 $m 2>/dev/null; do sleep 0.5; done; kill $m 2>/dev/null",
         cmd = moto_command(),
         log = log.path().display(),
@@ -105,4 +99,30 @@ pub fn embedded_store() -> (EmbeddedStore, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("a temp dir");
     let store = EmbeddedStore::open(dir.path()).expect("open the embedded store");
     (store, dir)
+}
+
+/// Turn `async fn name<S: Store + 'static>(store: Arc<S>)` functions into tests
+/// that run on both adapters, named `embedded::name` and `dynamodb::name`.
+#[macro_export]
+macro_rules! on_both_stores {
+    ($($test:ident),* $(,)?) => {
+        mod embedded {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    let (store, _dir) = $crate::embedded_store();
+                    super::$test(std::sync::Arc::new(store)).await;
+                }
+            )*
+        }
+        mod dynamodb {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    let (store, _client) = $crate::dynamo_store().await;
+                    super::$test(std::sync::Arc::new(store)).await;
+                }
+            )*
+        }
+    };
 }

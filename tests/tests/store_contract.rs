@@ -12,30 +12,7 @@ use executor_core::{
 use executor_store::{Access, MAX_SNAPSHOT_BYTES, Store, StoreError};
 use serde_json::json;
 
-macro_rules! contract_suite {
-    ($($test:ident),* $(,)?) => {
-        mod embedded {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $test() {
-                    let (store, _dir) = executor_tests::embedded_store();
-                    super::$test(&store).await;
-                }
-            )*
-        }
-        mod dynamodb {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $test() {
-                    let (store, _client) = executor_tests::dynamo_store().await;
-                    super::$test(&store).await;
-                }
-            )*
-        }
-    };
-}
-
-contract_suite!(
+executor_tests::on_both_stores!(
     session_create_is_conditional,
     sessions_are_invisible_to_other_owners,
     session_update_is_conditional_on_version,
@@ -127,7 +104,7 @@ fn assert_not_found<T: std::fmt::Debug>(result: Result<T, StoreError>) {
     assert!(matches!(result, Err(StoreError::NotFound { .. })), "expected NotFound, got {result:?}");
 }
 
-async fn session_create_is_conditional<S: Store>(store: &S) {
+async fn session_create_is_conditional<S: Store + 'static>(store: Arc<S>) {
     let s = session("s1", alice());
     store.create_session(&s).await.unwrap();
     let again = store.create_session(&session("s1", bob())).await;
@@ -137,7 +114,7 @@ async fn session_create_is_conditional<S: Store>(store: &S) {
     assert_not_found(store.get_session(Access::Owner(&alice()), &sid("nope")).await);
 }
 
-async fn sessions_are_invisible_to_other_owners<S: Store>(store: &S) {
+async fn sessions_are_invisible_to_other_owners<S: Store + 'static>(store: Arc<S>) {
     let s = session("s1", alice());
     store.create_session(&s).await.unwrap();
     let as_bob = store.get_session(Access::Owner(&bob()), &sid("s1")).await;
@@ -149,7 +126,7 @@ async fn sessions_are_invisible_to_other_owners<S: Store>(store: &S) {
     assert_eq!(store.get_session(Access::Internal, &sid("s1")).await.unwrap(), s);
 }
 
-async fn session_update_is_conditional_on_version<S: Store>(store: &S) {
+async fn session_update_is_conditional_on_version<S: Store + 'static>(store: Arc<S>) {
     let mut s = session("s1", alice());
     store.create_session(&s).await.unwrap();
     let mut stale = s.clone();
@@ -176,7 +153,7 @@ async fn session_update_is_conditional_on_version<S: Store>(store: &S) {
     assert_not_found(store.update_session(&mut ghost).await);
 }
 
-async fn expired_records_read_as_absent<S: Store>(store: &S) {
+async fn expired_records_read_as_absent<S: Store + 'static>(store: Arc<S>) {
     let mut old = session("s1", alice());
     old.expires_at = Timestamp::from_millis(now().as_millis() - 5_000);
     store.create_session(&old).await.unwrap();
@@ -194,7 +171,7 @@ async fn expired_records_read_as_absent<S: Store>(store: &S) {
     assert_not_found(store.update_execution(&mut e).await);
 }
 
-async fn execution_create_is_conditional_and_owned<S: Store>(store: &S) {
+async fn execution_create_is_conditional_and_owned<S: Store + 'static>(store: Arc<S>) {
     let e = paused("e1", alice(), Some("s1"));
     store.create_execution(&e).await.unwrap();
     let again = store.create_execution(&running("e1", bob(), None)).await;
@@ -205,7 +182,7 @@ async fn execution_create_is_conditional_and_owned<S: Store>(store: &S) {
     assert_not_found(store.get_execution(Access::Owner(&alice()), &eid("e2")).await);
 }
 
-async fn execution_transitions_are_conditional_on_version<S: Store>(store: &S) {
+async fn execution_transitions_are_conditional_on_version<S: Store + 'static>(store: Arc<S>) {
     let alice = alice();
     let mut e = running("e1", alice.clone(), Some("s1"));
     store.create_execution(&e).await.unwrap();
@@ -230,7 +207,7 @@ async fn execution_transitions_are_conditional_on_version<S: Store>(store: &S) {
     assert_eq!(stored.state, ExecutionState::Completed { result: json!({"id": 7}) });
 }
 
-async fn paused_index_follows_execution_state<S: Store>(store: &S) {
+async fn paused_index_follows_execution_state<S: Store + 'static>(store: Arc<S>) {
     let (alice, bob) = (alice(), bob());
     let mut a = paused("a", alice.clone(), Some("s1"));
     let b = paused("b", alice.clone(), Some("s1"));
@@ -264,7 +241,7 @@ async fn paused_index_follows_execution_state<S: Store>(store: &S) {
     assert_eq!(store.paused_executions(Access::Internal, &sid("s1")).await.unwrap(), [eid("b")]);
 }
 
-async fn claim_race_has_exactly_one_winner<S: Store + Clone + 'static>(store: &S) {
+async fn claim_race_has_exactly_one_winner<S: Store + 'static>(store: Arc<S>) {
     const CLAIMERS: usize = 32;
     store.create_execution(&paused("race", alice(), Some("s1"))).await.unwrap();
     let start = Arc::new(tokio::sync::Barrier::new(CLAIMERS));
@@ -294,7 +271,7 @@ async fn claim_race_has_exactly_one_winner<S: Store + Clone + 'static>(store: &S
     assert!(store.paused_executions(Access::Internal, &sid("s1")).await.unwrap().is_empty());
 }
 
-async fn large_journal_round_trips_in_chunks<S: Store>(store: &S) {
+async fn large_journal_round_trips_in_chunks<S: Store + 'static>(store: Arc<S>) {
     let mut e = running("big", alice(), Some("s1"));
     e.journal = journal_of_size(1_500_000);
     pause(&mut e, now().plus(Duration::from_secs(600)));
@@ -314,7 +291,7 @@ async fn large_journal_round_trips_in_chunks<S: Store>(store: &S) {
     assert_eq!(store.get_execution(Access::Owner(&alice()), &eid("big")).await.unwrap(), e);
 }
 
-async fn oversized_snapshot_is_refused_and_loses_nothing<S: Store>(store: &S) {
+async fn oversized_snapshot_is_refused_and_loses_nothing<S: Store + 'static>(store: Arc<S>) {
     let mut huge = running("huge", alice(), Some("s1"));
     huge.journal = journal_of_size(MAX_SNAPSHOT_BYTES + 100_000);
     let refused = store.create_execution(&huge).await;
@@ -335,7 +312,7 @@ async fn oversized_snapshot_is_refused_and_loses_nothing<S: Store>(store: &S) {
     assert_eq!(store.paused_executions(Access::Internal, &sid("s1")).await.unwrap(), [eid("e1")]);
 }
 
-async fn api_keys_are_found_by_hash_only<S: Store>(store: &S) {
+async fn api_keys_are_found_by_hash_only<S: Store + 'static>(store: Arc<S>) {
     let token = "exk_0123456789abcdef";
     let key = ApiKey { hash: TokenHash::of_token(token), owner: alice(), created_at: now() };
     store.create_key(&key).await.unwrap();

@@ -14,30 +14,7 @@ use executor_store::{Access, Store};
 use serde_json::json;
 use support::TestTools;
 
-macro_rules! on_both_stores {
-    ($($test:ident),* $(,)?) => {
-        mod embedded {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $test() {
-                    let (store, _dir) = executor_tests::embedded_store();
-                    super::$test(std::sync::Arc::new(store)).await;
-                }
-            )*
-        }
-        mod dynamodb {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $test() {
-                    let (store, _client) = executor_tests::dynamo_store().await;
-                    super::$test(std::sync::Arc::new(store)).await;
-                }
-            )*
-        }
-    };
-}
-
-on_both_stores!(
+executor_tests::on_both_stores!(
     completed_code_stores_nothing,
     a_pause_is_persisted_and_resumed_in_another_process,
     racing_resumes_have_one_winner_and_one_upstream_call,

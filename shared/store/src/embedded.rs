@@ -143,37 +143,103 @@ impl Failure {
     }
 }
 
-/// A record with the fields every conditional write looks at.
-trait Versioned: Serialize + for<'de> Deserialize<'de> {
+/// A record written with conditions: sessions and executions.
+trait Versioned: Clone + Send + Serialize + for<'de> Deserialize<'de> + 'static {
     const WHAT: &'static str;
+    fn key(&self) -> (String, &'static str);
     fn owner(&self) -> &Principal;
     fn version(&self) -> u64;
+    fn set_version(&mut self, version: u64);
     fn expires_at(&self) -> Timestamp;
+    fn encode(&self) -> Result<Vec<u8>, StoreError>;
+    /// Items that change together with the record, in the same transaction.
+    fn write_related(&self, _txn: &WriteTransaction) -> Result<(), Failure> {
+        Ok(())
+    }
 }
 
 impl Versioned for Session {
     const WHAT: &'static str = SESSION;
+    fn key(&self) -> (String, &'static str) {
+        (records::session_pk(&self.id), records::SESSION_SK)
+    }
     fn owner(&self) -> &Principal {
         &self.owner
     }
     fn version(&self) -> u64 {
         self.version
     }
+    fn set_version(&mut self, version: u64) {
+        self.version = version;
+    }
     fn expires_at(&self) -> Timestamp {
         self.expires_at
+    }
+    fn encode(&self) -> Result<Vec<u8>, StoreError> {
+        records::encode_small(SESSION, self)
     }
 }
 
 impl Versioned for Execution {
     const WHAT: &'static str = EXECUTION;
+    fn key(&self) -> (String, &'static str) {
+        (records::execution_pk(&self.id), records::EXECUTION_SK)
+    }
     fn owner(&self) -> &Principal {
         &self.owner
     }
     fn version(&self) -> u64 {
         self.version
     }
+    fn set_version(&mut self, version: u64) {
+        self.version = version;
+    }
     fn expires_at(&self) -> Timestamp {
         self.expires_at
+    }
+    fn encode(&self) -> Result<Vec<u8>, StoreError> {
+        records::encode_execution(self)
+    }
+    fn write_related(&self, txn: &WriteTransaction) -> Result<(), Failure> {
+        index_paused(txn, self)
+    }
+}
+
+impl EmbeddedStore {
+    async fn create<T: Versioned>(&self, operation: &'static str, record: &T) -> Result<(), StoreError> {
+        let body = record.encode()?;
+        let record = record.clone();
+        self.write(operation, move |txn| {
+            let (pk, sk) = record.key();
+            create_if_absent::<T>(txn, &pk, sk, &body)?;
+            record.write_related(txn)
+        })
+        .await
+    }
+
+    async fn read<T: Versioned>(
+        &self,
+        operation: &'static str,
+        key: (String, &'static str),
+        access: Access<'_>,
+    ) -> Result<T, StoreError> {
+        let bytes = self.get(operation, key.0, key.1).await?;
+        visible(bytes, access)
+    }
+
+    async fn update<T: Versioned>(&self, operation: &'static str, record: &mut T) -> Result<(), StoreError> {
+        let expected = record.version();
+        let mut next = record.clone();
+        next.set_version(expected + 1);
+        let body = next.encode()?;
+        self.write(operation, move |txn| {
+            let (pk, sk) = next.key();
+            update_if_version::<T>(txn, &pk, sk, expected, &body)?;
+            next.write_related(txn)
+        })
+        .await?;
+        record.set_version(expected + 1);
+        Ok(())
     }
 }
 
@@ -242,63 +308,30 @@ fn visible<T: Versioned>(bytes: Option<Vec<u8>>, access: Access<'_>) -> Result<T
 #[async_trait]
 impl SessionStore for EmbeddedStore {
     async fn create_session(&self, session: &Session) -> Result<(), StoreError> {
-        let body = records::encode_small(SESSION, session)?;
-        let pk = records::session_pk(&session.id);
-        self.write("create a session", move |txn| create_if_absent::<Session>(txn, &pk, records::SESSION_SK, &body))
-            .await
+        self.create("create a session", session).await
     }
 
     async fn get_session(&self, access: Access<'_>, id: &SessionId) -> Result<Session, StoreError> {
-        let bytes = self.get("read a session", records::session_pk(id), records::SESSION_SK).await?;
-        visible(bytes, access)
+        self.read("read a session", (records::session_pk(id), records::SESSION_SK), access).await
     }
 
     async fn update_session(&self, session: &mut Session) -> Result<(), StoreError> {
-        let expected = session.version;
-        let mut next = session.clone();
-        next.version = expected + 1;
-        let body = records::encode_small(SESSION, &next)?;
-        let pk = records::session_pk(&session.id);
-        self.write("update a session", move |txn| {
-            update_if_version::<Session>(txn, &pk, records::SESSION_SK, expected, &body)
-        })
-        .await?;
-        session.version = next.version;
-        Ok(())
+        self.update("update a session", session).await
     }
 }
 
 #[async_trait]
 impl ExecutionStore for EmbeddedStore {
     async fn create_execution(&self, execution: &Execution) -> Result<(), StoreError> {
-        let body = records::encode_execution(execution)?;
-        let record = execution.clone();
-        self.write("create an execution", move |txn| {
-            let pk = records::execution_pk(&record.id);
-            create_if_absent::<Execution>(txn, &pk, records::EXECUTION_SK, &body)?;
-            index_paused(txn, &record)
-        })
-        .await
+        self.create("create an execution", execution).await
     }
 
     async fn get_execution(&self, access: Access<'_>, id: &ExecutionId) -> Result<Execution, StoreError> {
-        let bytes = self.get("read an execution", records::execution_pk(id), records::EXECUTION_SK).await?;
-        visible(bytes, access)
+        self.read("read an execution", (records::execution_pk(id), records::EXECUTION_SK), access).await
     }
 
     async fn update_execution(&self, execution: &mut Execution) -> Result<(), StoreError> {
-        let expected = execution.version;
-        let mut next = execution.clone();
-        next.version = expected + 1;
-        let body = records::encode_execution(&next)?;
-        self.write("update an execution", move |txn| {
-            let pk = records::execution_pk(&next.id);
-            update_if_version::<Execution>(txn, &pk, records::EXECUTION_SK, expected, &body)?;
-            index_paused(txn, &next)
-        })
-        .await?;
-        execution.version = expected + 1;
-        Ok(())
+        self.update("update an execution", execution).await
     }
 
     async fn paused_executions(&self, access: Access<'_>, session: &SessionId) -> Result<Vec<ExecutionId>, StoreError> {
