@@ -24,6 +24,7 @@ executor_tests::on_both_stores!(
     large_journal_round_trips_in_chunks,
     oversized_snapshot_is_refused_and_loses_nothing,
     api_keys_are_found_by_hash_only,
+    api_keys_are_listed_and_revoked,
 );
 
 fn now() -> Timestamp {
@@ -321,4 +322,26 @@ async fn api_keys_are_found_by_hash_only<S: Store + 'static>(store: Arc<S>) {
     assert!(matches!(dup, Err(StoreError::AlreadyExists { what: "API key" })), "{dup:?}");
     assert_eq!(store.find_key(&key.hash).await.unwrap().owner, alice());
     assert_not_found(store.find_key(&TokenHash::of_token("exk_wrong")).await);
+}
+
+async fn api_keys_are_listed_and_revoked<S: Store + 'static>(store: Arc<S>) {
+    assert!(store.list_keys().await.unwrap().is_empty());
+    let keys: Vec<ApiKey> = ["exk_a", "exk_b", "exk_c"]
+        .iter()
+        .map(|t| ApiKey { hash: TokenHash::of_token(t), owner: alice(), created_at: now() })
+        .collect();
+    for key in &keys {
+        store.create_key(key).await.unwrap();
+    }
+    let mut listed: Vec<String> = store.list_keys().await.unwrap().iter().map(|k| k.hash.as_str().to_owned()).collect();
+    listed.sort();
+    let mut expected: Vec<String> = keys.iter().map(|k| k.hash.as_str().to_owned()).collect();
+    expected.sort();
+    assert_eq!(listed, expected);
+
+    store.revoke_key(&keys[1].hash).await.unwrap();
+    assert_not_found(store.find_key(&keys[1].hash).await);
+    assert_not_found(store.revoke_key(&keys[1].hash).await);
+    assert_eq!(store.list_keys().await.unwrap().len(), 2);
+    assert_eq!(store.find_key(&keys[0].hash).await.unwrap(), keys[0]);
 }

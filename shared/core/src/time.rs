@@ -32,6 +32,20 @@ impl Timestamp {
         Self(self.0.saturating_add(duration_millis(d)))
     }
 
+    /// RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T19:46:21.000Z`.
+    pub fn to_rfc3339(self) -> String {
+        let secs = self.0 / 1000;
+        let (days, rem) = (secs / 86_400, secs % 86_400);
+        let (year, month, day) = civil_from_days(days);
+        format!(
+            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+            rem / 3600,
+            rem % 3600 / 60,
+            rem % 60,
+            self.0 % 1000
+        )
+    }
+
     /// Time elapsed from `earlier` to `self`; zero if `earlier` is later.
     pub fn since(self, earlier: Timestamp) -> Duration {
         Duration::from_millis(self.0.saturating_sub(earlier.0))
@@ -51,6 +65,21 @@ impl fmt::Display for Timestamp {
     }
 }
 
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian
+/// (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
 fn duration_millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -58,6 +87,20 @@ fn duration_millis(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc3339() {
+        let cases = [
+            (0, "1970-01-01T00:00:00.000Z"),
+            (951_782_400_000, "2000-02-29T00:00:00.000Z"),
+            (1_764_445_581_123, "2025-11-29T19:46:21.123Z"),
+            (4_107_542_399_999, "2100-02-28T23:59:59.999Z"),
+            (4_107_542_400_000, "2100-03-01T00:00:00.000Z"),
+        ];
+        for (millis, text) in cases {
+            assert_eq!(Timestamp::from_millis(millis).to_rfc3339(), text, "{millis}");
+        }
+    }
 
     #[test]
     fn arithmetic_saturates_and_rounds_up() {

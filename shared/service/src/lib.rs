@@ -2,6 +2,10 @@
 //! `executor serve`) call it; it calls the domain, the sandbox and the store ports.
 
 mod executions;
+mod host;
 mod ids;
+mod mcp;
+mod results;
 
 pub use executions::{ExecutionResult, Executions, ResumeError};
+pub use host::{Host, HostConfig};

@@ -108,13 +108,40 @@ impl EmbeddedStore {
             .map_err(|e| StoreError::backend(operation, e))?
     }
 
+    /// The (sort key, value) pairs under `pk` whose sort key starts with `prefix`
+    /// (which ends in `#`), on the blocking pool.
+    async fn range(
+        &self,
+        operation: &'static str,
+        pk: String,
+        prefix: &'static str,
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let db = self.db.clone();
+        // Every sort key under the prefix sorts before the prefix with '#' bumped to '$'.
+        let end = format!("{}$", prefix.trim_end_matches('#'));
+        tokio::task::spawn_blocking(move || -> Result<Vec<_>, redb::Error> {
+            let txn = db.begin_read()?;
+            let table = txn.open_table(ITEMS)?;
+            let range = table.range((pk.as_str(), prefix)..(pk.as_str(), end.as_str()))?;
+            range
+                .map(|entry| {
+                    let (key, value) = entry?;
+                    Ok((key.value().1.to_owned(), value.value().to_vec()))
+                })
+                .collect()
+        })
+        .await
+        .map_err(|e| StoreError::backend(operation, e))?
+        .map_err(|e| StoreError::backend(operation, e))
+    }
+
     /// Read one item on the blocking pool.
-    async fn get(&self, operation: &'static str, pk: String, sk: &'static str) -> Result<Option<Vec<u8>>, StoreError> {
+    async fn get(&self, operation: &'static str, pk: String, sk: String) -> Result<Option<Vec<u8>>, StoreError> {
         let db = self.db.clone();
         tokio::task::spawn_blocking(move || -> Result<_, redb::Error> {
             let txn = db.begin_read()?;
             let table = txn.open_table(ITEMS)?;
-            Ok(table.get((pk.as_str(), sk))?.map(|v| v.value().to_vec()))
+            Ok(table.get((pk.as_str(), sk.as_str()))?.map(|v| v.value().to_vec()))
         })
         .await
         .map_err(|e| StoreError::backend(operation, e))?
@@ -223,7 +250,7 @@ impl EmbeddedStore {
         key: (String, &'static str),
         access: Access<'_>,
     ) -> Result<T, StoreError> {
-        let bytes = self.get(operation, key.0, key.1).await?;
+        let bytes = self.get(operation, key.0, key.1.to_owned()).await?;
         visible(bytes, access)
     }
 
@@ -335,25 +362,8 @@ impl ExecutionStore for EmbeddedStore {
     }
 
     async fn paused_executions(&self, access: Access<'_>, session: &SessionId) -> Result<Vec<ExecutionId>, StoreError> {
-        const OPERATION: &str = "list paused executions";
-        let db = self.db.clone();
-        let pk = records::session_pk(session);
-        let markers = tokio::task::spawn_blocking(move || -> Result<Vec<(String, Vec<u8>)>, redb::Error> {
-            let txn = db.begin_read()?;
-            let table = txn.open_table(ITEMS)?;
-            // Sort keys under the prefix: "PAUSED#" up to (not including) "PAUSED$".
-            let range = table.range((pk.as_str(), records::PAUSED_PREFIX)..(pk.as_str(), "PAUSED$"))?;
-            range
-                .map(|entry| {
-                    let (key, value) = entry?;
-                    Ok((key.value().1.to_owned(), value.value().to_vec()))
-                })
-                .collect()
-        })
-        .await
-        .map_err(|e| StoreError::backend(OPERATION, e))?
-        .map_err(|e| StoreError::backend(OPERATION, e))?;
-
+        let markers =
+            self.range("list paused executions", records::session_pk(session), records::PAUSED_PREFIX).await?;
         let now = records::now();
         let mut ids = Vec::new();
         for (sk, bytes) in markers {
@@ -370,20 +380,36 @@ impl ExecutionStore for EmbeddedStore {
 impl KeyStore for EmbeddedStore {
     async fn create_key(&self, key: &ApiKey) -> Result<(), StoreError> {
         let body = records::encode_small(API_KEY, key)?;
-        let pk = records::key_pk(&key.hash);
+        let sk = records::key_sk(&key.hash);
         self.write("create an API key", move |txn| {
             let mut table = txn.open_table(ITEMS)?;
-            if table.get((pk.as_str(), records::KEY_SK))?.is_some() {
+            if table.get((records::KEYS_PK, sk.as_str()))?.is_some() {
                 return Err(Failure::Store(StoreError::AlreadyExists { what: API_KEY }));
             }
-            table.insert((pk.as_str(), records::KEY_SK), body.as_slice())?;
+            table.insert((records::KEYS_PK, sk.as_str()), body.as_slice())?;
             Ok(())
         })
         .await
     }
 
     async fn find_key(&self, hash: &TokenHash) -> Result<ApiKey, StoreError> {
-        let bytes = self.get("read an API key", records::key_pk(hash), records::KEY_SK).await?;
+        let bytes = self.get("read an API key", records::KEYS_PK.to_owned(), records::key_sk(hash)).await?;
         records::decode(API_KEY, &bytes.ok_or(StoreError::NotFound { what: API_KEY })?)
+    }
+
+    async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
+        let values = self.range("list API keys", records::KEYS_PK.to_owned(), records::KEY_PREFIX).await?;
+        values.iter().map(|(_, bytes)| records::decode(API_KEY, bytes)).collect()
+    }
+
+    async fn revoke_key(&self, hash: &TokenHash) -> Result<(), StoreError> {
+        let sk = records::key_sk(hash);
+        self.write("revoke an API key", move |txn| {
+            match txn.open_table(ITEMS)?.remove((records::KEYS_PK, sk.as_str()))? {
+                Some(_) => Ok(()),
+                None => Err(Failure::Store(StoreError::NotFound { what: API_KEY })),
+            }
+        })
+        .await
     }
 }

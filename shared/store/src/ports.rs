@@ -63,6 +63,12 @@ pub trait KeyStore: Send + Sync {
 
     /// The key whose token hashes to `hash`, or `NotFound`.
     async fn find_key(&self, hash: &TokenHash) -> Result<ApiKey, StoreError>;
+
+    /// Every key, in no particular order.
+    async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError>;
+
+    /// Delete a key; `NotFound` if there is none with this hash.
+    async fn revoke_key(&self, hash: &TokenHash) -> Result<(), StoreError>;
 }
 
 /// Everything the service needs from storage, in one object.

@@ -23,7 +23,9 @@ pub(crate) const API_KEY: &str = "API key";
 
 pub(crate) const SESSION_SK: &str = "SESSION";
 pub(crate) const EXECUTION_SK: &str = "EXEC";
-pub(crate) const KEY_SK: &str = "KEY";
+/// All API keys share one partition, so they can be listed with one query.
+pub(crate) const KEYS_PK: &str = "KEYS";
+pub(crate) const KEY_PREFIX: &str = "KEY#";
 pub(crate) const PAUSED_PREFIX: &str = "PAUSED#";
 
 pub(crate) fn session_pk(id: &SessionId) -> String {
@@ -34,8 +36,8 @@ pub(crate) fn execution_pk(id: &ExecutionId) -> String {
     format!("EXEC#{id}")
 }
 
-pub(crate) fn key_pk(hash: &TokenHash) -> String {
-    format!("KEY#{}", hash.as_str())
+pub(crate) fn key_sk(hash: &TokenHash) -> String {
+    format!("{KEY_PREFIX}{}", hash.as_str())
 }
 
 /// Index item under the session's partition marking one paused execution.

@@ -15,6 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Get, Put, TransactGetItem, TransactWriteItem};
@@ -109,6 +110,31 @@ impl DynamoStore {
         match found {
             Some(item) if is_live(&item, what)? && access.permits(&parse_owner(&item, what)?) => Ok(item),
             _ => Err(StoreError::NotFound { what }),
+        }
+    }
+
+    /// Every item under `pk` whose sort key starts with `prefix` (consistent read, all pages).
+    async fn query_prefix(&self, operation: &'static str, pk: String, prefix: &str) -> Result<Vec<Item>, StoreError> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                .expression_attribute_values(":pk", s(pk.clone()))
+                .expression_attribute_values(":prefix", s(prefix))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| StoreError::backend(operation, DisplayErrorContext(e)))?;
+            items.extend(page.items.unwrap_or_default());
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(items);
+            }
         }
     }
 
@@ -376,33 +402,16 @@ impl ExecutionStore for DynamoStore {
     }
 
     async fn paused_executions(&self, access: Access<'_>, session: &SessionId) -> Result<Vec<ExecutionId>, StoreError> {
-        const OPERATION: &str = "list paused executions";
         const WHAT: &str = "paused-execution index";
+        let markers =
+            self.query_prefix("list paused executions", records::session_pk(session), records::PAUSED_PREFIX).await?;
         let mut ids = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
-                .expression_attribute_values(":pk", s(records::session_pk(session)))
-                .expression_attribute_values(":prefix", s(records::PAUSED_PREFIX))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| StoreError::backend(OPERATION, DisplayErrorContext(e)))?;
-            for marker in page.items() {
-                if is_live(marker, WHAT)? && access.permits(&parse_owner(marker, WHAT)?) {
-                    ids.push(records::paused_id_from_sk(get_s(marker, SK, WHAT)?)?);
-                }
-            }
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                return Ok(ids);
+        for marker in &markers {
+            if is_live(marker, WHAT)? && access.permits(&parse_owner(marker, WHAT)?) {
+                ids.push(records::paused_id_from_sk(get_s(marker, SK, WHAT)?)?);
             }
         }
+        Ok(ids)
     }
 }
 
@@ -410,7 +419,7 @@ impl ExecutionStore for DynamoStore {
 impl KeyStore for DynamoStore {
     async fn create_key(&self, key: &ApiKey) -> Result<(), StoreError> {
         let body = records::encode_small(API_KEY, key)?;
-        let mut item = item::key(records::key_pk(&key.hash), records::KEY_SK);
+        let mut item = item::key(records::KEYS_PK.to_owned(), &records::key_sk(&key.hash));
         item.insert(KIND.into(), s("api_key"));
         item.insert(OWNER.into(), s(key.owner.as_str()));
         item.insert(BODY.into(), b(&body));
@@ -420,7 +429,7 @@ impl KeyStore for DynamoStore {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(item))
-            .condition_expression(format!("attribute_not_exists({PK})"));
+            .condition_expression(format!("attribute_not_exists({SK})"));
         match request.send().await {
             Ok(_) => Ok(()),
             Err(SdkError::ServiceError(e)) if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) => {
@@ -431,8 +440,33 @@ impl KeyStore for DynamoStore {
     }
 
     async fn find_key(&self, hash: &TokenHash) -> Result<ApiKey, StoreError> {
-        let item = self.get_item("read an API key", records::key_pk(hash), records::KEY_SK).await?;
+        let item = self.get_item("read an API key", records::KEYS_PK.to_owned(), &records::key_sk(hash)).await?;
         let item = item.ok_or(StoreError::NotFound { what: API_KEY })?;
         records::decode(API_KEY, get_b(&item, BODY, API_KEY)?)
+    }
+
+    async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
+        let items = self.query_prefix("list API keys", records::KEYS_PK.to_owned(), records::KEY_PREFIX).await?;
+        items.iter().map(|item| records::decode(API_KEY, get_b(item, BODY, API_KEY)?)).collect()
+    }
+
+    async fn revoke_key(&self, hash: &TokenHash) -> Result<(), StoreError> {
+        let deleted = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(item::key(records::KEYS_PK.to_owned(), &records::key_sk(hash))))
+            .condition_expression(format!("attribute_exists({SK})"))
+            .send()
+            .await;
+        match deleted {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), DeleteItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Err(StoreError::NotFound { what: API_KEY })
+            }
+            Err(e) => Err(StoreError::backend("revoke an API key", DisplayErrorContext(e))),
+        }
     }
 }

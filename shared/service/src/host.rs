@@ -1,0 +1,369 @@
+//! The MCP function's HTTP surface, framework-neutral
+//! (`http::Request<Bytes>` -> `http::Response<Bytes>`), used by `executor serve`
+//! and the Lambda shell alike.
+//!
+//! Sessions are a layer of our own in front of rmcp's *stateless* Streamable
+//! HTTP service, rather than rmcp's session mode with its `SessionStore`: rmcp's
+//! session mode keeps a live worker per session in memory, answers with SSE
+//! bodies and opens never-ending GET streams (which hang a buffered Lambda).
+//! Stateless, any instance answers any request; our layer creates the session
+//! record on `initialize` (conditional put), checks it on every later request
+//! (exists, active, same owner, else 404) and marks activity, coalesced.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use executor_core::{ClientInfo, ElicitationMode, Principal, Session, SessionId, Timeouts, Timestamp, TokenHash};
+use executor_sandbox::{Sandbox, Tools};
+use executor_store::{Access, KeyStore, SessionStore, Store, StoreError};
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+
+use crate::Executions;
+use crate::mcp::{Caller, McpServer};
+
+const SESSION_HEADER: &str = "mcp-session-id";
+/// Sessions of this protocol version and later have none (served statelessly).
+const STATELESS_VERSION: &str = "2026-07-28";
+
+/// How the host is set up; the defaults suit `executor serve` on loopback.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    pub timeouts: Timeouts,
+    /// Base of links handed to clients; derived from the request's host when unset.
+    pub public_url: Option<String>,
+    /// Hosts accepted in the `Host` header (DNS-rebinding protection); `None`
+    /// accepts any (behind API Gateway, which already routes by host).
+    pub allowed_hosts: Option<Vec<String>>,
+    pub max_body_bytes: usize,
+    /// Activity is written at most this often per session.
+    pub activity_interval: Duration,
+    /// How long a session record is kept (TTL) after its last write.
+    pub session_retention: Duration,
+    pub default_mode: ElicitationMode,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        Self {
+            timeouts: Timeouts::default(),
+            public_url: None,
+            allowed_hosts: Some(vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]),
+            max_body_bytes: 1 << 20,
+            activity_interval: Duration::from_secs(30),
+            session_retention: Duration::from_secs(24 * 3600),
+            default_mode: ElicitationMode::Model,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Host {
+    sessions: Arc<dyn SessionStore>,
+    keys: Arc<dyn KeyStore>,
+    mcp: StreamableHttpService<McpServer, LocalSessionManager>,
+    config: HostConfig,
+}
+
+impl Host {
+    pub fn new<S: Store + 'static>(
+        store: Arc<S>,
+        tools: Arc<dyn Tools>,
+        namespaces: &[String],
+        sandbox: Sandbox,
+        config: HostConfig,
+    ) -> Self {
+        let clock = Arc::new(executor_sandbox::SystemClock);
+        let executions = Arc::new(Executions::new(store.clone(), sandbox, config.timeouts, clock));
+        let server = McpServer::new(executions, tools, namespaces);
+        let mut rmcp_config = StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(false)
+            .with_json_response(true)
+            .with_sse_keep_alive(None)
+            .with_sse_retry(None)
+            .with_max_request_body_bytes(config.max_body_bytes);
+        rmcp_config = match &config.allowed_hosts {
+            Some(hosts) => rmcp_config.with_allowed_hosts(hosts.clone()),
+            None => rmcp_config.disable_allowed_hosts(),
+        };
+        let mcp = StreamableHttpService::new(move || Ok(server.clone()), Default::default(), rmcp_config);
+        Self { sessions: store.clone(), keys: store, mcp, config }
+    }
+
+    pub async fn handle(&self, request: Request<Bytes>) -> Response<Bytes> {
+        let path = request.uri().path().trim_end_matches('/');
+        match (request.method(), path) {
+            (&Method::GET, "/healthz") => text(StatusCode::OK, "ok"),
+            (&Method::GET, "/.well-known/oauth-protected-resource" | "/.well-known/oauth-protected-resource/mcp") => {
+                let base = self.base_url(request.headers());
+                let metadata = json!({
+                    "resource": format!("{base}/mcp"),
+                    "bearer_methods_supported": ["header"],
+                    "resource_name": "Executor",
+                });
+                with_cors(json_response(StatusCode::OK, &metadata))
+            }
+            (_, "/mcp") => with_cors(self.mcp(request).await),
+            _ => text(StatusCode::NOT_FOUND, "not found"),
+        }
+    }
+
+    async fn mcp(&self, request: Request<Bytes>) -> Response<Bytes> {
+        if request.method() == Method::OPTIONS {
+            return preflight();
+        }
+        let owner = match self.authenticate(request.headers()).await {
+            Ok(owner) => owner,
+            Err(response) => return response,
+        };
+        match *request.method() {
+            Method::POST => self.post(request, owner).await,
+            Method::DELETE => self.delete(request.headers(), &owner).await,
+            _ => {
+                let mut response =
+                    rpc_error(StatusCode::METHOD_NOT_ALLOWED, -32000, "use POST; this server opens no streams");
+                response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST, DELETE, OPTIONS"));
+                response
+            }
+        }
+    }
+
+    /// The caller of a bearer API key, or the 401 challenge.
+    async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Response<Bytes>> {
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .map(str::trim);
+        let challenge = |message: &str| {
+            let mut response = rpc_error(StatusCode::UNAUTHORIZED, -32001, message);
+            let metadata = format!("{}/.well-known/oauth-protected-resource/mcp", self.base_url(headers));
+            if let Ok(value) = HeaderValue::from_str(&format!("Bearer resource_metadata=\"{metadata}\"")) {
+                response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+            }
+            response
+        };
+        let Some(token) = token.filter(|t| !t.is_empty()) else {
+            return Err(challenge(
+                "Unauthorized: send `Authorization: Bearer <API key>` (create one with `executor keys create`)",
+            ));
+        };
+        match self.keys.find_key(&TokenHash::of_token(token)).await {
+            Ok(key) => Ok(key.owner),
+            Err(StoreError::NotFound { .. }) => Err(challenge("Unauthorized: the API key is not valid")),
+            Err(e) => Err(rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &e.to_string())),
+        }
+    }
+
+    async fn post(&self, request: Request<Bytes>, owner: Principal) -> Response<Bytes> {
+        let (mut parts, body) = request.into_parts();
+        if body.len() > self.config.max_body_bytes {
+            let message =
+                format!("the request is {} bytes, over the {}-byte limit", body.len(), self.config.max_body_bytes);
+            return rpc_error(StatusCode::PAYLOAD_TOO_LARGE, -32600, &message);
+        }
+        let message: Value = match serde_json::from_slice(&body) {
+            Ok(message) => message,
+            Err(e) => return rpc_error(StatusCode::BAD_REQUEST, -32700, &format!("Parse error: {e}")),
+        };
+        let mode = match elicitation_mode(parts.uri.query(), self.config.default_mode) {
+            Ok(mode) => mode,
+            Err(message) => return rpc_error(StatusCode::BAD_REQUEST, -32602, &message),
+        };
+        let initialize = message.get("method").and_then(Value::as_str) == Some("initialize");
+        let session = match parts.headers.get(SESSION_HEADER) {
+            Some(_) if initialize => None,
+            Some(value) => match self.check_session(value, &owner).await {
+                Ok(session) => Some(session),
+                Err(response) => return response,
+            },
+            None => None,
+        };
+        parts.extensions.insert(Caller { owner: owner.clone(), session });
+        let response = self.forward(Request::from_parts(parts, body)).await;
+        if !initialize || response.status() != StatusCode::OK {
+            return response;
+        }
+        self.start_session(response, &message, owner, mode).await
+    }
+
+    async fn forward(&self, request: Request<Bytes>) -> Response<Bytes> {
+        let response = self.mcp.handle(request.map(Full::new)).await;
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+        Response::from_parts(parts, body)
+    }
+
+    /// After a successful `initialize` of a version with sessions: store the
+    /// session (conditional put) and hand its id to the client.
+    async fn start_session(
+        &self,
+        mut response: Response<Bytes>,
+        request: &Value,
+        owner: Principal,
+        mode: ElicitationMode,
+    ) -> Response<Bytes> {
+        let answered: Value = serde_json::from_slice(response.body()).unwrap_or_default();
+        let Some(version) = answered["result"]["protocolVersion"].as_str() else { return response };
+        if version >= STATELESS_VERSION {
+            return response;
+        }
+        let params = &request["params"];
+        let client = ClientInfo {
+            name: params["clientInfo"]["name"].as_str().unwrap_or_default().to_owned(),
+            version: params["clientInfo"]["version"].as_str().unwrap_or_default().to_owned(),
+            capabilities: params["capabilities"].clone(),
+        };
+        let id = match crate::ids::session_id() {
+            Ok(id) => id,
+            Err(e) => return rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &format!("no randomness: {e}")),
+        };
+        let now = now();
+        let session = Session::new(id, owner, now, version, client, mode, now.plus(self.config.session_retention));
+        if let Err(e) = self.sessions.create_session(&session).await {
+            return rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &format!("could not start a session: {e}"));
+        }
+        if let Ok(value) = HeaderValue::from_str(session.id.as_str()) {
+            response.headers_mut().insert(SESSION_HEADER, value);
+        }
+        response
+    }
+
+    /// The caller's live session, its activity marked (at most once per
+    /// `activity_interval`), or 404 "Session not found".
+    async fn check_session(&self, value: &HeaderValue, owner: &Principal) -> Result<SessionId, Response<Bytes>> {
+        let not_found = || rpc_error(StatusCode::NOT_FOUND, -32001, "Session not found");
+        let id = value.to_str().ok().and_then(|v| SessionId::parse(v).ok()).ok_or_else(not_found)?;
+        let mut session = match self.sessions.get_session(Access::Owner(owner), &id).await {
+            Ok(session) if session.is_active() => session,
+            Ok(_) | Err(StoreError::NotFound { .. }) => return Err(not_found()),
+            Err(e) => return Err(rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &e.to_string())),
+        };
+        let now = now();
+        if now.since(session.last_activity_at) >= self.config.activity_interval {
+            session.last_activity_at = now;
+            session.expires_at = now.plus(self.config.session_retention);
+            // Losing this race to another request marking the same activity is fine.
+            let _ = self.sessions.update_session(&mut session).await;
+        }
+        Ok(id)
+    }
+
+    /// `DELETE /mcp`: end the caller's session.
+    async fn delete(&self, headers: &HeaderMap, owner: &Principal) -> Response<Bytes> {
+        let Some(value) = headers.get(SESSION_HEADER) else {
+            return rpc_error(StatusCode::BAD_REQUEST, -32600, "DELETE needs the Mcp-Session-Id header");
+        };
+        let id = match self.check_session(value, owner).await {
+            Ok(id) => id,
+            Err(response) => return response,
+        };
+        for _ in 0..3 {
+            let mut session = match self.sessions.get_session(Access::Owner(owner), &id).await {
+                Ok(session) => session,
+                Err(_) => return rpc_error(StatusCode::NOT_FOUND, -32001, "Session not found"),
+            };
+            if session.destroy().is_err() {
+                return rpc_error(StatusCode::NOT_FOUND, -32001, "Session not found");
+            }
+            match self.sessions.update_session(&mut session).await {
+                Ok(()) => return empty(StatusCode::NO_CONTENT),
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &e.to_string()),
+            }
+        }
+        rpc_error(StatusCode::CONFLICT, -32000, "the session is busy; try again")
+    }
+
+    fn base_url(&self, headers: &HeaderMap) -> String {
+        if let Some(url) = &self.config.public_url {
+            return url.trim_end_matches('/').to_owned();
+        }
+        let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("localhost");
+        let scheme = headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()).unwrap_or("http");
+        format!("{scheme}://{host}")
+    }
+}
+
+fn now() -> Timestamp {
+    SystemTime::now().into()
+}
+
+/// `?elicitation_mode=model|browser|native`.
+fn elicitation_mode(query: Option<&str>, default: ElicitationMode) -> Result<ElicitationMode, String> {
+    let value = query.into_iter().flat_map(|q| q.split('&')).find_map(|pair| pair.strip_prefix("elicitation_mode="));
+    match value {
+        None => Ok(default),
+        Some("model") => Ok(ElicitationMode::Model),
+        Some("browser") => Ok(ElicitationMode::Browser),
+        Some("native") => Ok(ElicitationMode::Native),
+        Some(other) => Err(format!("elicitation_mode must be model, browser or native, not {other:?}")),
+    }
+}
+
+fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response<Bytes> {
+    json_response(status, &json!({ "jsonrpc": "2.0", "error": { "code": code, "message": message }, "id": null }))
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::from_static(body.as_bytes()));
+    *response.status_mut() = status;
+    response
+}
+
+fn empty(status: StatusCode) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::new());
+    *response.status_mut() = status;
+    response
+}
+
+fn preflight() -> Response<Bytes> {
+    let mut response = empty(StatusCode::NO_CONTENT);
+    let headers = response.headers_mut();
+    headers.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("POST, DELETE, OPTIONS"));
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static("authorization, content-type, accept, mcp-session-id, mcp-protocol-version, mcp-method, mcp-name, last-event-id"),
+    );
+    headers.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("86400"));
+    response
+}
+
+/// Bearer tokens, not cookies, carry authority here, so any origin may call.
+fn with_cors(mut response: Response<Bytes>) -> Response<Bytes> {
+    let headers = response.headers_mut();
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    headers.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("Mcp-Session-Id, WWW-Authenticate"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elicitation_modes() {
+        let cases = [
+            (None, Ok(ElicitationMode::Model)),
+            (Some("a=1"), Ok(ElicitationMode::Model)),
+            (Some("elicitation_mode=browser"), Ok(ElicitationMode::Browser)),
+            (Some("x=y&elicitation_mode=native"), Ok(ElicitationMode::Native)),
+            (Some("elicitation_mode=model"), Ok(ElicitationMode::Model)),
+        ];
+        for (query, expected) in cases {
+            assert_eq!(elicitation_mode(query, ElicitationMode::Model), expected, "{query:?}");
+        }
+        assert!(elicitation_mode(Some("elicitation_mode=carrier-pigeon"), ElicitationMode::Model).is_err());
+    }
+}

@@ -1,0 +1,186 @@
+//! The MCP tools, declared next to their handlers: `execute` and `resume`.
+//!
+//! rmcp speaks the protocol; this handler sees each call with the caller the
+//! HTTP layer authenticated (request extensions), so the owner check happens
+//! before any store read.
+
+use std::sync::Arc;
+
+use executor_core::{ApprovalAction, ExecutionId, Principal, SessionId};
+use executor_sandbox::Tools;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use crate::{Executions, results};
+
+/// Who is calling, put into the request's extensions by the HTTP layer.
+#[derive(Debug, Clone)]
+pub(crate) struct Caller {
+    pub owner: Principal,
+    pub session: Option<SessionId>,
+}
+
+/// At most this many namespaces are named in `execute`'s description.
+const LISTED_NAMESPACES: usize = 50;
+
+#[derive(Clone)]
+pub(crate) struct McpServer {
+    executions: Arc<Executions>,
+    tools: Arc<dyn Tools>,
+    declared: Arc<[Tool]>,
+}
+
+impl McpServer {
+    pub fn new(executions: Arc<Executions>, tools: Arc<dyn Tools>, namespaces: &[String]) -> Self {
+        let declared = vec![execute_tool(namespaces), resume_tool()].into();
+        Self { executions, tools, declared }
+    }
+
+    async fn execute(&self, caller: &Caller, args: &JsonObject) -> CallToolResult {
+        let Some(code) = args.get("code").and_then(Value::as_str) else {
+            return invalid("`code` (a string of JavaScript or TypeScript) is required");
+        };
+        match self.executions.execute(&caller.owner, caller.session.as_ref(), code.to_owned(), self.tools.clone()).await
+        {
+            Ok(result) => respond(results::execution(&result)),
+            Err(error) => respond((
+                json!({"status": "error", "error": {"code": "store_error", "message": error.to_string()}}),
+                true,
+            )),
+        }
+    }
+
+    async fn resume(&self, caller: &Caller, args: &JsonObject) -> CallToolResult {
+        let id = match args.get("executionId").and_then(Value::as_str).map(ExecutionId::parse) {
+            Some(Ok(id)) => id,
+            Some(Err(e)) => return invalid(&format!("`executionId` is not valid: {e}")),
+            None => return invalid("`executionId` (from the paused result) is required"),
+        };
+        let action = match args.get("action").and_then(Value::as_str).unwrap_or("accept") {
+            "accept" => ApprovalAction::Accept,
+            "decline" => ApprovalAction::Decline,
+            "cancel" => ApprovalAction::Cancel,
+            other => return invalid(&format!("`action` must be accept, decline or cancel, not {other:?}")),
+        };
+        match self.executions.resume(&caller.owner, &id, action, self.tools.clone()).await {
+            Ok(result) => respond(results::execution(&result)),
+            Err(error) => respond((results::resume_error(&error), true)),
+        }
+    }
+}
+
+fn respond((structured, is_error): (Value, bool)) -> CallToolResult {
+    let mut result =
+        if is_error { CallToolResult::structured_error(structured) } else { CallToolResult::structured(structured) };
+    if let Some(value) = &result.structured_content {
+        result.content = vec![ContentBlock::text(results::text(value))];
+    }
+    result
+}
+
+fn invalid(message: &str) -> CallToolResult {
+    respond((json!({"status": "error", "error": {"code": "invalid_arguments", "message": message}}), true))
+}
+
+fn schema(value: Value) -> Arc<JsonObject> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => unreachable!("tool schemas are objects"),
+    }
+}
+
+fn execute_tool(namespaces: &[String]) -> Tool {
+    let connected = match namespaces.len() {
+        0 => "No sources are connected yet, so `tools` is empty.".to_owned(),
+        n if n <= LISTED_NAMESPACES => format!("Connected namespaces: {}.", namespaces.join(", ")),
+        n => format!(
+            "Connected namespaces: {} and {} more.",
+            namespaces[..LISTED_NAMESPACES].join(", "),
+            n - LISTED_NAMESPACES
+        ),
+    };
+    let description = format!(
+        "Run JavaScript or TypeScript in a sandbox. The code is the body of an async function: use `await` and \
+         `return` a JSON value. {connected} Find tools with `await tools.search({{ query, namespace?, limit? }})` \
+         (returns `{{ items: [{{ path, description, namespace }}], total }}`), read a tool's TypeScript types with \
+         `await tools.describe.tool({{ path }})`, then call it as `await tools.<path>(args)`, which returns \
+         `{{ ok: true, data }}` or `{{ ok: false, error: {{ code, message }} }}`. `console.log` output comes back in \
+         `logs`. There is no fetch, no imports and no timers. Calls that change things may pause the execution for \
+         approval: the result then says how to continue with `resume`."
+    );
+    let input = json!({
+        "type": "object",
+        "properties": { "code": { "type": "string", "description": "JavaScript or TypeScript; `return` the result." } },
+        "required": ["code"],
+    });
+    Tool::new("execute", description, schema(input))
+}
+
+fn resume_tool() -> Tool {
+    let input = json!({
+        "type": "object",
+        "properties": {
+            "executionId": { "type": "string", "description": "From the paused `execute` or `resume` result." },
+            "action": { "type": "string", "enum": ["accept", "decline", "cancel"], "description": "Default: accept." },
+            "content": { "type": "object", "description": "Optional data for the approval." },
+        },
+        "required": ["executionId"],
+    });
+    Tool::new(
+        "resume",
+        "Continue an execution that paused for approval, after asking the user: `accept` runs the call, `decline` \
+         makes it throw in the code, `cancel` stops the execution. Works from any session of the same user.",
+        schema(input),
+    )
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("executor", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Use `execute` to run code against the connected tools; `resume` continues a paused execution.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.declared.to_vec()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.declared.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let caller = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>())
+            .cloned()
+            .ok_or_else(|| {
+                ErrorData::internal_error("the request reached the tools without an authenticated caller", None)
+            })?;
+        let args = request.arguments.unwrap_or_default();
+        let result = match request.name.as_ref() {
+            "execute" => self.execute(&caller, &args).await,
+            "resume" => self.resume(&caller, &args).await,
+            other => {
+                return Err(ErrorData::invalid_params(format!("unknown tool {other:?}; use execute or resume"), None));
+            }
+        };
+        Ok(result.into())
+    }
+}

@@ -1,0 +1,117 @@
+//! What `execute` and `resume` answer: the `structuredContent` shapes of
+//! DESIGN.md section 4, and a text for clients that only read `content`.
+
+use serde_json::{Value, json};
+
+use crate::{ExecutionResult, ResumeError};
+
+/// The structured content and whether it is an error.
+pub(crate) fn execution(result: &ExecutionResult) -> (Value, bool) {
+    match result {
+        ExecutionResult::Completed { result, logs, .. } => {
+            (json!({ "status": "completed", "result": result, "logs": logs }), false)
+        }
+        ExecutionResult::Failed { error, logs, .. } => (
+            json!({ "status": "error", "error": { "code": error.code, "message": error.message }, "logs": logs }),
+            true,
+        ),
+        ExecutionResult::Paused { execution_id, expires_at, pending, logs } => {
+            let first = &pending[0];
+            let message = match pending.len() {
+                1 => first.message.clone(),
+                n => format!("{} (and {} more call(s) in the same step)", first.message, n - 1),
+            };
+            (
+                json!({
+                    "status": "waiting_for_interaction",
+                    "executionId": execution_id,
+                    "expiresAt": expires_at.to_rfc3339(),
+                    "interaction": { "kind": "approval", "message": message, "tool": first.path, "args": first.args },
+                    "logs": logs,
+                }),
+                false,
+            )
+        }
+    }
+}
+
+pub(crate) fn resume_error(error: &ResumeError) -> Value {
+    json!({ "status": "error", "error": { "code": error.code(), "message": error.to_string() } })
+}
+
+/// One line for the model to act on, then the JSON.
+pub(crate) fn text(structured: &Value) -> String {
+    let lead = match structured["status"].as_str() {
+        Some("waiting_for_interaction") => format!(
+            "Paused: {} needs approval. Ask the user, then call `resume` with executionId \"{}\" and action \
+             \"accept\" or \"decline\" before {}.",
+            structured["interaction"]["tool"].as_str().unwrap_or("a tool"),
+            structured["executionId"].as_str().unwrap_or(""),
+            structured["expiresAt"].as_str().unwrap_or("it expires"),
+        ),
+        Some("completed") => "Completed.".to_owned(),
+        _ => format!("Failed: {}", structured["error"]["message"].as_str().unwrap_or("unknown error")),
+    };
+    format!("{lead}\n{structured}")
+}
+
+#[cfg(test)]
+mod tests {
+    use executor_core::{ExecutionFailure, ExecutionId, PendingCall, Timestamp};
+
+    use super::*;
+
+    #[test]
+    fn shapes() {
+        let id = ExecutionId::parse("e1").unwrap();
+        let pending = |n: u32| PendingCall::new(n, "gh.issues.create", json!({"title": "t"}), "Create an issue?");
+        let cases: Vec<(ExecutionResult, Value, bool, &str)> = vec![
+            (
+                ExecutionResult::Completed { execution_id: id.clone(), result: json!(3), logs: vec!["x".into()] },
+                json!({"status": "completed", "result": 3, "logs": ["x"]}),
+                false,
+                "Completed.",
+            ),
+            (
+                ExecutionResult::Failed {
+                    execution_id: id.clone(),
+                    error: ExecutionFailure { code: "syntax_error".into(), message: "bad".into() },
+                    logs: vec![],
+                },
+                json!({"status": "error", "error": {"code": "syntax_error", "message": "bad"}, "logs": []}),
+                true,
+                "Failed: bad",
+            ),
+            (
+                ExecutionResult::Paused {
+                    execution_id: id.clone(),
+                    expires_at: Timestamp::from_millis(0),
+                    pending: vec![pending(2), pending(3)],
+                    logs: vec![],
+                },
+                json!({
+                    "status": "waiting_for_interaction",
+                    "executionId": "e1",
+                    "expiresAt": "1970-01-01T00:00:00.000Z",
+                    "interaction": {
+                        "kind": "approval",
+                        "message": "Create an issue? (and 1 more call(s) in the same step)",
+                        "tool": "gh.issues.create",
+                        "args": {"title": "t"},
+                    },
+                    "logs": [],
+                }),
+                false,
+                "Paused: gh.issues.create needs approval",
+            ),
+        ];
+        for (result, expected, is_error, lead) in cases {
+            let (structured, error) = execution(&result);
+            assert_eq!(structured, expected);
+            assert_eq!(error, is_error);
+            assert!(text(&structured).starts_with(lead), "{}", text(&structured));
+        }
+        let miss = resume_error(&ResumeError::Expired(id));
+        assert_eq!(miss["error"]["code"], "execution_expired");
+    }
+}
