@@ -1,12 +1,14 @@
-//! The `executor` command. `executor serve` arrives with the MCP host; today
-//! the command manages API keys in the local data dir.
+//! `executor`: `serve` runs the local host (the default: `cargo run`); `keys`
+//! manages API keys of the store.
 
-mod keys;
-
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
+use executor_cli::{keys, serve};
+use executor_store::{DynamoStore, EmbeddedStore, Store};
 
 #[derive(Parser)]
 #[command(
@@ -19,12 +21,39 @@ struct Cli {
     command: Option<Command>,
 }
 
+#[derive(Clone, Copy, Default, ValueEnum)]
+enum StoreKind {
+    /// A redb file under --data-dir.
+    #[default]
+    Embedded,
+    /// The DynamoDB table `EXECUTOR_TABLE` (standard AWS_* variables apply).
+    Dynamodb,
+}
+
+#[derive(clap::Args)]
+struct StoreArgs {
+    /// Where the embedded store lives.
+    #[arg(long, default_value = ".executor", global = true)]
+    data_dir: PathBuf,
+    #[arg(long, value_enum, default_value_t = StoreKind::Embedded, global = true)]
+    store: StoreKind,
+}
+
 #[derive(Subcommand)]
 enum Command {
-    /// Manage API keys (bearer tokens) of the local store.
+    /// Serve MCP, approvals and health on one port (the default command).
+    Serve {
+        #[arg(long, default_value = "127.0.0.1:8787")]
+        addr: SocketAddr,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Manage API keys (bearer tokens).
     Keys {
         #[command(subcommand)]
         command: KeysCommand,
+        #[command(flatten)]
+        store: StoreArgs,
     },
 }
 
@@ -35,26 +64,30 @@ enum KeysCommand {
         /// The principal the key authenticates, e.g. your name or email.
         #[arg(long)]
         owner: String,
-        /// Where the embedded store lives.
-        #[arg(long, default_value = ".executor")]
-        data_dir: PathBuf,
     },
+    /// List keys: id, owner, creation time.
+    List,
+    /// Revoke the key with this id (as `keys list` shows it).
+    Revoke { id: String },
 }
 
-#[tokio::main(flavor = "current_thread")]
+#[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
-        None => {
-            // Nothing to run yet without a subcommand: show what there is.
-            let _ = Cli::command().print_help();
-            return ExitCode::SUCCESS;
-        }
-        Some(Command::Keys { command: KeysCommand::Create { owner, data_dir } }) => {
-            keys::create(&owner, &data_dir).await.map(|token| {
-                println!("Created an API key for {owner}. This is the only time the token is shown:\n\n{token}\n");
-            })
-        }
+    let command = Cli::parse().command.unwrap_or(Command::Serve {
+        addr: SocketAddr::from(([127, 0, 0, 1], 8787)),
+        store: StoreArgs { data_dir: ".executor".into(), store: StoreKind::Embedded },
+    });
+    let result = match command {
+        Command::Serve { addr, store } => match open(&store).await {
+            Ok(Opened::Embedded(s)) => run_serve(addr, s).await,
+            Ok(Opened::Dynamo(s)) => run_serve(addr, s).await,
+            Err(e) => Err(e),
+        },
+        Command::Keys { command, store } => match open(&store).await {
+            Ok(Opened::Embedded(s)) => run_keys(command, &*s).await,
+            Ok(Opened::Dynamo(s)) => run_keys(command, &*s).await,
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -63,4 +96,69 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+enum Opened {
+    Embedded(Arc<EmbeddedStore>),
+    Dynamo(Arc<DynamoStore>),
+}
+
+async fn open(args: &StoreArgs) -> Result<Opened, String> {
+    match args.store {
+        StoreKind::Embedded => open_embedded(&args.data_dir).map(Opened::Embedded),
+        StoreKind::Dynamodb => {
+            let store = DynamoStore::from_env().await.map_err(|e| e.to_string())?;
+            Ok(Opened::Dynamo(Arc::new(store)))
+        }
+    }
+}
+
+fn open_embedded(dir: &Path) -> Result<Arc<EmbeddedStore>, String> {
+    EmbeddedStore::open(dir).map(Arc::new).map_err(|e| e.to_string())
+}
+
+async fn run_keys(command: KeysCommand, store: &impl executor_store::KeyStore) -> Result<(), String> {
+    match command {
+        KeysCommand::Create { owner } => {
+            let token = keys::create(store, &owner).await.map_err(|e| e.to_string())?;
+            println!("Created an API key for {owner}. This is the only time the token is shown:\n\n{token}\n");
+        }
+        KeysCommand::List => {
+            let lines = keys::list(store).await.map_err(|e| e.to_string())?;
+            if lines.is_empty() {
+                println!("No keys. Create one with `executor keys create --owner NAME`.");
+            }
+            lines.iter().for_each(|line| println!("{line}"));
+        }
+        KeysCommand::Revoke { id } => {
+            keys::revoke(store, &id).await.map_err(|e| e.to_string())?;
+            println!("Revoked {id}.");
+        }
+    }
+    Ok(())
+}
+
+async fn run_serve<S: Store + 'static>(addr: SocketAddr, store: Arc<S>) -> Result<(), String> {
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    // First start: no key yet, so make one for whoever runs it.
+    let first = if store.list_keys().await.map_err(|e| e.to_string())?.is_empty() {
+        let owner = std::env::var("USER").ok().filter(|u| !u.trim().is_empty()).unwrap_or_else(|| "local".into());
+        Some((owner.clone(), keys::create(&*store, &owner).await.map_err(|e| e.to_string())?))
+    } else {
+        None
+    };
+    let owner = first
+        .as_ref()
+        .map(|(o, _)| executor_core::Principal::parse(o.clone()))
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let greeting = serve::welcome(bound, owner.as_ref().zip(first.as_ref().map(|(_, t)| t.as_str())));
+    println!("{greeting}");
+    let host = serve::host(store, Arc::new(serve::NoSources), &[]);
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+        eprintln!("executor: shutting down");
+    };
+    serve::serve(listener, host, shutdown).await.map_err(|e| e.to_string())
 }

@@ -42,9 +42,32 @@ fn keys_create_rejects_a_bad_owner_with_a_clear_message() {
 }
 
 #[test]
-fn no_arguments_prints_usage() {
-    let out = executor(&[]);
+fn keys_are_listed_and_revoked_by_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    for owner in ["alice", "bob"] {
+        assert!(executor(&["keys", "create", "--owner", owner, "--data-dir", data]).status.success());
+    }
+    let listed = String::from_utf8(executor(&["keys", "list", "--data-dir", data]).stdout).unwrap();
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 2, "{listed}");
+    assert!(lines[0].contains("alice") && lines[1].contains("bob"), "oldest first: {listed}");
+    let bob_id = lines[1].split_whitespace().next().unwrap();
+    assert_eq!(bob_id.len(), 12);
+
+    let revoked = executor(&["keys", "revoke", bob_id, "--data-dir", data]);
+    assert!(revoked.status.success(), "{}", String::from_utf8_lossy(&revoked.stderr));
+    let listed = String::from_utf8(executor(&["keys", "list", "--data-dir", data]).stdout).unwrap();
+    assert!(listed.contains("alice") && !listed.contains("bob"), "{listed}");
+    let again = executor(&["keys", "revoke", bob_id, "--data-dir", data]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("no key has the id"));
+}
+
+#[test]
+fn help_lists_the_commands() {
+    let out = executor(&["--help"]);
     assert!(out.status.success());
     let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(stdout.contains("Usage: executor") && stdout.contains("keys"), "{stdout}");
+    assert!(stdout.contains("Usage: executor") && stdout.contains("serve") && stdout.contains("keys"), "{stdout}");
 }

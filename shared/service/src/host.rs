@@ -94,6 +94,16 @@ impl Host {
         Self { sessions: store.clone(), keys: store, mcp, config }
     }
 
+    pub fn max_body_bytes(&self) -> usize {
+        self.config.max_body_bytes
+    }
+
+    /// The answer to a body the transport stopped reading at the limit.
+    pub fn body_too_large(&self) -> Response<Bytes> {
+        let message = format!("the request is over the {}-byte limit", self.config.max_body_bytes);
+        with_cors(rpc_error(StatusCode::PAYLOAD_TOO_LARGE, -32600, &message))
+    }
+
     pub async fn handle(&self, request: Request<Bytes>) -> Response<Bytes> {
         let path = request.uri().path().trim_end_matches('/');
         match (request.method(), path) {

@@ -1,0 +1,99 @@
+//! `executor serve`: every route in one process on one port, over HTTP/1.1.
+//! The host itself is framework-neutral (`executor_service::Host`); this is
+//! the thin glue between it and a socket.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::Response;
+use executor_core::Principal;
+use executor_sandbox::{Limits, Sandbox, Tools};
+use executor_service::{Host, HostConfig};
+use executor_store::Store;
+use http_body_util::{BodyExt, Limited};
+use tokio::net::TcpListener;
+
+/// Serve `host` on `listener` until `shutdown` completes; requests in flight finish.
+pub async fn serve(
+    listener: TcpListener,
+    host: Host,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = Router::new().fallback(move |request: Request| {
+        let host = host.clone();
+        async move { handle(&host, request).await }
+    });
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+}
+
+async fn handle(host: &Host, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    // One byte over the limit is enough for the host to answer 413.
+    let body = match Limited::new(body, host.max_body_bytes() + 1).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => return host.body_too_large().map(Body::from),
+    };
+    host.handle(http::Request::from_parts(parts, body)).await.map(Body::from)
+}
+
+/// The host `executor serve` runs: the store, the tools, default limits.
+pub fn host<S: Store + 'static>(store: Arc<S>, tools: Arc<dyn Tools>, namespaces: &[String]) -> Host {
+    Host::new(store, tools, namespaces, Sandbox::new(Limits::default()), HostConfig::default())
+}
+
+/// What to tell the person who just started a fresh server.
+pub fn welcome(addr: SocketAddr, first_key: Option<(&Principal, &str)>) -> String {
+    let url = format!("http://{addr}/mcp");
+    let Some((owner, token)) = first_key else {
+        return format!("Executor is listening on {url}\nUse an API key from `executor keys create --owner NAME`.\n");
+    };
+    format!(
+        "Executor is listening on {url}\n\n\
+         Created an API key for {owner} (shown only this once):\n\n  {token}\n\n\
+         Connect Claude Code:\n\n  claude mcp add --transport http executor {url} --header \"Authorization: Bearer {token}\"\n\n\
+         Other MCP clients:\n\n{}\n",
+        serde_json::to_string_pretty(&serde_json::json!({
+            "mcpServers": { "executor": { "type": "http", "url": url, "headers": { "Authorization": format!("Bearer {token}") } } }
+        }))
+        .unwrap_or_default()
+    )
+}
+
+/// The tools of a server with no sources configured: search finds nothing and
+/// every call says how to connect a source.
+pub struct NoSources;
+
+#[async_trait::async_trait]
+impl Tools for NoSources {
+    fn policy(&self, _path: &str, _args: &serde_json::Value) -> executor_sandbox::Policy {
+        executor_sandbox::Policy::Run
+    }
+
+    async fn call(
+        &self,
+        path: &str,
+        _args: serde_json::Value,
+        _ctx: &executor_sandbox::CallContext,
+    ) -> executor_sandbox::ToolOutcome {
+        Err(executor_sandbox::ToolError {
+            code: "unknown_tool".into(),
+            message: format!("no source provides tools.{path}: none are connected"),
+        })
+    }
+
+    async fn search(&self, _request: serde_json::Value) -> executor_sandbox::ToolOutcome {
+        Ok(serde_json::json!({ "items": [], "total": 0 }))
+    }
+
+    async fn describe(&self, request: serde_json::Value) -> executor_sandbox::ToolOutcome {
+        let path = request["path"].as_str().unwrap_or_default();
+        Err(executor_sandbox::ToolError {
+            code: "unknown_tool".into(),
+            message: format!("no tool {path:?}: no sources are connected"),
+        })
+    }
+}

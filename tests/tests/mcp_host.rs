@@ -1,0 +1,247 @@
+//! The MCP host end to end: a real socket on 127.0.0.1, the rmcp client, the
+//! embedded store on disk, tools that need approval.
+
+#[path = "../../shared/sandbox/tests/support/mod.rs"]
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use executor_cli::{keys, serve};
+use executor_sandbox::{Limits, Sandbox};
+use executor_service::{Host, HostConfig};
+use executor_store::EmbeddedStore;
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, JsonObject, ProtocolVersion,
+};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use support::TestTools;
+use tokio::sync::oneshot;
+
+/// A running host; dropping `stop` shuts it down and releases the store.
+struct Running {
+    url: String,
+    token: String,
+    /// Another owner's key.
+    bob: String,
+    tools: Arc<TestTools>,
+    stop: Option<oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    async fn start(dir: &Path, token: Option<String>) -> Self {
+        let store = Arc::new(EmbeddedStore::open(dir).unwrap());
+        let token = match token {
+            Some(token) => token,
+            None => keys::create(&*store, "alice").await.unwrap(),
+        };
+        let bob = keys::create(&*store, "bob").await.unwrap();
+        let tools = TestTools::new();
+        let namespaces = vec!["r".to_owned(), "w".to_owned()];
+        let host = Host::new(store, tools.clone(), &namespaces, Sandbox::new(Limits::default()), HostConfig::default());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let done = tokio::spawn(async move {
+            serve::serve(listener, host, async move {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+        });
+        Self { url, token, bob, tools, stop: Some(stop), done }
+    }
+
+    async fn stop(mut self) {
+        self.stop.take().unwrap().send(()).unwrap();
+        self.done.await.unwrap();
+    }
+
+    async fn client(&self, version: ProtocolVersion) -> RunningService<RoleClient, InitializeRequestParams> {
+        let config = StreamableHttpClientTransportConfig::with_uri(self.url.clone()).auth_header(self.token.clone());
+        let info = InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("e2e", "1"))
+            .with_protocol_version(version);
+        info.serve(StreamableHttpClientTransport::from_config(config)).await.expect("the client connects")
+    }
+}
+
+fn args(value: Value) -> JsonObject {
+    value.as_object().unwrap().clone()
+}
+
+async fn call(
+    client: &RunningService<RoleClient, InitializeRequestParams>,
+    tool: &'static str,
+    arguments: Value,
+) -> (Value, bool) {
+    let result = client.call_tool(CallToolRequestParams::new(tool).with_arguments(args(arguments))).await.unwrap();
+    (result.structured_content.expect("structured content"), result.is_error == Some(true))
+}
+
+const WRITE: &str = "console.log('start'); const w = await tools.w.create({title: 'bug'}); return w.data.args";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handshake_tools_and_execute() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Running::start(dir.path(), None).await;
+    let client = host.client(ProtocolVersion::V_2025_06_18).await;
+    let info = client.peer_info().unwrap();
+    assert_eq!(info.server_info.as_ref().unwrap().name, "executor");
+
+    let tools = client.list_tools(None).await.unwrap().tools;
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, ["execute", "resume"]);
+    let description = tools[0].description.as_deref().unwrap();
+    assert!(
+        description.contains("Connected namespaces: r, w") && description.contains("tools.search"),
+        "{description}"
+    );
+
+    let (value, is_error) = call(&client, "execute", json!({"code": "console.log('hi', 2); return 1 + 2"})).await;
+    assert!(!is_error);
+    assert_eq!(value, json!({"status": "completed", "result": 3, "logs": ["hi 2"]}));
+
+    let (value, is_error) = call(&client, "execute", json!({"code": "const a = 1;\nreturn a +;"})).await;
+    assert!(is_error);
+    assert_eq!(value["status"], "error");
+    assert_eq!(value["error"]["code"], "syntax_error");
+    assert!(value["error"]["message"].as_str().unwrap().contains("line 2, column 11"), "{value}");
+    client.cancel().await.unwrap();
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_then_resume_from_another_session_and_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Running::start(dir.path(), None).await;
+    let first = host.client(ProtocolVersion::V_2025_06_18).await;
+
+    // Accepted from a second session of the same owner.
+    let (paused, _) = call(&first, "execute", json!({"code": WRITE})).await;
+    assert_eq!(paused["status"], "waiting_for_interaction", "{paused}");
+    assert_eq!(
+        paused["interaction"],
+        json!({"kind": "approval", "message": "w.create wants to write", "tool": "w.create", "args": {"title": "bug"}})
+    );
+    assert!(paused["expiresAt"].as_str().unwrap().ends_with('Z'));
+    assert!(host.tools.calls().is_empty(), "nothing ran before the approval");
+    let second = host.client(ProtocolVersion::V_2025_11_25).await;
+    let id = paused["executionId"].clone();
+    let (done, is_error) = call(&second, "resume", json!({"executionId": id, "action": "accept"})).await;
+    assert!(!is_error, "{done}");
+    assert_eq!(done, json!({"status": "completed", "result": {"title": "bug"}, "logs": ["start"]}));
+    assert_eq!(host.tools.calls().len(), 1);
+    let (again, is_error) = call(&first, "resume", json!({"executionId": id})).await;
+    assert!(is_error);
+    assert_eq!(again["error"]["code"], "execution_already_settled");
+
+    // Declined: the code's catch sees it.
+    let code = "try { await tools.w.drop({}) } catch (e) { return e.name }";
+    let (paused, _) = call(&first, "execute", json!({"code": code})).await;
+    let (declined, _) =
+        call(&first, "resume", json!({"executionId": paused["executionId"], "action": "decline"})).await;
+    assert_eq!(declined["result"], "ApprovalDeclinedError");
+
+    // Paused, then the host restarts: the pause is in the store, not in memory.
+    let (paused, _) = call(&first, "execute", json!({"code": WRITE})).await;
+    let token = host.token.clone();
+    first.cancel().await.unwrap();
+    second.cancel().await.unwrap();
+    host.stop().await;
+
+    let restarted = Running::start(dir.path(), Some(token)).await;
+    let client = restarted.client(ProtocolVersion::V_2025_06_18).await;
+    let (done, is_error) = call(&client, "resume", json!({"executionId": paused["executionId"]})).await;
+    assert!(!is_error, "{done}");
+    assert_eq!(done["result"], json!({"title": "bug"}));
+    assert_eq!(restarted.tools.calls().len(), 1, "exactly one upstream call for the approval");
+    client.cancel().await.unwrap();
+    restarted.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_keys_and_the_challenge_over_plain_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Running::start(dir.path(), None).await;
+    let http = reqwest::Client::new();
+    let post = |token: Option<&str>, session: Option<&str>, body: Value| {
+        let mut request = http
+            .post(&host.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(body.to_string());
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.send()
+    };
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+
+    // 401 with the RFC 9728 pointer, and the metadata it points at.
+    let denied = post(None, None, list.clone()).await.unwrap();
+    assert_eq!(denied.status(), 401);
+    let challenge = denied.headers()["www-authenticate"].to_str().unwrap().to_owned();
+    assert!(challenge.starts_with("Bearer resource_metadata=\"http://127.0.0.1:"), "{challenge}");
+    let body: Value = denied.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32001);
+    assert_eq!(post(Some("exk_wrong"), None, list.clone()).await.unwrap().status(), 401);
+    let metadata_url = challenge.split('"').nth(1).unwrap();
+    let metadata: Value = http.get(metadata_url).send().await.unwrap().json().await.unwrap();
+    assert_eq!(metadata["resource"], host.url);
+
+    // A session: created by initialize, 404 for another owner, gone after DELETE.
+    let started = post(Some(&host.token), None, initialize).await.unwrap();
+    assert_eq!(started.status(), 200);
+    let session = started.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    assert_eq!(post(Some(&host.token), Some(&session), list.clone()).await.unwrap().status(), 200);
+    // Bob gets exactly what a session that never existed gets.
+    for (token, session) in [(&host.bob, session.as_str()), (&host.token, "0123abcd")] {
+        let foreign = post(Some(token), Some(session), list.clone()).await.unwrap();
+        assert_eq!(foreign.status(), 404);
+        let body: Value = foreign.json().await.unwrap();
+        assert_eq!(body["error"]["message"], "Session not found");
+    }
+
+    let deleted = http
+        .delete(&host.url)
+        .header("authorization", format!("Bearer {}", host.token))
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    assert_eq!(post(Some(&host.token), Some(&session), list.clone()).await.unwrap().status(), 404);
+
+    // No streams, CORS preflight, body cap, health.
+    let get = http.get(&host.url).header("authorization", format!("Bearer {}", host.token)).send().await.unwrap();
+    assert_eq!(get.status(), 405);
+    let preflight = http.request(reqwest::Method::OPTIONS, &host.url).send().await.unwrap();
+    assert_eq!(preflight.status(), 204);
+    assert!(preflight.headers()["access-control-expose-headers"].to_str().unwrap().contains("Mcp-Session-Id"));
+    let huge = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "execute", "arguments": {"code": "x".repeat(2 << 20)}}});
+    assert_eq!(post(Some(&host.token), None, huge).await.unwrap().status(), 413);
+    let bad = http
+        .post(&host.url)
+        .header("authorization", format!("Bearer {}", host.token))
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    let health = http.get(host.url.replace("/mcp", "/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    host.stop().await;
+}
