@@ -155,7 +155,7 @@ async fn run_serve<S: Store + 'static>(addr: SocketAddr, store: Arc<S>) -> Resul
         .map_err(|e| e.to_string())?;
     let greeting = serve::welcome(bound, owner.as_ref().zip(first.as_ref().map(|(_, t)| t.as_str())));
     println!("{greeting}");
-    let host = serve::host(store, Arc::new(serve::NoSources), &[]);
+    let host = serve::host(store, Arc::new(executor_service::NoSources), &[]);
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
         eprintln!("executor: shutting down");

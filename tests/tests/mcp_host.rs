@@ -165,6 +165,21 @@ async fn pause_then_resume_from_another_session_and_after_a_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_07_28_client_is_served_without_a_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Running::start(dir.path(), None).await;
+    let client = host.client(ProtocolVersion::V_2026_07_28).await;
+    let (value, is_error) = call(&client, "execute", json!({"code": "return [1, 2].map(x => x * 10)"})).await;
+    assert!(!is_error, "{value}");
+    assert_eq!(value["result"], json!([10, 20]));
+    let (paused, _) = call(&client, "execute", json!({"code": WRITE})).await;
+    let (done, _) = call(&client, "resume", json!({"executionId": paused["executionId"]})).await;
+    assert_eq!(done["result"], json!({"title": "bug"}));
+    client.cancel().await.unwrap();
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_keys_and_the_challenge_over_plain_http() {
     let dir = tempfile::tempdir().unwrap();
     let host = Running::start(dir.path(), None).await;

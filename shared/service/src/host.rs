@@ -61,6 +61,39 @@ impl Default for HostConfig {
     }
 }
 
+/// A setting from the environment that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name} must be a whole number of milliseconds greater than zero, not {value:?}")]
+pub struct ConfigError {
+    pub name: &'static str,
+    pub value: String,
+}
+
+impl HostConfig {
+    /// The defaults, with `EXECUTOR_SESSION_TIMEOUT_MS`, `EXECUTOR_PAUSED_LEASE_MS`,
+    /// `EXECUTOR_APPROVAL_WINDOW_MS` and `EXECUTOR_PUBLIC_URL` applied from `lookup`
+    /// (`|name| std::env::var(name).ok()` in the hosts).
+    pub fn with_env(mut self, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let millis = |name: &'static str, current: Duration| -> Result<Duration, ConfigError> {
+            match lookup(name) {
+                None => Ok(current),
+                Some(value) => match value.trim().parse::<u64>() {
+                    Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
+                    _ => Err(ConfigError { name, value }),
+                },
+            }
+        };
+        let t = &mut self.timeouts;
+        t.session_timeout = millis("EXECUTOR_SESSION_TIMEOUT_MS", t.session_timeout)?;
+        t.paused_lease = millis("EXECUTOR_PAUSED_LEASE_MS", t.paused_lease)?;
+        t.approval_window = millis("EXECUTOR_APPROVAL_WINDOW_MS", t.approval_window)?;
+        if let Some(url) = lookup("EXECUTOR_PUBLIC_URL").filter(|u| !u.trim().is_empty()) {
+            self.public_url = Some(url);
+        }
+        Ok(self)
+    }
+}
+
 #[derive(Clone)]
 pub struct Host {
     sessions: Arc<dyn SessionStore>,
@@ -361,6 +394,30 @@ fn with_cors(mut response: Response<Bytes>) -> Response<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_from_the_environment() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned())
+        };
+        let config = HostConfig::default()
+            .with_env(env(&[
+                ("EXECUTOR_SESSION_TIMEOUT_MS", "60000"),
+                ("EXECUTOR_APPROVAL_WINDOW_MS", " 1500 "),
+                ("EXECUTOR_PUBLIC_URL", "https://exec.example.com"),
+            ]))
+            .unwrap();
+        assert_eq!(config.timeouts.session_timeout, Duration::from_secs(60));
+        assert_eq!(config.timeouts.paused_lease, Timeouts::default().paused_lease);
+        assert_eq!(config.timeouts.approval_window, Duration::from_millis(1500));
+        assert_eq!(config.public_url.as_deref(), Some("https://exec.example.com"));
+        for bad in ["0", "-5", "5m", ""] {
+            let pairs: &'static [(&'static str, &'static str)] =
+                Box::leak(Box::new([("EXECUTOR_PAUSED_LEASE_MS", bad)]));
+            let error = HostConfig::default().with_env(env(pairs)).unwrap_err();
+            assert_eq!(error.name, "EXECUTOR_PAUSED_LEASE_MS", "{bad:?}");
+        }
+    }
 
     #[test]
     fn elicitation_modes() {

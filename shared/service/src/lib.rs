@@ -5,7 +5,9 @@ mod executions;
 mod host;
 mod ids;
 mod mcp;
+mod no_sources;
 mod results;
 
 pub use executions::{ExecutionResult, Executions, ResumeError};
-pub use host::{Host, HostConfig};
+pub use host::{ConfigError, Host, HostConfig};
+pub use no_sources::NoSources;

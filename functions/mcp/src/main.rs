@@ -1,0 +1,23 @@
+//! The MCP Lambda bootstrap: wire the store, the tools and the host; hand each
+//! API Gateway event to `executor_mcp_function::handle`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use executor_sandbox::{Limits, Sandbox};
+use executor_service::{Host, HostConfig, NoSources};
+use executor_store::DynamoStore;
+use lambda_http::{Error, Request, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    let store = Arc::new(DynamoStore::from_env().await?);
+    // API Gateway routes by host already; DNS-rebinding checks are for loopback.
+    let config = HostConfig { allowed_hosts: None, ..HostConfig::default() }.with_env(|n| std::env::var(n).ok())?;
+    let host = Host::new(store, Arc::new(NoSources), &[], Sandbox::new(Limits::default()), config);
+    lambda_http::run(service_fn(move |request: Request| {
+        let host = host.clone();
+        async move { Ok::<_, Infallible>(executor_mcp_function::handle(&host, request).await) }
+    }))
+    .await
+}

@@ -1,0 +1,108 @@
+//! The MCP function's handler fed API Gateway v2 events, with DynamoDB
+//! (moto_server) as the store: what one Lambda starts, another continues.
+
+#[path = "../../../shared/sandbox/tests/support/mod.rs"]
+mod support;
+
+use std::sync::Arc;
+
+use executor_sandbox::{Limits, Sandbox};
+use executor_service::{Host, HostConfig};
+use executor_store::KeyStore;
+use serde_json::{Value, json};
+use support::TestTools;
+
+const DOMAIN: &str = "abc123.execute-api.eu-west-1.amazonaws.com";
+
+/// An HTTP API (payload 2.0) event.
+fn event(method: &str, headers: &[(&str, &str)], body: Option<&Value>) -> lambda_http::Request {
+    let mut all: serde_json::Map<String, Value> = headers.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect();
+    all.insert("host".into(), json!(DOMAIN));
+    all.insert("x-forwarded-proto".into(), json!("https"));
+    all.insert("content-type".into(), json!("application/json"));
+    all.insert("accept".into(), json!("application/json, text/event-stream"));
+    let event = json!({
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": "/mcp",
+        "rawQueryString": "",
+        "headers": all,
+        "requestContext": {
+            "accountId": "123456789012", "apiId": "abc123", "domainName": DOMAIN, "domainPrefix": "abc123",
+            "http": { "method": method, "path": "/mcp", "protocol": "HTTP/1.1", "sourceIp": "203.0.113.9", "userAgent": "test" },
+            "requestId": "req", "routeKey": "$default", "stage": "$default",
+            "time": "29/Nov/2026:19:46:21 +0000", "timeEpoch": 1_795_895_181_000u64
+        },
+        "body": body.map(Value::to_string),
+        "isBase64Encoded": false
+    });
+    lambda_http::request::from_str(&event.to_string()).expect("a valid API Gateway v2 event")
+}
+
+fn body(response: &lambda_http::Response<lambda_http::Body>) -> Value {
+    match response.body() {
+        lambda_http::Body::Text(text) => serde_json::from_str(text).unwrap(),
+        other => panic!("expected a JSON text body, got {other:?}"),
+    }
+}
+
+/// A fresh "Lambda instance": its own host over the shared table.
+fn instance<S: executor_store::Store + 'static>(store: &Arc<S>, tools: &Arc<TestTools>) -> Host {
+    let config = HostConfig { allowed_hosts: None, ..HostConfig::default() };
+    Host::new(store.clone(), tools.clone(), &["w".into()], Sandbox::new(Limits::default()), config)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_and_a_paused_execution_move_between_instances() {
+    let (store, _client) = executor_tests::dynamo_store().await;
+    let store = Arc::new(store);
+    let token = "exk_lambda_test_token";
+    let key = executor_core::ApiKey {
+        hash: executor_core::TokenHash::of_token(token),
+        owner: executor_core::Principal::parse("alice").unwrap(),
+        created_at: std::time::SystemTime::now().into(),
+    };
+    store.create_key(&key).await.unwrap();
+    let tools = TestTools::new();
+    let (one, two) = (instance(&store, &tools), instance(&store, &tools));
+    let auth = format!("Bearer {token}");
+
+    let unauthenticated = executor_mcp_function::handle(&one, event("POST", &[], Some(&json!({})))).await;
+    assert_eq!(unauthenticated.status(), 401);
+    let challenge = unauthenticated.headers()["www-authenticate"].to_str().unwrap();
+    assert_eq!(
+        challenge,
+        format!("Bearer resource_metadata=\"https://{DOMAIN}/.well-known/oauth-protected-resource/mcp\"")
+    );
+
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "lambda", "version": "1"}}});
+    let started =
+        executor_mcp_function::handle(&one, event("POST", &[("authorization", &auth)], Some(&initialize))).await;
+    assert_eq!(started.status(), 200, "{:?}", started.body());
+    let session = started.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "2025-06-18"),
+    ];
+    let execute = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "execute", "arguments": {"code": "const r = await tools.w.send({n: 1}); return r.data.args"}}});
+    let paused = body(&executor_mcp_function::handle(&two, event("POST", &headers, Some(&execute))).await);
+    let structured = &paused["result"]["structuredContent"];
+    assert_eq!(structured["status"], "waiting_for_interaction", "{paused}");
+
+    let resume = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "resume", "arguments": {"executionId": structured["executionId"], "action": "accept"}}});
+    let done = body(&executor_mcp_function::handle(&one, event("POST", &headers, Some(&resume))).await);
+    assert_eq!(done["result"]["structuredContent"]["result"], json!({"n": 1}), "{done}");
+    assert_eq!(tools.calls().len(), 1);
+
+    let deleted = executor_mcp_function::handle(&two, event("DELETE", &headers, None)).await;
+    assert_eq!(deleted.status(), 204);
+    let list = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"});
+    let gone = executor_mcp_function::handle(&one, event("POST", &headers, Some(&list))).await;
+    assert_eq!(gone.status(), 404);
+    assert_eq!(body(&gone)["error"]["message"], "Session not found");
+}
