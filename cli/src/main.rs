@@ -155,7 +155,10 @@ async fn run_serve<S: Store + 'static>(addr: SocketAddr, store: Arc<S>) -> Resul
         .map_err(|e| e.to_string())?;
     let greeting = serve::welcome(bound, owner.as_ref().zip(first.as_ref().map(|(_, t)| t.as_str())));
     println!("{greeting}");
-    let host = serve::host(store, Arc::new(executor_service::NoSources), &[]);
+    let config =
+        executor_service::HostConfig::default().with_env(|n| std::env::var(n).ok()).map_err(|e| e.to_string())?;
+    let host =
+        serve::host(store, Arc::new(executor_service::NoSources), &[], config).await.map_err(|e| e.to_string())?;
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
         eprintln!("executor: shutting down");

@@ -13,7 +13,9 @@ use axum::response::Response;
 use executor_core::Principal;
 use executor_sandbox::{Limits, Sandbox, Tools};
 use executor_service::{Host, HostConfig};
-use executor_store::Store;
+use std::time::SystemTime;
+
+use executor_store::{AlarmScheduler, InProcessScheduler, Store, StoreError};
 use http_body_util::{BodyExt, Limited};
 use tokio::net::TcpListener;
 
@@ -40,9 +42,31 @@ async fn handle(host: &Host, request: Request) -> Response {
     host.handle(http::Request::from_parts(parts, body)).await.map(Body::from)
 }
 
-/// The host `executor serve` runs: the store, the tools, default limits.
-pub fn host<S: Store + 'static>(store: Arc<S>, tools: Arc<dyn Tools>, namespaces: &[String]) -> Host {
-    Host::new(store, tools, namespaces, Sandbox::new(Limits::default()), HostConfig::default())
+/// The host `executor serve` runs: the store, the tools, default limits, and
+/// in-process alarms re-armed from the store (so none is lost to a restart).
+pub async fn host<S: Store + 'static>(
+    store: Arc<S>,
+    tools: Arc<dyn Tools>,
+    namespaces: &[String],
+    config: HostConfig,
+) -> Result<Host, StoreError> {
+    let scheduler = Arc::new(InProcessScheduler::new());
+    let host = Host::new(store.clone(), tools, namespaces, Sandbox::new(Limits::default()), scheduler.clone(), config);
+    // Weak: the scheduler's timers must not keep the host (and its store) alive.
+    let alarms = Arc::downgrade(&host.alarms());
+    scheduler.on_fire(move |session, _scheduled_for| {
+        let alarms = alarms.upgrade();
+        async move {
+            let Some(alarms) = alarms else { return };
+            if let Err(e) = alarms.fire(&session, SystemTime::now().into()).await {
+                eprintln!("executor: the alarm of session {session} failed: {e}");
+            }
+        }
+    });
+    for (session, at) in store.armed_sessions().await? {
+        scheduler.schedule(&session, at).await?;
+    }
+    Ok(host)
 }
 
 /// What to tell the person who just started a fresh server.

@@ -84,6 +84,17 @@ pub fn dynamodb_client_in(region: &'static str) -> Client {
     Client::from_conf(config)
 }
 
+/// An EventBridge Scheduler client for the shared moto server.
+pub fn scheduler_client() -> aws_sdk_scheduler::Client {
+    let config = aws_sdk_scheduler::Config::builder()
+        .behavior_version(aws_sdk_scheduler::config::BehaviorVersion::latest())
+        .endpoint_url(&moto().endpoint)
+        .region(aws_sdk_scheduler::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_scheduler::config::Credentials::new("test", "test", None, None, "moto"))
+        .build();
+    aws_sdk_scheduler::Client::from_conf(config)
+}
+
 /// A [`DynamoStore`] on a fresh table of its own.
 pub async fn dynamo_store() -> (DynamoStore, Client) {
     static NEXT: AtomicU32 = AtomicU32::new(0);

@@ -8,8 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use executor_cli::{keys, serve};
-use executor_sandbox::{Limits, Sandbox};
-use executor_service::{Host, HostConfig};
+use executor_service::HostConfig;
 use executor_store::EmbeddedStore;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, JsonObject, ProtocolVersion,
@@ -35,6 +34,10 @@ struct Running {
 
 impl Running {
     async fn start(dir: &Path, token: Option<String>) -> Self {
+        Self::start_with(dir, token, HostConfig::default()).await
+    }
+
+    async fn start_with(dir: &Path, token: Option<String>, config: HostConfig) -> Self {
         let store = Arc::new(EmbeddedStore::open(dir).unwrap());
         let token = match token {
             Some(token) => token,
@@ -43,7 +46,7 @@ impl Running {
         let bob = keys::create(&*store, "bob").await.unwrap();
         let tools = TestTools::new();
         let namespaces = vec!["r".to_owned(), "w".to_owned()];
-        let host = Host::new(store, tools.clone(), &namespaces, Sandbox::new(Limits::default()), HostConfig::default());
+        let host = serve::host(store, tools.clone(), &namespaces, config).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/mcp", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -148,10 +151,9 @@ async fn pause_then_resume_from_another_session_and_after_a_restart() {
     assert_eq!(declined["result"], "ApprovalDeclinedError");
 
     // Paused, then the host restarts: the pause is in the store, not in memory.
+    // (The clients stay open: closing a session ends its paused work.)
     let (paused, _) = call(&first, "execute", json!({"code": WRITE})).await;
     let token = host.token.clone();
-    first.cancel().await.unwrap();
-    second.cancel().await.unwrap();
     host.stop().await;
 
     let restarted = Running::start(dir.path(), Some(token)).await;
@@ -162,6 +164,7 @@ async fn pause_then_resume_from_another_session_and_after_a_restart() {
     assert_eq!(restarted.tools.calls().len(), 1, "exactly one upstream call for the approval");
     client.cancel().await.unwrap();
     restarted.stop().await;
+    drop((first, second));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -259,4 +262,101 @@ async fn sessions_keys_and_the_challenge_over_plain_http() {
     let health = http.get(host.url.replace("/mcp", "/healthz")).send().await.unwrap();
     assert_eq!(health.status(), 200);
     host.stop().await;
+}
+
+/// Timeouts of seconds: session 1 s, paused lease 1 s (cap 2 s); activity written on every request.
+fn quick() -> HostConfig {
+    let mut config = HostConfig { activity_interval: std::time::Duration::ZERO, ..HostConfig::default() };
+    config.timeouts.session_timeout = std::time::Duration::from_secs(1);
+    config.timeouts.paused_lease = std::time::Duration::from_secs(1);
+    config
+}
+
+struct Raw {
+    http: reqwest::Client,
+    url: String,
+    token: String,
+}
+
+impl Raw {
+    fn new(host: &Running) -> Self {
+        Self { http: reqwest::Client::new(), url: host.url.clone(), token: host.token.clone() }
+    }
+
+    async fn post(&self, session: Option<&str>, body: Value) -> reqwest::Response {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("authorization", format!("Bearer {}", self.token))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(body.to_string());
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.send().await.unwrap()
+    }
+
+    async fn initialize(&self) -> String {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
+        let response = self.post(None, body).await;
+        response.headers()["mcp-session-id"].to_str().unwrap().to_owned()
+    }
+
+    async fn status(&self, session: &str) -> u16 {
+        self.post(Some(session), json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).await.status().as_u16()
+    }
+}
+
+async fn sleep_ms(ms: u64) {
+    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sessions_end_busy_ones_live_and_paused_work_holds_a_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Running::start_with(dir.path(), None, quick()).await;
+    let raw = Raw::new(&host);
+    let (idle, busy, waiting) = (raw.initialize().await, raw.initialize().await, raw.initialize().await);
+    let execute = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "execute", "arguments": {"code": WRITE}}});
+    let paused: Value = raw.post(Some(&waiting), execute).await.json().await.unwrap();
+    assert_eq!(paused["result"]["structuredContent"]["status"], "waiting_for_interaction");
+
+    // Kept busy for well past the timeout; the others sit idle.
+    for _ in 0..8 {
+        sleep_ms(200).await;
+        assert_eq!(raw.status(&busy).await, 200, "a busy session is never destroyed");
+    }
+    assert_eq!(raw.status(&idle).await, 404, "idle past the timeout: destroyed");
+    // 1.6 s idle: past the timeout, inside the paused lease.
+    sleep_ms(100).await;
+    assert_ne!(raw.status(&waiting).await, 404, "paused work keeps the session");
+    // That request was activity; idle past timeout + lease now: destroyed, paused work expired.
+    sleep_ms(2500).await;
+    assert_eq!(raw.status(&waiting).await, 404);
+    let resume = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "resume", "arguments": {"executionId": paused["result"]["structuredContent"]["executionId"]}}});
+    let late: Value = raw.post(None, resume).await.json().await.unwrap();
+    assert_eq!(late["result"]["structuredContent"]["error"]["code"], "execution_expired");
+    assert!(host.tools.calls().is_empty());
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_armed_alarm_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Running::start_with(dir.path(), None, quick()).await;
+    let raw = Raw::new(&host);
+    let session = raw.initialize().await;
+    let token = host.token.clone();
+    host.stop().await;
+
+    let restarted = Running::start_with(dir.path(), Some(token), quick()).await;
+    let raw = Raw::new(&restarted);
+    sleep_ms(1600).await;
+    assert_eq!(raw.status(&session).await, 404, "the alarm armed before the restart fired after it");
+    restarted.stop().await;
 }

@@ -6,15 +6,18 @@ use std::sync::Arc;
 
 use executor_sandbox::{Limits, Sandbox};
 use executor_service::{Host, HostConfig, NoSources};
-use executor_store::DynamoStore;
+use executor_store::{DynamoStore, EventBridgeScheduler, SchedulerTarget};
 use lambda_http::{Error, Request, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
+    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let store = Arc::new(DynamoStore::from_env().await?);
+    let scheduler =
+        Arc::new(EventBridgeScheduler::new(aws_sdk_scheduler::Client::new(&aws), SchedulerTarget::from_env()?));
     // API Gateway routes by host already; DNS-rebinding checks are for loopback.
     let config = HostConfig { allowed_hosts: None, ..HostConfig::default() }.with_env(|n| std::env::var(n).ok())?;
-    let host = Host::new(store, Arc::new(NoSources), &[], Sandbox::new(Limits::default()), config);
+    let host = Host::new(store, Arc::new(NoSources), &[], Sandbox::new(Limits::default()), scheduler, config);
     lambda_http::run(service_fn(move |request: Request| {
         let host = host.clone();
         async move { Ok::<_, Infallible>(executor_mcp_function::handle(&host, request).await) }

@@ -49,7 +49,8 @@ fn body(response: &lambda_http::Response<lambda_http::Body>) -> Value {
 /// A fresh "Lambda instance": its own host over the shared table.
 fn instance<S: executor_store::Store + 'static>(store: &Arc<S>, tools: &Arc<TestTools>) -> Host {
     let config = HostConfig { allowed_hosts: None, ..HostConfig::default() };
-    Host::new(store.clone(), tools.clone(), &["w".into()], Sandbox::new(Limits::default()), config)
+    let scheduler = Arc::new(executor_store::InProcessScheduler::new());
+    Host::new(store.clone(), tools.clone(), &["w".into()], Sandbox::new(Limits::default()), scheduler, config)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

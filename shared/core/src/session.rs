@@ -50,6 +50,10 @@ pub struct Session {
     pub client: ClientInfo,
     pub elicitation_mode: ElicitationMode,
     pub status: SessionStatus,
+    /// When the session's alarm is set to fire; the in-process scheduler re-arms
+    /// from it after a restart.
+    #[serde(default)]
+    pub alarm_at: Option<Timestamp>,
     /// When storage may forget the record (DynamoDB TTL); reads treat it as gone after.
     pub expires_at: Timestamp,
     /// Bumped by every stored write; writes are conditional on it.
@@ -76,6 +80,7 @@ impl Session {
             client,
             elicitation_mode,
             status: SessionStatus::Active,
+            alarm_at: None,
             expires_at,
             version: 0,
         }

@@ -37,7 +37,8 @@ fn mcp_execute(c: &mut Criterion) {
     };
     runtime.block_on(store.create_key(&key)).unwrap();
     let sandbox = Sandbox::new(Limits::default());
-    let host = Host::new(store, Arc::new(NoSources), &[], sandbox.clone(), HostConfig::default());
+    let scheduler = Arc::new(executor_store::InProcessScheduler::new());
+    let host = Host::new(store, Arc::new(NoSources), &[], sandbox.clone(), scheduler, HostConfig::default());
     let answer = runtime.block_on(host.handle(request()));
     assert_eq!(answer.status(), 200, "{:?}", answer.body());
     assert!(String::from_utf8_lossy(answer.body()).contains("\"result\":3"));

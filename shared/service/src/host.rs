@@ -16,15 +16,15 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use executor_core::{ClientInfo, ElicitationMode, Principal, Session, SessionId, Timeouts, Timestamp, TokenHash};
 use executor_sandbox::{Sandbox, Tools};
-use executor_store::{Access, KeyStore, SessionStore, Store, StoreError};
+use executor_store::{Access, AlarmScheduler, KeyStore, SessionStore, Store, StoreError};
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 
-use crate::Executions;
 use crate::mcp::{Caller, McpServer};
+use crate::{Alarms, Executions};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 /// Sessions of this protocol version and later have none (served statelessly).
@@ -98,6 +98,7 @@ impl HostConfig {
 pub struct Host {
     sessions: Arc<dyn SessionStore>,
     keys: Arc<dyn KeyStore>,
+    alarms: Arc<Alarms>,
     mcp: StreamableHttpService<McpServer, LocalSessionManager>,
     config: HostConfig,
 }
@@ -108,10 +109,13 @@ impl Host {
         tools: Arc<dyn Tools>,
         namespaces: &[String],
         sandbox: Sandbox,
+        scheduler: Arc<dyn AlarmScheduler>,
         config: HostConfig,
     ) -> Self {
         let clock = Arc::new(executor_sandbox::SystemClock);
         let executions = Arc::new(Executions::new(store.clone(), sandbox, config.timeouts, clock));
+        let alarms =
+            Arc::new(Alarms::new(store.clone(), store.clone(), executions.clone(), scheduler, config.timeouts));
         let server = McpServer::new(executions, tools, namespaces);
         let mut rmcp_config = StreamableHttpServerConfig::default()
             .with_legacy_session_mode(false)
@@ -124,7 +128,13 @@ impl Host {
             None => rmcp_config.disable_allowed_hosts(),
         };
         let mcp = StreamableHttpService::new(move || Ok(server.clone()), Default::default(), rmcp_config);
-        Self { sessions: store.clone(), keys: store, mcp, config }
+        Self { sessions: store.clone(), keys: store, alarms, mcp, config }
+    }
+
+    /// The alarm handler: what a fired alarm (in-process timer or the alarm
+    /// function) calls.
+    pub fn alarms(&self) -> Arc<Alarms> {
+        self.alarms.clone()
     }
 
     pub fn max_body_bytes(&self) -> usize {
@@ -266,9 +276,17 @@ impl Host {
             Err(e) => return rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &format!("no randomness: {e}")),
         };
         let now = now();
-        let session = Session::new(id, owner, now, version, client, mode, now.plus(self.config.session_retention));
+        let mut session = Session::new(id, owner, now, version, client, mode, now.plus(self.config.session_retention));
+        let alarm = self.alarms.first_alarm(&mut session);
         if let Err(e) = self.sessions.create_session(&session).await {
             return rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &format!("could not start a session: {e}"));
+        }
+        if let Err(e) = self.alarms.arm(&session.id, alarm).await {
+            return rpc_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                -32603,
+                &format!("could not arm the session's alarm: {e}"),
+            );
         }
         if let Ok(value) = HeaderValue::from_str(session.id.as_str()) {
             response.headers_mut().insert(SESSION_HEADER, value);
@@ -307,13 +325,10 @@ impl Host {
         };
         for _ in 0..3 {
             let mut session = match self.sessions.get_session(Access::Owner(owner), &id).await {
-                Ok(session) => session,
-                Err(_) => return rpc_error(StatusCode::NOT_FOUND, -32001, "Session not found"),
+                Ok(session) if session.is_active() => session,
+                _ => return rpc_error(StatusCode::NOT_FOUND, -32001, "Session not found"),
             };
-            if session.destroy().is_err() {
-                return rpc_error(StatusCode::NOT_FOUND, -32001, "Session not found");
-            }
-            match self.sessions.update_session(&mut session).await {
+            match self.alarms.destroy(&mut session, now()).await {
                 Ok(()) => return empty(StatusCode::NO_CONTENT),
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &e.to_string()),

@@ -1,6 +1,7 @@
 //! The application layer, framework-neutral: the hosts (Lambda functions and
 //! `executor serve`) call it; it calls the domain, the sandbox and the store ports.
 
+mod alarms;
 mod executions;
 mod host;
 mod ids;
@@ -8,6 +9,7 @@ mod mcp;
 mod no_sources;
 mod results;
 
+pub use alarms::Alarms;
 pub use executions::{ExecutionResult, Executions, ResumeError};
 pub use host::{ConfigError, Host, HostConfig};
 pub use no_sources::NoSources;

@@ -345,6 +345,35 @@ impl SessionStore for EmbeddedStore {
     async fn update_session(&self, session: &mut Session) -> Result<(), StoreError> {
         self.update("update a session", session).await
     }
+
+    async fn armed_sessions(&self) -> Result<Vec<(SessionId, Timestamp)>, StoreError> {
+        const OPERATION: &str = "list armed sessions";
+        let db = self.db.clone();
+        let values = tokio::task::spawn_blocking(move || -> Result<Vec<Vec<u8>>, redb::Error> {
+            let txn = db.begin_read()?;
+            let table = txn.open_table(ITEMS)?;
+            let mut values = Vec::new();
+            for entry in table.iter()? {
+                let (key, value) = entry?;
+                if key.value().1 == records::SESSION_SK {
+                    values.push(value.value().to_vec());
+                }
+            }
+            Ok(values)
+        })
+        .await
+        .map_err(|e| StoreError::backend(OPERATION, e))?
+        .map_err(|e| StoreError::backend(OPERATION, e))?;
+        let now = records::now();
+        let mut armed = Vec::new();
+        for bytes in values {
+            let session: Session = records::decode(SESSION, &bytes)?;
+            if let (true, true, Some(at)) = (session.is_active(), now < session.expires_at, session.alarm_at) {
+                armed.push((session.id, at));
+            }
+        }
+        Ok(armed)
+    }
 }
 
 #[async_trait]

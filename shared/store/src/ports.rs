@@ -2,7 +2,7 @@
 //! update-if-version); every read says whose view it takes.
 
 use async_trait::async_trait;
-use executor_core::{ApiKey, Execution, ExecutionId, Principal, Session, SessionId, TokenHash};
+use executor_core::{ApiKey, Execution, ExecutionId, Principal, Session, SessionId, Timestamp, TokenHash};
 
 use crate::StoreError;
 
@@ -35,6 +35,10 @@ pub trait SessionStore: Send + Sync {
     /// Write `session` if the stored version is still `session.version`, then bump
     /// `session.version`. `Conflict` if it changed, `NotFound` if it is gone.
     async fn update_session(&self, session: &mut Session) -> Result<(), StoreError>;
+
+    /// Every live, active session with an alarm set, for a local host to re-arm
+    /// its timers after a restart. (A scan: for the local host, not for AWS.)
+    async fn armed_sessions(&self) -> Result<Vec<(SessionId, Timestamp)>, StoreError>;
 }
 
 #[async_trait]
@@ -69,6 +73,16 @@ pub trait KeyStore: Send + Sync {
 
     /// Delete a key; `NotFound` if there is none with this hash.
     async fn revoke_key(&self, hash: &TokenHash) -> Result<(), StoreError>;
+}
+
+/// One alarm per session: EventBridge Scheduler on AWS, tokio timers locally.
+#[async_trait]
+pub trait AlarmScheduler: Send + Sync {
+    /// Arm the session's alarm to fire at `at`, replacing any earlier one.
+    async fn schedule(&self, session: &SessionId, at: Timestamp) -> Result<(), StoreError>;
+
+    /// Disarm it; not an error if there is none.
+    async fn cancel(&self, session: &SessionId) -> Result<(), StoreError>;
 }
 
 /// Everything the service needs from storage, in one object.

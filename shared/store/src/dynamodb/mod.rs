@@ -19,7 +19,7 @@ use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Get, Put, TransactGetItem, TransactWriteItem};
-use executor_core::{ApiKey, Execution, ExecutionId, ExecutionState, Session, SessionId, TokenHash};
+use executor_core::{ApiKey, Execution, ExecutionId, ExecutionState, Session, SessionId, Timestamp, TokenHash};
 use item::{
     BODY, CHUNKS, EXPIRES_AT, Item, KIND, OWNER, PK, SESSION_ID, SK, STATUS, VERSION, b, get_b, get_n, get_s, is_live,
     n, now_secs, s, ttl,
@@ -358,6 +358,40 @@ impl SessionStore for DynamoStore {
         let item =
             self.get_visible(SESSION, "read a session", records::session_pk(id), records::SESSION_SK, access).await?;
         records::decode(SESSION, get_b(&item, BODY, SESSION)?)
+    }
+
+    async fn armed_sessions(&self) -> Result<Vec<(SessionId, Timestamp)>, StoreError> {
+        const OPERATION: &str = "list armed sessions";
+        let mut armed = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .filter_expression("sk = :session AND #status = :active")
+                .expression_attribute_names("#status", STATUS)
+                .expression_attribute_values(":session", s(records::SESSION_SK))
+                .expression_attribute_values(":active", s("active"))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| StoreError::backend(OPERATION, DisplayErrorContext(e)))?;
+            for item in page.items() {
+                if !is_live(item, SESSION)? {
+                    continue;
+                }
+                let session: Session = records::decode(SESSION, get_b(item, BODY, SESSION)?)?;
+                if let Some(at) = session.alarm_at {
+                    armed.push((session.id, at));
+                }
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(armed);
+            }
+        }
     }
 
     async fn update_session(&self, session: &mut Session) -> Result<(), StoreError> {

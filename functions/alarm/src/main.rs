@@ -1,0 +1,29 @@
+//! The alarm Lambda bootstrap: wire the store, the scheduler and the alarm
+//! handler; hand each Scheduler payload to `executor_alarm_function::handle`.
+
+use std::sync::Arc;
+
+use executor_sandbox::{Limits, Sandbox, SystemClock};
+use executor_service::{Alarms, Executions, HostConfig};
+use executor_store::{DynamoStore, EventBridgeScheduler, SchedulerTarget};
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let store = Arc::new(DynamoStore::from_env().await?);
+    let scheduler =
+        Arc::new(EventBridgeScheduler::new(aws_sdk_scheduler::Client::new(&aws), SchedulerTarget::from_env()?));
+    let timeouts = HostConfig::default().with_env(|n| std::env::var(n).ok())?.timeouts;
+    let executions =
+        Arc::new(Executions::new(store.clone(), Sandbox::new(Limits::default()), timeouts, Arc::new(SystemClock)));
+    let alarms = Arc::new(Alarms::new(store.clone(), store, executions, scheduler, timeouts));
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| {
+        let alarms = alarms.clone();
+        async move {
+            let decision = executor_alarm_function::handle(&alarms, event.payload).await?;
+            Ok::<_, Error>(serde_json::json!({ "decision": format!("{decision:?}") }))
+        }
+    }))
+    .await
+}

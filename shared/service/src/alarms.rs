@@ -1,0 +1,97 @@
+//! What happens when a session's alarm fires (DESIGN.md section 5): load the
+//! session and its paused work, let `decide_session_alarm` decide, then act.
+//! Requests never touch the scheduler; only session creation and alarms do.
+
+use std::sync::Arc;
+
+use executor_core::{AlarmDecision, Session, SessionId, Timeouts, Timestamp, decide_session_alarm};
+use executor_store::{Access, AlarmScheduler, ExecutionStore, SessionStore, StoreError};
+
+use crate::Executions;
+
+/// Attempts at acting on a decision when the session changes meanwhile.
+const RACES: usize = 3;
+
+pub struct Alarms {
+    sessions: Arc<dyn SessionStore>,
+    executions_store: Arc<dyn ExecutionStore>,
+    executions: Arc<Executions>,
+    scheduler: Arc<dyn AlarmScheduler>,
+    timeouts: Timeouts,
+}
+
+impl Alarms {
+    pub fn new(
+        sessions: Arc<dyn SessionStore>,
+        executions_store: Arc<dyn ExecutionStore>,
+        executions: Arc<Executions>,
+        scheduler: Arc<dyn AlarmScheduler>,
+        timeouts: Timeouts,
+    ) -> Self {
+        Self { sessions, executions_store, executions, scheduler, timeouts }
+    }
+
+    /// Arm a new session's first alarm (created + SESSION_TIMEOUT) and record it.
+    pub fn first_alarm(&self, session: &mut Session) -> Timestamp {
+        let at = session.created_at.plus(self.timeouts.session_timeout);
+        session.alarm_at = Some(at);
+        at
+    }
+
+    pub async fn arm(&self, session: &SessionId, at: Timestamp) -> Result<(), StoreError> {
+        self.scheduler.schedule(session, at).await
+    }
+
+    /// The alarm of `session` fired at `now`: decide and act. Every write is
+    /// conditional on the version the decision was made from, so a stale alarm
+    /// never destroys a session that became active: it decides again.
+    pub async fn fire(&self, session_id: &SessionId, now: Timestamp) -> Result<AlarmDecision, StoreError> {
+        for _ in 0..RACES {
+            let session = match self.sessions.get_session(Access::Internal, session_id).await {
+                Ok(session) => Some(session),
+                Err(StoreError::NotFound { .. }) => None,
+                Err(e) => return Err(e),
+            };
+            let paused = match &session {
+                Some(s) if s.is_active() => {
+                    self.executions_store.paused_executions(Access::Internal, session_id).await?.len()
+                }
+                _ => 0,
+            };
+            let decision = decide_session_alarm(now, session.as_ref(), paused, &self.timeouts);
+            let acted = match (decision, session) {
+                (AlarmDecision::Ignore, _) | (_, None) => return Ok(AlarmDecision::Ignore),
+                (AlarmDecision::Destroy, Some(mut session)) => self.destroy(&mut session, now).await,
+                (AlarmDecision::Reschedule { at } | AlarmDecision::ExtendPausedLease { at }, Some(mut session)) => {
+                    session.alarm_at = Some(at);
+                    match self.sessions.update_session(&mut session).await {
+                        Ok(()) => self.scheduler.schedule(session_id, at).await,
+                        Err(e) => Err(e),
+                    }
+                }
+            };
+            match acted {
+                Ok(()) => return Ok(decision),
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StoreError::Conflict { what: "session" })
+    }
+
+    /// Mark the session destroyed (conditional on its version), expire its
+    /// paused executions, and disarm its alarm. Items are left to TTL.
+    pub async fn destroy(&self, session: &mut Session, now: Timestamp) -> Result<(), StoreError> {
+        if session.destroy().is_err() {
+            return Ok(());
+        }
+        session.alarm_at = None;
+        self.sessions.update_session(session).await?;
+        for id in self.executions_store.paused_executions(Access::Internal, &session.id).await? {
+            if let Ok(mut execution) = self.executions_store.get_execution(Access::Internal, &id).await {
+                self.executions.expire(&mut execution, now).await?;
+            }
+        }
+        self.scheduler.cancel(&session.id).await
+    }
+}

@@ -1,0 +1,87 @@
+//! Alarms for `executor serve`: a tokio timer per session. The store keeps
+//! each session's `alarm_at`, so a restarted host re-arms every alarm from it.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use executor_core::{SessionId, Timestamp};
+use tokio::task::JoinHandle;
+
+use crate::{AlarmScheduler, StoreError};
+
+type Fire = Arc<dyn Fn(SessionId, Timestamp) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+struct Armed {
+    at: Timestamp,
+    timer: JoinHandle<()>,
+}
+
+#[derive(Clone)]
+pub struct InProcessScheduler {
+    armed: Arc<Mutex<HashMap<SessionId, Armed>>>,
+    fire: Arc<Mutex<Option<Fire>>>,
+}
+
+impl Default for InProcessScheduler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl InProcessScheduler {
+    /// A scheduler whose alarms do nothing until [`Self::on_fire`] says what to call.
+    pub fn new() -> Self {
+        Self { armed: Arc::default(), fire: Arc::default() }
+    }
+
+    /// What an alarm calls when it fires (the service's alarm handler). Set
+    /// once the handler exists: the handler itself needs the scheduler.
+    pub fn on_fire<F, Fut>(&self, fire: F)
+    where
+        F: Fn(SessionId, Timestamp) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let fire: Fire = Arc::new(move |id, at| Box::pin(fire(id, at)));
+        *self.fire.lock().unwrap() = Some(fire);
+    }
+
+    /// When the session's alarm is armed for, if it is.
+    pub fn armed_at(&self, session: &SessionId) -> Option<Timestamp> {
+        self.armed.lock().unwrap().get(session).map(|a| a.at)
+    }
+}
+
+#[async_trait]
+impl AlarmScheduler for InProcessScheduler {
+    async fn schedule(&self, session: &SessionId, at: Timestamp) -> Result<(), StoreError> {
+        let (id, armed, fire) = (session.clone(), self.armed.clone(), self.fire.clone());
+        let timer = tokio::spawn(async move {
+            let now: Timestamp = SystemTime::now().into();
+            tokio::time::sleep(at.since(now)).await;
+            // Disarm first: whatever the handler arms next is a new alarm.
+            let current = armed.lock().unwrap().get(&id).map(|a| a.at);
+            if current == Some(at) {
+                armed.lock().unwrap().remove(&id);
+            }
+            let handler = fire.lock().unwrap().clone();
+            if let Some(handler) = handler {
+                handler(id, at).await;
+            }
+        });
+        if let Some(previous) = self.armed.lock().unwrap().insert(session.clone(), Armed { at, timer }) {
+            previous.timer.abort();
+        }
+        Ok(())
+    }
+
+    async fn cancel(&self, session: &SessionId) -> Result<(), StoreError> {
+        if let Some(armed) = self.armed.lock().unwrap().remove(session) {
+            armed.timer.abort();
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,135 @@
+//! The alarm handler against both stores: every row of the decision table, its
+//! effects, and the stale-alarm race.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use executor_core::{
+    AlarmDecision, ClientInfo, ElicitationMode, Execution, ExecutionEvent, ExecutionId, ExecutionState, Journal,
+    PendingCall, Principal, Session, SessionId, SessionStatus, Timeouts, Timestamp,
+};
+use executor_sandbox::{Limits, Sandbox, SystemClock};
+use executor_service::{Alarms, Executions};
+use executor_store::{Access, AlarmScheduler, InProcessScheduler, Store, StoreError};
+use serde_json::json;
+
+executor_tests::on_both_stores!(
+    missing_or_destroyed_sessions_are_ignored,
+    recent_activity_reschedules,
+    paused_work_extends_the_lease_up_to_the_cap,
+    idle_sessions_are_destroyed_with_their_paused_work,
+    a_stale_alarm_does_not_destroy_a_session_that_became_active,
+);
+
+const MIN: u64 = 60_000;
+
+fn now() -> Timestamp {
+    SystemTime::now().into()
+}
+
+fn alarms<S: Store + 'static>(store: &Arc<S>) -> (Alarms, Arc<InProcessScheduler>) {
+    let scheduler = Arc::new(InProcessScheduler::new());
+    let timeouts = Timeouts::default();
+    let executions =
+        Arc::new(Executions::new(store.clone(), Sandbox::new(Limits::default()), timeouts, Arc::new(SystemClock)));
+    (Alarms::new(store.clone(), store.clone(), executions, scheduler.clone(), timeouts), scheduler)
+}
+
+/// A session last active `idle_ms` before `at`.
+async fn session<S: Store + 'static>(store: &Arc<S>, id: &str, at: Timestamp, idle_ms: u64) -> Session {
+    let mut session = Session::new(
+        SessionId::parse(id).unwrap(),
+        Principal::parse("alice").unwrap(),
+        Timestamp::from_millis(at.as_millis() - idle_ms - MIN),
+        "2025-06-18",
+        ClientInfo::default(),
+        ElicitationMode::Model,
+        at.plus(Duration::from_secs(86_400)),
+    );
+    session.last_activity_at = Timestamp::from_millis(at.as_millis() - idle_ms);
+    store.create_session(&session).await.unwrap();
+    session
+}
+
+async fn paused_in<S: Store + 'static>(store: &Arc<S>, id: &str, session: &Session) -> ExecutionId {
+    let mut execution = Execution::start(
+        ExecutionId::parse(id).unwrap(),
+        session.owner.clone(),
+        Some(session.id.clone()),
+        "await tools.w.x({})",
+        Journal::new(now(), 1),
+        now().plus(Duration::from_secs(86_400)),
+    );
+    let mut journal = execution.journal.clone();
+    journal.add_pending(PendingCall::new(0, "w.x", json!({}), "?"));
+    execution.apply(ExecutionEvent::Pause { journal, deadline: now().plus(Duration::from_secs(600)) }, now()).unwrap();
+    store.create_execution(&execution).await.unwrap();
+    execution.id
+}
+
+async fn missing_or_destroyed_sessions_are_ignored<S: Store + 'static>(store: Arc<S>) {
+    let (alarms, scheduler) = alarms(&store);
+    let ghost = SessionId::parse("ghost").unwrap();
+    assert_eq!(alarms.fire(&ghost, now()).await.unwrap(), AlarmDecision::Ignore);
+    let mut gone = session(&store, "gone", now(), 20 * MIN).await;
+    gone.destroy().unwrap();
+    store.update_session(&mut gone).await.unwrap();
+    assert_eq!(alarms.fire(&gone.id, now()).await.unwrap(), AlarmDecision::Ignore);
+    assert_eq!(scheduler.armed_at(&gone.id), None);
+}
+
+async fn recent_activity_reschedules<S: Store + 'static>(store: Arc<S>) {
+    let (alarms, scheduler) = alarms(&store);
+    let at = now();
+    let s = session(&store, "busy", at, 2 * MIN).await;
+    let expected = s.last_activity_at.plus(Duration::from_millis(5 * MIN));
+    assert_eq!(alarms.fire(&s.id, at).await.unwrap(), AlarmDecision::Reschedule { at: expected });
+    assert_eq!(scheduler.armed_at(&s.id), Some(expected));
+    assert_eq!(store.get_session(Access::Internal, &s.id).await.unwrap().alarm_at, Some(expected));
+}
+
+async fn paused_work_extends_the_lease_up_to_the_cap<S: Store + 'static>(store: Arc<S>) {
+    let (alarms, scheduler) = alarms(&store);
+    let at = now();
+    let s = session(&store, "waiting", at, 12 * MIN).await;
+    paused_in(&store, "p1", &s).await;
+    let expected = at.plus(Duration::from_millis(3 * MIN));
+    assert_eq!(alarms.fire(&s.id, at).await.unwrap(), AlarmDecision::ExtendPausedLease { at: expected });
+    assert_eq!(scheduler.armed_at(&s.id), Some(expected));
+    let stored = store.get_session(Access::Internal, &s.id).await.unwrap();
+    assert_eq!((stored.status, stored.alarm_at), (SessionStatus::Active, Some(expected)));
+}
+
+async fn idle_sessions_are_destroyed_with_their_paused_work<S: Store + 'static>(store: Arc<S>) {
+    let (alarms, scheduler) = alarms(&store);
+    let at = now();
+    let idle = session(&store, "idle", at, 6 * MIN).await;
+    assert_eq!(alarms.fire(&idle.id, at).await.unwrap(), AlarmDecision::Destroy);
+    assert_eq!(store.get_session(Access::Internal, &idle.id).await.unwrap().status, SessionStatus::Destroyed);
+
+    let capped = session(&store, "capped", at, 16 * MIN).await;
+    let paused = paused_in(&store, "p2", &capped).await;
+    scheduler.schedule(&capped.id, at.plus(Duration::from_secs(3600))).await.unwrap();
+    assert_eq!(alarms.fire(&capped.id, at).await.unwrap(), AlarmDecision::Destroy, "past the cap, paused or not");
+    assert_eq!(store.get_execution(Access::Internal, &paused).await.unwrap().state, ExecutionState::Expired);
+    assert!(store.paused_executions(Access::Internal, &capped.id).await.unwrap().is_empty());
+    assert_eq!(scheduler.armed_at(&capped.id), None, "the schedule is deleted");
+}
+
+async fn a_stale_alarm_does_not_destroy_a_session_that_became_active<S: Store + 'static>(store: Arc<S>) {
+    let (alarms, _scheduler) = alarms(&store);
+    let at = now();
+    let s = session(&store, "revived", at, 6 * MIN).await;
+    // The alarm read the idle session; then activity landed before its write.
+    let mut stale = store.get_session(Access::Internal, &s.id).await.unwrap();
+    let mut revived = stale.clone();
+    revived.last_activity_at = at;
+    store.update_session(&mut revived).await.unwrap();
+    let lost = alarms.destroy(&mut stale, at).await;
+    assert!(matches!(lost, Err(StoreError::Conflict { .. })), "{lost:?}");
+    assert_eq!(store.get_session(Access::Internal, &s.id).await.unwrap().status, SessionStatus::Active);
+    // Firing decides again from what is stored now.
+    let decision = alarms.fire(&s.id, at).await.unwrap();
+    assert_eq!(decision, AlarmDecision::Reschedule { at: at.plus(Duration::from_millis(5 * MIN)) });
+    assert_eq!(store.get_session(Access::Internal, &s.id).await.unwrap().status, SessionStatus::Active);
+}
