@@ -1,5 +1,6 @@
-//! The alarm handler against both stores: every row of the decision table, its
-//! effects, and the stale-alarm race.
+//! The alarm handler against both stores, fed the payloads EventBridge
+//! Scheduler delivers: every row of the decision table, its effects, and the
+//! stale-alarm race.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -22,6 +23,16 @@ executor_tests::on_both_stores!(
 );
 
 const MIN: u64 = 60_000;
+
+/// What the alarm function does with a Scheduler payload for `session`.
+async fn fire(
+    alarms: &Alarms,
+    session: &SessionId,
+    now: Timestamp,
+) -> Result<AlarmDecision, executor_alarm_function::AlarmError> {
+    let payload = json!({ "sessionId": session.as_str(), "scheduledFor": now.to_rfc3339() });
+    executor_alarm_function::handle(alarms, payload, now).await
+}
 
 fn now() -> Timestamp {
     SystemTime::now().into()
@@ -70,11 +81,11 @@ async fn paused_in<S: Store + 'static>(store: &Arc<S>, id: &str, session: &Sessi
 async fn missing_or_destroyed_sessions_are_ignored<S: Store + 'static>(store: Arc<S>) {
     let (alarms, scheduler) = alarms(&store);
     let ghost = SessionId::parse("ghost").unwrap();
-    assert_eq!(alarms.fire(&ghost, now()).await.unwrap(), AlarmDecision::Ignore);
+    assert_eq!(fire(&alarms, &ghost, now()).await.unwrap(), AlarmDecision::Ignore);
     let mut gone = session(&store, "gone", now(), 20 * MIN).await;
     gone.destroy().unwrap();
     store.update_session(&mut gone).await.unwrap();
-    assert_eq!(alarms.fire(&gone.id, now()).await.unwrap(), AlarmDecision::Ignore);
+    assert_eq!(fire(&alarms, &gone.id, now()).await.unwrap(), AlarmDecision::Ignore);
     assert_eq!(scheduler.armed_at(&gone.id), None);
 }
 
@@ -83,7 +94,7 @@ async fn recent_activity_reschedules<S: Store + 'static>(store: Arc<S>) {
     let at = now();
     let s = session(&store, "busy", at, 2 * MIN).await;
     let expected = s.last_activity_at.plus(Duration::from_millis(5 * MIN));
-    assert_eq!(alarms.fire(&s.id, at).await.unwrap(), AlarmDecision::Reschedule { at: expected });
+    assert_eq!(fire(&alarms, &s.id, at).await.unwrap(), AlarmDecision::Reschedule { at: expected });
     assert_eq!(scheduler.armed_at(&s.id), Some(expected));
     assert_eq!(store.get_session(Access::Internal, &s.id).await.unwrap().alarm_at, Some(expected));
 }
@@ -94,7 +105,7 @@ async fn paused_work_extends_the_lease_up_to_the_cap<S: Store + 'static>(store: 
     let s = session(&store, "waiting", at, 12 * MIN).await;
     paused_in(&store, "p1", &s).await;
     let expected = at.plus(Duration::from_millis(3 * MIN));
-    assert_eq!(alarms.fire(&s.id, at).await.unwrap(), AlarmDecision::ExtendPausedLease { at: expected });
+    assert_eq!(fire(&alarms, &s.id, at).await.unwrap(), AlarmDecision::ExtendPausedLease { at: expected });
     assert_eq!(scheduler.armed_at(&s.id), Some(expected));
     let stored = store.get_session(Access::Internal, &s.id).await.unwrap();
     assert_eq!((stored.status, stored.alarm_at), (SessionStatus::Active, Some(expected)));
@@ -104,13 +115,13 @@ async fn idle_sessions_are_destroyed_with_their_paused_work<S: Store + 'static>(
     let (alarms, scheduler) = alarms(&store);
     let at = now();
     let idle = session(&store, "idle", at, 6 * MIN).await;
-    assert_eq!(alarms.fire(&idle.id, at).await.unwrap(), AlarmDecision::Destroy);
+    assert_eq!(fire(&alarms, &idle.id, at).await.unwrap(), AlarmDecision::Destroy);
     assert_eq!(store.get_session(Access::Internal, &idle.id).await.unwrap().status, SessionStatus::Destroyed);
 
     let capped = session(&store, "capped", at, 16 * MIN).await;
     let paused = paused_in(&store, "p2", &capped).await;
     scheduler.schedule(&capped.id, at.plus(Duration::from_secs(3600))).await.unwrap();
-    assert_eq!(alarms.fire(&capped.id, at).await.unwrap(), AlarmDecision::Destroy, "past the cap, paused or not");
+    assert_eq!(fire(&alarms, &capped.id, at).await.unwrap(), AlarmDecision::Destroy, "past the cap, paused or not");
     assert_eq!(store.get_execution(Access::Internal, &paused).await.unwrap().state, ExecutionState::Expired);
     assert!(store.paused_executions(Access::Internal, &capped.id).await.unwrap().is_empty());
     assert_eq!(scheduler.armed_at(&capped.id), None, "the schedule is deleted");
@@ -129,7 +140,7 @@ async fn a_stale_alarm_does_not_destroy_a_session_that_became_active<S: Store + 
     assert!(matches!(lost, Err(StoreError::Conflict { .. })), "{lost:?}");
     assert_eq!(store.get_session(Access::Internal, &s.id).await.unwrap().status, SessionStatus::Active);
     // Firing decides again from what is stored now.
-    let decision = alarms.fire(&s.id, at).await.unwrap();
+    let decision = fire(&alarms, &s.id, at).await.unwrap();
     assert_eq!(decision, AlarmDecision::Reschedule { at: at.plus(Duration::from_millis(5 * MIN)) });
     assert_eq!(store.get_session(Access::Internal, &s.id).await.unwrap().status, SessionStatus::Active);
 }

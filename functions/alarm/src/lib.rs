@@ -1,9 +1,7 @@
 //! The alarm function: one EventBridge Scheduler payload
 //! `{"sessionId": "...", "scheduledFor": "..."}` in, one alarm decision out.
 
-use std::time::SystemTime;
-
-use executor_core::{AlarmDecision, SessionId};
+use executor_core::{AlarmDecision, SessionId, Timestamp};
 use executor_service::Alarms;
 use executor_store::{AlarmPayload, StoreError};
 
@@ -15,9 +13,9 @@ pub enum AlarmError {
     Store(#[from] StoreError),
 }
 
-/// Decide and act on one fired alarm.
-pub async fn handle(alarms: &Alarms, payload: serde_json::Value) -> Result<AlarmDecision, AlarmError> {
+/// Decide and act on one alarm that fired at `now`.
+pub async fn handle(alarms: &Alarms, payload: serde_json::Value, now: Timestamp) -> Result<AlarmDecision, AlarmError> {
     let payload: AlarmPayload = serde_json::from_value(payload).map_err(|e| AlarmError::Payload(e.to_string()))?;
     let session = SessionId::parse(payload.session_id).map_err(|e| AlarmError::Payload(e.to_string()))?;
-    Ok(alarms.fire(&session, SystemTime::now().into()).await?)
+    Ok(alarms.fire(&session, now).await?)
 }

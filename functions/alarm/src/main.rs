@@ -21,7 +21,8 @@ async fn main() -> Result<(), Error> {
     lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| {
         let alarms = alarms.clone();
         async move {
-            let decision = executor_alarm_function::handle(&alarms, event.payload).await?;
+            let now = std::time::SystemTime::now().into();
+            let decision = executor_alarm_function::handle(&alarms, event.payload, now).await?;
             Ok::<_, Error>(serde_json::json!({ "decision": format!("{decision:?}") }))
         }
     }))

@@ -35,14 +35,14 @@ async fn scheduler_payloads_destroy_idle_sessions_and_refuse_garbage() {
     store.create_session(&session).await.unwrap();
 
     let payload = json!({"sessionId": "idle", "scheduledFor": now.to_rfc3339()});
-    let decision = executor_alarm_function::handle(&alarms, payload.clone()).await.unwrap();
+    let decision = executor_alarm_function::handle(&alarms, payload.clone(), now).await.unwrap();
     assert_eq!(decision, AlarmDecision::Destroy);
     assert_eq!(store.get_session(Access::Internal, &session.id).await.unwrap().status, SessionStatus::Destroyed);
     // The same payload again (Scheduler delivers at least once): nothing to do.
-    assert_eq!(executor_alarm_function::handle(&alarms, payload).await.unwrap(), AlarmDecision::Ignore);
+    assert_eq!(executor_alarm_function::handle(&alarms, payload, now).await.unwrap(), AlarmDecision::Ignore);
 
     for garbage in [json!({}), json!({"sessionId": "a#b", "scheduledFor": "x"}), json!("idle")] {
-        let error = executor_alarm_function::handle(&alarms, garbage.clone()).await.unwrap_err();
+        let error = executor_alarm_function::handle(&alarms, garbage.clone(), now).await.unwrap_err();
         assert!(error.to_string().contains("alarm payload"), "{garbage}: {error}");
     }
 }
