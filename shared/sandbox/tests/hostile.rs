@@ -56,7 +56,9 @@ async fn wall_clock_limit_covers_tool_calls() {
 
 #[tokio::test]
 async fn memory_bombs_hit_the_memory_limit() {
-    let limits = Limits { memory_bytes: 16 << 20, ..quick() };
+    // CPU to spare: on a loaded machine the memory limit must still be what trips.
+    let limits =
+        Limits { memory_bytes: 16 << 20, cpu: Duration::from_secs(20), wall_clock: Duration::from_secs(30), ..quick() };
     for code in [
         "const a = []; while (true) a.push(new Array(100000).fill(1.5));",
         "const m = new Map(); for (let i = 0; ; i++) m.set(i, {i, s: 'v' + i});",
