@@ -89,7 +89,10 @@ impl SearchIndex {
             .collect();
         hits.sort_by(|(sa, a), (sb, b)| {
             let (pa, pb) = (&tools[*a].path, &tools[*b].path);
-            sb.cmp(sa).then(pa.len().cmp(&pb.len())).then(pa.cmp(pb))
+            match terms.is_empty() {
+                true => pa.cmp(pb),
+                false => sb.cmp(sa).then(pa.len().cmp(&pb.len())).then(pa.cmp(pb)),
+            }
         });
         hits.into_iter().map(|(_, i)| i).collect()
     }
