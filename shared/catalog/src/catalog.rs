@@ -8,7 +8,7 @@
 //! silent "0 tools".
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use async_trait::async_trait;
 use base64::Engine as _;
@@ -348,7 +348,7 @@ async fn connect_source(
                 }
             };
             let doc = openapi::parse_document(&text).map_err(|e| fail("spec", e.to_string()))?;
-            let tools = openapi::tools(&config.namespace, Arc::new(doc)).map_err(|e| fail("spec", e.to_string()))?;
+            let tools = openapi::tools(&config.namespace, doc).map_err(|e| fail("spec", e.to_string()))?;
             let upstream = Upstream::OpenApi(HttpUpstream {
                 base_url: base_url.clone(),
                 headers: credentials.headers,

@@ -14,6 +14,9 @@ use url::Url;
 use crate::naming::is_identifier;
 use crate::secrets::{SecretRef, SecretRefError};
 
+/// The environment variable naming the sources file when `--config` is not given.
+pub const CONFIG_ENV: &str = "EXECUTOR_CONFIG";
+
 /// Namespaces the sandbox routes to the catalog itself (`tools.search`, `tools.describe.tool`).
 pub const RESERVED_NAMESPACES: [&str; 2] = ["search", "describe"];
 
@@ -152,6 +155,11 @@ enum RawAuth {
 }
 
 impl CatalogConfig {
+    /// The sources file to load: the `--config` flag when given, else `EXECUTOR_CONFIG`, else none.
+    pub fn locate(flag: Option<PathBuf>) -> Option<PathBuf> {
+        flag.or_else(|| std::env::var_os(CONFIG_ENV).filter(|v| !v.is_empty()).map(PathBuf::from))
+    }
+
     /// Read and validate a sources file. Relative spec paths are relative to the file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read { file: path.into(), error })?;
@@ -312,6 +320,13 @@ mod tests {
         assert_eq!(github.headers["X-Key"], HeaderValue::Secret(SecretRef::Env("KEY".into())));
         assert_eq!(github.policy.rules.len(), 1);
         assert!(matches!(config.sources[1].auth, Some(Auth::ApiKey { location: ApiKeyLocation::Header, .. })));
+    }
+
+    #[test]
+    fn the_example_file_is_valid() {
+        let config = load(include_str!("../../../executor.example.toml")).unwrap();
+        let namespaces: Vec<&str> = config.sources.iter().map(|s| s.namespace.as_str()).collect();
+        assert_eq!(namespaces, ["github", "billing", "docs"]);
     }
 
     #[test]

@@ -19,6 +19,6 @@ mod tool;
 mod typescript;
 
 pub use catalog::{Catalog, CatalogError, NamespaceInfo};
-pub use config::{CatalogConfig, ConfigError};
+pub use config::{CONFIG_ENV, CatalogConfig, ConfigError};
 pub use outbound::{AddressRules, OutboundError};
 pub use secrets::{REDACTED, SecretError, SecretRef};

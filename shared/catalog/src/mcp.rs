@@ -54,8 +54,8 @@ impl McpUpstream {
                     Some(true) => Effect::Read,
                     _ => Effect::Write,
                 },
-                input: Value::Object((*tool.input_schema).clone()),
-                output: tool.output_schema.as_ref().map(|s| Value::Object((**s).clone())),
+                input: Value::Object((*tool.input_schema).clone()).to_string(),
+                output: tool.output_schema.as_ref().map(|s| Value::Object((**s).clone()).to_string()),
                 root: None,
                 target: Target::Mcp(tool.name.into_owned()),
             })

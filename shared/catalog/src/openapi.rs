@@ -104,12 +104,24 @@ pub fn parse_document(text: &str) -> Result<Value, SpecError> {
     }
 }
 
-/// Every operation of `doc` as a tool under `namespace`.
-pub fn tools(namespace: &str, doc: Arc<Value>) -> Result<Vec<ToolDef>, SpecError> {
+/// Every operation of `doc` as a tool under `namespace`. Only the document's
+/// `components` are kept (shared by the tools, for `$ref`s in descriptions):
+/// parsed JSON takes about ten times the memory of its text, and `paths` is
+/// most of a large document.
+pub fn tools(namespace: &str, mut doc: Value) -> Result<Vec<ToolDef>, SpecError> {
+    let mut tools = operations(namespace, &doc)?;
+    let components = Arc::new(json!({"components": doc.get_mut("components").map(Value::take)}));
+    for tool in &mut tools {
+        tool.root = Some(components.clone());
+    }
+    Ok(tools)
+}
+
+fn operations(namespace: &str, doc: &Value) -> Result<Vec<ToolDef>, SpecError> {
     let paths = doc.get("paths").and_then(Value::as_object).ok_or(SpecError::NoPaths)?;
     let mut operations: Vec<(&str, usize, &Value, &Value)> = Vec::new();
     for (path, item) in paths {
-        let Some(item) = resolve(&doc, item) else { continue };
+        let Some(item) = resolve(doc, item) else { continue };
         for (order, method) in METHODS.iter().enumerate() {
             if let Some(operation) = item.get(*method) {
                 operations.push((path, order, item, operation));
@@ -126,7 +138,7 @@ pub fn tools(namespace: &str, doc: Arc<Value>) -> Result<Vec<ToolDef>, SpecError
         .iter()
         .zip(names)
         .map(|((path, order, item, operation), tool_path)| {
-            build_tool(&doc, namespace, tool_path, path, METHODS[*order], item, operation)
+            build_tool(doc, namespace, tool_path, path, METHODS[*order], item, operation)
         })
         .collect())
 }
@@ -156,7 +168,7 @@ pub fn resolve<'a>(doc: &'a Value, mut value: &'a Value) -> Option<&'a Value> {
 }
 
 fn build_tool(
-    doc: &Arc<Value>,
+    doc: &Value,
     namespace: &str,
     tool_path: String,
     path: &str,
@@ -212,8 +224,8 @@ fn build_tool(
             required.push(BODY_ARGUMENT.into());
         }
     }
-    let input = json!({"type": "object", "properties": properties, "required": required});
-    let output = success_response(doc, operation).and_then(json_content).cloned();
+    let input = json!({"type": "object", "properties": properties, "required": required}).to_string();
+    let output = success_response(doc, operation).and_then(json_content).map(Value::to_string);
 
     let text = |key: &str| operation.get(key).and_then(Value::as_str).unwrap_or("").trim();
     let method_upper = method.to_ascii_uppercase();
@@ -233,7 +245,7 @@ fn build_tool(
         effect,
         input,
         output,
-        root: Some(doc.clone()),
+        root: None,
         target: Target::Http(Arc::new(HttpOperation {
             method: method_upper,
             path: path.to_owned(),
@@ -353,9 +365,8 @@ fn percent_encode(text: &str) -> String {
 mod tests {
     use super::*;
 
-    fn doc() -> Arc<Value> {
-        Arc::new(
-            parse_document(
+    fn doc() -> Value {
+        parse_document(
                 r##"
 openapi: 3.0.3
 info: {title: t, version: "1"}
@@ -394,9 +405,8 @@ components:
   schemas:
     Issue: {type: object, properties: {title: {type: string}, parent: {$ref: "#/components/schemas/Issue"}}}
 "##,
-            )
-            .unwrap(),
         )
+        .unwrap()
     }
 
     fn http(tool: &ToolDef) -> &HttpOperation {
@@ -421,8 +431,12 @@ components:
             ]
         );
         assert!(tools[1].description.ends_with("GET /repos/{owner}/{repo}/issues"));
-        assert_eq!(tools[2].input["required"], json!(["owner", "repo", "body"]));
-        assert_eq!(tools[1].output.as_ref().unwrap()["items"]["$ref"], "#/components/schemas/Issue");
+        let input: Value = serde_json::from_str(&tools[2].input).unwrap();
+        assert_eq!(input["required"], json!(["owner", "repo", "body"]));
+        let output: Value = serde_json::from_str(tools[1].output.as_deref().unwrap()).unwrap();
+        assert_eq!(output["items"]["$ref"], "#/components/schemas/Issue");
+        let root = tools[0].root.as_deref().unwrap();
+        assert!(root.pointer("/components/schemas/Issue").is_some() && root.get("paths").is_none());
     }
 
     #[test]

@@ -120,11 +120,9 @@ impl Entry {
 
 #[cfg(test)]
 mod tests {
-    use executor_core::Effect;
-    use serde_json::json;
-
     use super::*;
     use crate::tool::Target;
+    use executor_core::Effect;
 
     fn tool(path: &str, description: &str) -> ToolDef {
         ToolDef {
@@ -132,7 +130,7 @@ mod tests {
             namespace: path.split('.').next().unwrap().into(),
             description: description.into(),
             effect: Effect::Read,
-            input: json!({}),
+            input: "{}".into(),
             output: None,
             root: None,
             target: Target::Mcp(path.into()),

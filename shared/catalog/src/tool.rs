@@ -15,10 +15,14 @@ pub struct ToolDef {
     pub namespace: String,
     pub description: String,
     pub effect: Effect,
-    pub input: Value,
-    pub output: Option<Value>,
-    /// The document `$ref`s in `input`/`output` point into: the OpenAPI spec,
-    /// shared by all of its tools. `None`: each schema is its own root (MCP).
+    /// JSON Schema of the arguments, as JSON text: parsed `Value`s take about
+    /// ten times the memory, and schemas are only read by `describe`.
+    pub input: String,
+    /// JSON Schema of the data, as JSON text.
+    pub output: Option<String>,
+    /// What `$ref`s in `input`/`output` point into: the OpenAPI document's
+    /// `components`, shared by all of its tools. `None`: each schema is its
+    /// own root (MCP).
     pub root: Option<Arc<Value>>,
     pub target: Target,
 }
@@ -38,9 +42,10 @@ impl ToolDef {
     }
 
     pub fn typescript(&self) -> String {
-        let input = SchemaIn { schema: &self.input, root: self.root.as_deref().unwrap_or(&self.input) };
-        let output =
-            self.output.as_ref().map(|schema| SchemaIn { schema, root: self.root.as_deref().unwrap_or(schema) });
+        let parse = |text: &str| serde_json::from_str(text).unwrap_or(Value::Null);
+        let (input, output) = (parse(&self.input), self.output.as_deref().map(parse));
+        let input = SchemaIn { schema: &input, root: self.root.as_deref().unwrap_or(&input) };
+        let output = output.as_ref().map(|schema| SchemaIn { schema, root: self.root.as_deref().unwrap_or(schema) });
         typescript::declarations(&format!("tools.{}", self.path), &self.description, input, output)
     }
 }
