@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use async_trait::async_trait;
 use base64::Engine as _;
 use executor_core::{PolicyAction, SourcePolicy};
-use executor_sandbox::{CallContext, Policy, ToolError, ToolOutcome, Tools};
+use executor_sandbox::{CallContext, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
 use reqwest::header::{HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -246,6 +246,11 @@ impl Tools for Catalog {
     }
 
     async fn call(&self, path: &str, args: Value, ctx: &CallContext) -> ToolOutcome {
+        self.call_with_status(path, args, ctx).await.map(|success| success.data)
+    }
+
+    /// OpenAPI results carry their status: the code sees `{ok:true, data, http:{status}}`.
+    async fn call_with_status(&self, path: &str, args: Value, ctx: &CallContext) -> Result<ToolSuccess, ToolError> {
         let Some(tool) = self.tool(path) else { return Err(self.unknown_tool(path)) };
         let Some(Source { connection: Ok(connection), .. }) = self.source(&tool.namespace) else {
             return Err(self.unknown_tool(path));
@@ -254,7 +259,9 @@ impl Tools for Catalog {
             (Target::Http(op), Upstream::OpenApi(http)) => {
                 http.call(op, args, tool.effect, ctx, &connection.redactor).await
             }
-            (Target::Mcp(name), Upstream::Mcp(mcp)) => mcp.call(name, args, &connection.redactor).await,
+            (Target::Mcp(name), Upstream::Mcp(mcp)) => {
+                mcp.call(name, args, &connection.redactor).await.map(ToolSuccess::plain)
+            }
             _ => unreachable!("a source's tools have that source's target kind"),
         }
     }
@@ -282,7 +289,7 @@ impl HttpUpstream {
         effect: executor_core::Effect,
         ctx: &CallContext,
         redactor: &Redactor,
-    ) -> ToolOutcome {
+    ) -> Result<ToolSuccess, ToolError> {
         let parts = op.request(&args).map_err(|e| invalid(e.to_string()))?;
         let mut url = self.base_url.clone();
         url.set_path(&format!("{}{}", self.base_url.path().trim_end_matches('/'), parts.path));
@@ -307,10 +314,11 @@ impl HttpUpstream {
         let (status, body) = self.outbound.send(request).await.map_err(|e| outbound_error(e, redactor))?;
         let text = redactor.redact(&String::from_utf8_lossy(&body));
         if (200..300).contains(&status) {
-            if text.trim().is_empty() {
-                return Ok(Value::Null);
-            }
-            return Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)));
+            let data = match text.trim().is_empty() {
+                true => Value::Null,
+                false => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+            };
+            return Ok(ToolSuccess { data, http_status: Some(status) });
         }
         let excerpt: String = text.chars().take(ERROR_EXCERPT_CHARS).collect();
         let hint = if (300..400).contains(&status) { " (redirects to another host are not followed)" } else { "" };

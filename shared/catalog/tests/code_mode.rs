@@ -29,14 +29,28 @@ async fn code_searches_describes_and_reads_to_completion() {
         const types = await tools.describe.tool({ path });
         const listed = await tools.shop.items.listItems({ q: "lamp" });
         const docs = await tools.docs.search_docs({ query: "start" });
-        return { path, declaresInput: types.includes("type Input"), names: listed.data.map(i => i.name), docs: docs.data.hits.length };
+        return {
+            path,
+            declaresInput: types.includes("type Input"),
+            names: listed.data.map(i => i.name),
+            status: listed.http.status,
+            docs: docs.data.hits.length,
+            mcpHasNoHttp: !("http" in docs),
+        };
     "#;
     let tools: Arc<dyn Tools> = w.catalog.clone();
     let result = executions(data.path()).execute(&Principal::parse("alice").unwrap(), None, code.into(), tools).await;
     match result.unwrap() {
         ExecutionResult::Completed { result, .. } => assert_eq!(
             result,
-            json!({"path": "shop.items.listItems", "declaresInput": true, "names": ["lamp", "desk"], "docs": 1})
+            json!({
+                "path": "shop.items.listItems",
+                "declaresInput": true,
+                "names": ["lamp", "desk"],
+                "status": 200,
+                "docs": 1,
+                "mcpHasNoHttp": true
+            })
         ),
         other => panic!("expected completion, got {other:?}"),
     }
@@ -50,7 +64,7 @@ async fn a_post_pauses_and_once_approved_reaches_the_upstream_once() {
     let code = r#"
         const before = await tools.shop.items.listItems({});
         const created = await tools.shop.items.createItem({ body: { name: "chair" } });
-        return { before: before.data.length, created: created.data };
+        return { before: before.data.length, beforeStatus: before.http.status, created: created.data, status: created.http.status };
     "#;
     let tools: Arc<dyn Tools> = w.catalog.clone();
     let paused = executions(data.path()).execute(&alice, None, code.into(), tools.clone()).await.unwrap();
@@ -64,7 +78,10 @@ async fn a_post_pauses_and_once_approved_reaches_the_upstream_once() {
         executions(data.path()).resume(&alice, &execution_id, ApprovalAction::Accept, tools.clone()).await.unwrap();
     match resumed {
         ExecutionResult::Completed { result, .. } => {
-            assert_eq!(result, json!({"before": 2, "created": {"id": 3, "name": "chair"}}));
+            // The GET's status came from the journal in the replay, exactly as the first run saw it.
+            let expected =
+                json!({"before": 2, "beforeStatus": 200, "created": {"id": 3, "name": "chair"}, "status": 201});
+            assert_eq!(result, expected);
         }
         other => panic!("expected completion, got {other:?}"),
     }

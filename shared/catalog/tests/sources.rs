@@ -57,8 +57,8 @@ async fn openapi_operations_become_named_tools_with_mapped_parameters_and_auth()
     // Writes carry the idempotency key of the call; reads do not.
     assert_eq!(*w.shop.recorded.idempotency_keys.lock().unwrap(), ["exec-1:1"]);
 
-    let got = w.catalog.call("shop.items.getItem", json!({"id": 1}), &ctx(2)).await.unwrap();
-    assert_eq!(got["name"], "lamp");
+    let got = w.catalog.call_with_status("shop.items.getItem", json!({"id": 1}), &ctx(2)).await.unwrap();
+    assert_eq!((got.data["name"].as_str(), got.http_status), (Some("lamp"), Some(200)));
     let missing = w.catalog.call("shop.items.getItem", json!({"id": 9}), &ctx(3)).await.unwrap_err();
     assert_eq!((missing.code.as_str(), missing.message.as_str()), ("http_404", "HTTP 404: no item 9"));
     let deleted = w.catalog.call("shop.items.deleteItem", json!({"id": 2}), &ctx(4)).await.unwrap();
