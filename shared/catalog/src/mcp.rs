@@ -38,8 +38,9 @@ impl McpUpstream {
         config.max_json_response_size = outbound.max_response_bytes();
         let transport = StreamableHttpClientTransport::with_client(outbound.client().clone(), config);
         let service = ().serve(transport).await.map_err(|e| redactor.redact(&format!("MCP handshake failed: {e}")))?;
-        let listed = service.list_all_tools().await.map_err(|e| redactor.redact(&format!("tools/list failed: {e}")))?;
-        let mut listed: Vec<rmcp::model::Tool> = listed;
+        let mut listed =
+            service.list_all_tools().await.map_err(|e| redactor.redact(&format!("tools/list failed: {e}")))?;
+        // Named in name order, so collisions after sanitising resolve the same way every time.
         listed.sort_by(|a, b| a.name.cmp(&b.name));
         let paths = deduplicate(listed.iter().map(|t| format!("{namespace}.{}", sanitize(&t.name))));
         let tools = listed
