@@ -28,11 +28,13 @@ pub const MCP_KEY: &str = "mcp-key-51b0d8-secret";
 pub const TOKEN_VAR: &str = "EXECUTOR_CATALOG_TEST_TOKEN";
 pub const MCP_KEY_VAR: &str = "EXECUTOR_CATALOG_TEST_MCP_KEY";
 
-/// The variables are set once, before any test reads them; nothing else in
-/// these tests writes the environment.
+/// The variables are set once; every test calls this before it resolves a
+/// name or connects a catalog, and nothing else in these tests writes the
+/// environment.
 pub fn set_secrets() {
     static ONCE: Once = Once::new();
-    // SAFETY: set once, under `Once`, with names only these tests use.
+    // SAFETY: set once, under `Once`, before any test of the binary reads the
+    // environment (directly or through libc's resolver), with names only these tests use.
     ONCE.call_once(|| unsafe {
         std::env::set_var(TOKEN_VAR, TOKEN);
         std::env::set_var(MCP_KEY_VAR, MCP_KEY);
