@@ -355,8 +355,7 @@ async fn connect_source(
                     fetch_spec(url, outbound, &credentials).await.map_err(|e| fail("spec", redactor.redact(&e)))?
                 }
             };
-            let doc = openapi::parse_document(&text).map_err(|e| fail("spec", e.to_string()))?;
-            let tools = openapi::tools(&config.namespace, doc).map_err(|e| fail("spec", e.to_string()))?;
+            let tools = openapi::load(&config.namespace, &text).map_err(|e| fail("spec", e.to_string()))?;
             let upstream = Upstream::OpenApi(HttpUpstream {
                 base_url: base_url.clone(),
                 headers: credentials.headers,

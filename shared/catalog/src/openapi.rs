@@ -12,9 +12,12 @@
 //! two locations gets the location as prefix for the second, e.g.
 //! `query_id`), and the request body as `body`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use executor_core::Effect;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::naming::{deduplicate, sanitize};
@@ -87,58 +90,84 @@ pub struct HttpOperation {
     pub body: Option<bool>,
 }
 
-/// Parse a document; JSON when it starts with `{`, YAML otherwise.
-pub fn parse_document(text: &str) -> Result<Value, SpecError> {
-    let doc: Value = if text.trim_start().starts_with('{') {
-        serde_json::from_str(text).map_err(|e| SpecError::Syntax(e.to_string()))?
+/// The parts of a JSON document the catalog reads. Path items stay raw text
+/// until their turn, so a large document is never parsed whole: a parsed
+/// `Value` takes about ten times the memory of its text.
+#[derive(Deserialize)]
+struct RawDocument<'a> {
+    openapi: Option<Value>,
+    swagger: Option<Value>,
+    #[serde(borrow)]
+    paths: Option<BTreeMap<String, &'a RawValue>>,
+    #[serde(borrow)]
+    components: Option<&'a RawValue>,
+}
+
+fn syntax(error: impl std::fmt::Display) -> SpecError {
+    SpecError::Syntax(error.to_string())
+}
+
+/// Every operation of a document (JSON when it starts with `{`, YAML
+/// otherwise) as a tool under `namespace`. Only the document's `components`
+/// are kept, shared by the tools for `$ref`s in descriptions.
+pub fn load(namespace: &str, text: &str) -> Result<Vec<ToolDef>, SpecError> {
+    if text.trim_start().starts_with('{') {
+        let raw: RawDocument = serde_json::from_str(text).map_err(syntax)?;
+        check_version(raw.openapi.as_ref(), raw.swagger.as_ref())?;
+        let components = match raw.components {
+            Some(components) => serde_json::from_str(components.get()).map_err(syntax)?,
+            None => Value::Null,
+        };
+        let paths = raw.paths.ok_or(SpecError::NoPaths)?;
+        build(namespace, components, paths.into_iter().map(|(path, item)| (path, serde_json::from_str(item.get()))))
     } else {
-        yaml_serde::from_str(text).map_err(|e| SpecError::Syntax(e.to_string()))?
-    };
-    match doc.get("openapi").and_then(Value::as_str) {
-        Some(version) if version.starts_with("3.") => Ok(doc),
-        Some(version) => Err(SpecError::Version { found: format!("openapi {version}") }),
-        None => match doc.get("swagger") {
-            Some(version) => Err(SpecError::Version { found: format!("swagger {version}") }),
-            None => Err(SpecError::Version { found: "no `openapi` field".into() }),
-        },
+        // YAML has no raw values to defer: it is parsed whole, then taken apart.
+        let mut doc: Value = yaml_serde::from_str(text).map_err(syntax)?;
+        check_version(doc.get("openapi"), doc.get("swagger"))?;
+        let components = doc.get_mut("components").map(Value::take).unwrap_or(Value::Null);
+        let Some(Value::Object(paths)) = doc.get_mut("paths").map(Value::take) else { return Err(SpecError::NoPaths) };
+        build(namespace, components, paths.into_iter().map(|(path, item)| (path, Ok(item))))
     }
 }
 
-/// Every operation of `doc` as a tool under `namespace`. Only the document's
-/// `components` are kept (shared by the tools, for `$ref`s in descriptions):
-/// parsed JSON takes about ten times the memory of its text, and `paths` is
-/// most of a large document.
-pub fn tools(namespace: &str, mut doc: Value) -> Result<Vec<ToolDef>, SpecError> {
-    let mut tools = operations(namespace, &doc)?;
-    let components = Arc::new(json!({"components": doc.get_mut("components").map(Value::take)}));
-    for tool in &mut tools {
-        tool.root = Some(components.clone());
+fn check_version(openapi: Option<&Value>, swagger: Option<&Value>) -> Result<(), SpecError> {
+    match (openapi.and_then(Value::as_str), swagger) {
+        (Some(version), _) if version.starts_with("3.") => Ok(()),
+        (Some(version), _) => Err(SpecError::Version { found: format!("openapi {version}") }),
+        (None, Some(version)) => Err(SpecError::Version { found: format!("swagger {version}") }),
+        (None, None) => Err(SpecError::Version { found: "no `openapi` field".into() }),
     }
-    Ok(tools)
 }
 
-fn operations(namespace: &str, doc: &Value) -> Result<Vec<ToolDef>, SpecError> {
-    let paths = doc.get("paths").and_then(Value::as_object).ok_or(SpecError::NoPaths)?;
-    let mut operations: Vec<(&str, usize, &Value, &Value)> = Vec::new();
-    for (path, item) in paths {
-        let Some(item) = resolve(doc, item) else { continue };
+/// Path items one at a time; `$ref`s resolve against the components only.
+fn build(
+    namespace: &str,
+    components: Value,
+    items: impl Iterator<Item = (String, Result<Value, serde_json::Error>)>,
+) -> Result<Vec<ToolDef>, SpecError> {
+    let root = Arc::new(json!({ "components": components }));
+    let mut built: Vec<((String, usize), String, ToolDef)> = Vec::new();
+    for (path, item) in items {
+        let item = item.map_err(syntax)?;
+        let Some(item) = resolve(&root, &item) else { continue };
         for (order, method) in METHODS.iter().enumerate() {
             if let Some(operation) = item.get(*method) {
-                operations.push((path, order, item, operation));
+                let wanted = format!("{namespace}.{}.{}", group(operation, &path), name(operation, method, &path));
+                let tool = build_tool(&root, namespace, &path, method, item, operation);
+                built.push(((path.clone(), order), wanted, tool));
             }
         }
     }
     // Sorted, so naming never depends on the document's key order.
-    operations.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-    let wanted = operations.iter().map(|(path, order, _, operation)| {
-        format!("{namespace}.{}.{}", group(operation, path), name(operation, METHODS[*order], path))
-    });
-    let names = deduplicate(wanted);
-    Ok(operations
-        .iter()
+    built.sort_by(|a, b| a.0.cmp(&b.0));
+    let names = deduplicate(built.iter().map(|(_, wanted, _)| wanted.clone()));
+    Ok(built
+        .into_iter()
         .zip(names)
-        .map(|((path, order, item, operation), tool_path)| {
-            build_tool(doc, namespace, tool_path, path, METHODS[*order], item, operation)
+        .map(|((_, _, mut tool), path)| {
+            tool.path = path;
+            tool.root = Some(root.clone());
+            tool
         })
         .collect())
 }
@@ -167,15 +196,8 @@ pub fn resolve<'a>(doc: &'a Value, mut value: &'a Value) -> Option<&'a Value> {
     None
 }
 
-fn build_tool(
-    doc: &Value,
-    namespace: &str,
-    tool_path: String,
-    path: &str,
-    method: &str,
-    item: &Value,
-    operation: &Value,
-) -> ToolDef {
+/// The tool of one operation; its path and `$ref` root are set by [`build`].
+fn build_tool(doc: &Value, namespace: &str, path: &str, method: &str, item: &Value, operation: &Value) -> ToolDef {
     // Operation parameters override path-item ones with the same name and location.
     let declared = |v: &Value| v.get("parameters").and_then(Value::as_array).cloned().unwrap_or_default();
     let mut raw: Vec<&Value> = Vec::new();
@@ -239,7 +261,7 @@ fn build_tool(
         _ => Effect::Write,
     };
     ToolDef {
-        path: tool_path,
+        path: String::new(),
         namespace: namespace.to_owned(),
         description,
         effect,
@@ -365,9 +387,7 @@ fn percent_encode(text: &str) -> String {
 mod tests {
     use super::*;
 
-    fn doc() -> Value {
-        parse_document(
-                r##"
+    const SPEC: &str = r##"
 openapi: 3.0.3
 info: {title: t, version: "1"}
 paths:
@@ -404,10 +424,7 @@ components:
     NewIssue: {required: true, content: {application/json: {schema: {$ref: "#/components/schemas/Issue"}}}}
   schemas:
     Issue: {type: object, properties: {title: {type: string}, parent: {$ref: "#/components/schemas/Issue"}}}
-"##,
-        )
-        .unwrap()
-    }
+"##;
 
     fn http(tool: &ToolDef) -> &HttpOperation {
         match &tool.target {
@@ -418,7 +435,14 @@ components:
 
     #[test]
     fn operations_become_named_tools() {
-        let tools = tools("gh", doc()).unwrap();
+        let tools = load("gh", SPEC).unwrap();
+        // The same document as JSON takes the raw-text path and gives the same tools.
+        let json_text = yaml_serde::from_str::<Value>(SPEC).unwrap().to_string();
+        let from_json = load("gh", &json_text).unwrap();
+        let summary = |tools: &[ToolDef]| -> Vec<(String, String, Option<String>)> {
+            tools.iter().map(|t| (t.path.clone(), t.input.clone(), t.output.clone())).collect()
+        };
+        assert_eq!(summary(&tools), summary(&from_json));
         let paths: Vec<(&str, Effect)> = tools.iter().map(|t| (t.path.as_str(), t.effect)).collect();
         assert_eq!(
             paths,
@@ -441,14 +465,16 @@ components:
 
     #[test]
     fn swagger_and_garbage_are_refused() {
-        let swagger = parse_document(r#"{"swagger": "2.0", "paths": {}}"#).unwrap_err();
+        let swagger = load("x", r#"{"swagger": "2.0", "paths": {}}"#).unwrap_err();
         assert!(swagger.to_string().contains("swagger \"2.0\""), "{swagger}");
-        assert!(matches!(parse_document("{nope"), Err(SpecError::Syntax(_))));
+        assert!(matches!(load("x", "swagger: '2.0'"), Err(SpecError::Version { .. })));
+        assert!(matches!(load("x", "{nope"), Err(SpecError::Syntax(_))));
+        assert!(matches!(load("x", r#"{"openapi": "3.1.0"}"#), Err(SpecError::NoPaths)));
     }
 
     #[test]
     fn arguments_map_to_path_query_header_and_body() {
-        let tools = tools("gh", doc()).unwrap();
+        let tools = load("gh", SPEC).unwrap();
         let list = http(&tools[1]);
         let parts = list
             .request(&json!({"owner": "a b", "repo": "../x", "state": "open", "labels": ["x", "y"], "X-Trace": "t1"}))
