@@ -2,7 +2,9 @@
 //! built), warm search, describe (see docs/benchmarks.md).
 //! `cargo bench -p executor-catalog --bench catalog`
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use executor_catalog::{Catalog, CatalogConfig};
@@ -69,10 +71,12 @@ fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path());
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let before = resident_kib();
+    let before = LIVE.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
     let catalog = rt.block_on(Catalog::connect(&config)).unwrap();
     rt.block_on(catalog.search(json!("warm up the index"))).unwrap();
-    eprintln!("resident memory added by the loaded, indexed catalog: {} KiB", resident_kib() - before);
+    let (kept, peak) = (LIVE.load(Ordering::Relaxed) - before, PEAK.load(Ordering::Relaxed) - before);
+    eprintln!("heap kept by the loaded, indexed catalog: {}; peak while loading: {}", mib(kept), mib(peak));
     assert_eq!(catalog.namespaces()[0].tools, OPERATIONS, "{:?}", catalog.namespaces()[0].error);
     let query = json!({"query": "delete resource 742 entry"});
 
@@ -100,11 +104,42 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-/// VmRSS from /proc (Linux), for the memory figure in docs/benchmarks.md.
-fn resident_kib() -> i64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap_or("VmRSS: 0 kB");
-    line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0)
+/// Counts live heap bytes and their peak, for the memory figures in docs/benchmarks.md.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: defers to the system allocator; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+        PEAK.fetch_max(live, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    // Forwarded rather than left to the default (allocate, copy, free), which would slow what is timed.
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let moved = unsafe { System.realloc(ptr, layout, new_size) };
+        if !moved.is_null() {
+            let live = LIVE.fetch_add(new_size, Ordering::Relaxed) + new_size;
+            PEAK.fetch_max(live, Ordering::Relaxed);
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
+        moved
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn mib(bytes: usize) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 criterion_group!(benches, bench);
