@@ -142,20 +142,16 @@ impl Catalog {
         self.sources.iter().find(|s| s.namespace == namespace)
     }
 
+    /// No such tool: say why (its source failed to load) or what comes close.
     fn unknown_tool(&self, path: &str) -> ToolError {
         let namespace = path.split('.').next().unwrap_or(path);
-        let message = match self.source(namespace).map(|s| &s.connection) {
-            Some(Err(reason)) => format!("namespace `{namespace}` is unavailable: {reason}"),
-            _ => {
-                let index = self.index.get_or_init(|| SearchIndex::build(&self.tools));
-                let suggestion = index.search(&self.tools, path, |_| true).first().map(|i| &self.tools[*i].path);
-                match suggestion {
-                    Some(close) => {
-                        format!("no tool `{path}`; did you mean `{close}`? Find tools with tools.search({{query}})")
-                    }
-                    None => format!("no tool `{path}`; find tools with tools.search({{query}})"),
-                }
-            }
+        if let Some(Source { connection: Err(reason), .. }) = self.source(namespace) {
+            return unavailable(namespace, reason);
+        }
+        let index = self.index.get_or_init(|| SearchIndex::build(&self.tools));
+        let message = match index.search(&self.tools, path, |_| true).first().map(|i| &self.tools[*i].path) {
+            Some(close) => format!("no tool `{path}`; did you mean `{close}`? Find tools with tools.search({{query}})"),
+            None => format!("no tool `{path}`; find tools with tools.search({{query}})"),
         };
         ToolError { code: "unknown_tool".into(), message }
     }
@@ -167,12 +163,7 @@ impl Catalog {
                     let known: Vec<&str> = self.sources.iter().map(|s| s.namespace.as_str()).collect();
                     return Err(invalid(format!("no namespace `{namespace}`; namespaces: {}", known.join(", "))));
                 }
-                Some(Source { connection: Err(reason), .. }) => {
-                    return Err(ToolError {
-                        code: "source_unavailable".into(),
-                        message: format!("namespace `{namespace}` is unavailable: {reason}"),
-                    });
-                }
+                Some(Source { connection: Err(reason), .. }) => return Err(unavailable(namespace, reason)),
                 Some(_) => {}
             }
         }
@@ -208,6 +199,13 @@ struct SearchRequest {
 #[serde(deny_unknown_fields)]
 struct DescribeRequest {
     path: String,
+}
+
+fn unavailable(namespace: &str, reason: &str) -> ToolError {
+    ToolError {
+        code: "source_unavailable".into(),
+        message: format!("namespace `{namespace}` is unavailable: {reason}"),
+    }
 }
 
 fn invalid(message: String) -> ToolError {

@@ -237,6 +237,7 @@ async fn refused_destinations_and_failing_sources_say_why() {
     assert_eq!(named.code, "destination_refused");
     assert!(named.message.contains("refused to connect to localhost"), "{}", named.message);
     let unavailable = catalog.call("metadata.items.listItems", json!({}), &ctx(1)).await.unwrap_err();
+    assert_eq!(unavailable.code, "source_unavailable");
     assert!(unavailable.message.contains("namespace `metadata` is unavailable"), "{}", unavailable.message);
     let search = catalog.search(json!({"query": "x", "namespace": "nofile"})).await.unwrap_err();
     assert_eq!(search.code, "source_unavailable");
