@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use executor_catalog::Catalog;
 use executor_cli::{keys, serve};
 use executor_store::{DynamoStore, EmbeddedStore, Store};
 
@@ -45,6 +46,9 @@ enum Command {
     Serve {
         #[arg(long, default_value = "127.0.0.1:8787")]
         addr: SocketAddr,
+        /// Sources file (TOML, see executor.example.toml); default: `EXECUTOR_CONFIG`.
+        #[arg(long)]
+        config: Option<PathBuf>,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -75,12 +79,13 @@ enum KeysCommand {
 async fn main() -> ExitCode {
     let command = Cli::parse().command.unwrap_or(Command::Serve {
         addr: SocketAddr::from(([127, 0, 0, 1], 8787)),
+        config: None,
         store: StoreArgs { data_dir: ".executor".into(), store: StoreKind::Embedded },
     });
     let result = match command {
-        Command::Serve { addr, store } => match open(&store).await {
-            Ok(Opened::Embedded(s)) => run_serve(addr, s).await,
-            Ok(Opened::Dynamo(s)) => run_serve(addr, s).await,
+        Command::Serve { addr, config, store } => match open(&store).await {
+            Ok(Opened::Embedded(s)) => run_serve(addr, config, s).await,
+            Ok(Opened::Dynamo(s)) => run_serve(addr, config, s).await,
             Err(e) => Err(e),
         },
         Command::Keys { command, store } => match open(&store).await {
@@ -138,7 +143,20 @@ async fn run_keys(command: KeysCommand, store: &impl executor_store::KeyStore) -
     Ok(())
 }
 
-async fn run_serve<S: Store + 'static>(addr: SocketAddr, store: Arc<S>) -> Result<(), String> {
+async fn run_serve<S: Store + 'static>(
+    addr: SocketAddr,
+    sources: Option<PathBuf>,
+    store: Arc<S>,
+) -> Result<(), String> {
+    let catalog = Catalog::load(sources).await.map_err(|e| e.to_string())?;
+    let mut namespaces = Vec::new();
+    for source in catalog.namespaces() {
+        match &source.error {
+            Some(error) => eprintln!("executor: source {} is unavailable: {error}", source.namespace),
+            None => eprintln!("executor: source {} ({}): {} tools", source.namespace, source.kind, source.tools),
+        }
+        namespaces.push(source.namespace);
+    }
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     // First start: no key yet, so make one for whoever runs it.
@@ -157,8 +175,7 @@ async fn run_serve<S: Store + 'static>(addr: SocketAddr, store: Arc<S>) -> Resul
     println!("{greeting}");
     let config =
         executor_service::HostConfig::default().with_env(|n| std::env::var(n).ok()).map_err(|e| e.to_string())?;
-    let host =
-        serve::host(store, Arc::new(executor_service::NoSources), &[], config).await.map_err(|e| e.to_string())?;
+    let host = serve::host(store, Arc::new(catalog), &namespaces, config).await.map_err(|e| e.to_string())?;
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
         eprintln!("executor: shutting down");

@@ -66,7 +66,7 @@ fn mock_runtime(listener: TcpListener, answered: mpsc::Sender<(Instant, String)>
 }
 
 fn main() {
-    let bootstrap = env!("CARGO_BIN_EXE_bootstrap");
+    let bootstrap = env!("CARGO_BIN_EXE_mcp-function");
     let mut times = Vec::new();
     for _ in 0..RUNS {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -4,8 +4,9 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use executor_catalog::Catalog;
 use executor_sandbox::{Limits, Sandbox};
-use executor_service::{Host, HostConfig, NoSources};
+use executor_service::{Host, HostConfig};
 use executor_store::{DynamoStore, EventBridgeScheduler, SchedulerTarget};
 use lambda_http::{Error, Request, service_fn};
 
@@ -17,7 +18,9 @@ async fn main() -> Result<(), Error> {
         Arc::new(EventBridgeScheduler::new(aws_sdk_scheduler::Client::new(&aws), SchedulerTarget::from_env()?));
     // API Gateway routes by host already; DNS-rebinding checks are for loopback.
     let config = HostConfig { allowed_hosts: None, ..HostConfig::default() }.with_env(|n| std::env::var(n).ok())?;
-    let host = Host::new(store, Arc::new(NoSources), &[], Sandbox::new(Limits::default()), scheduler, config);
+    let catalog = Catalog::load(None).await?;
+    let namespaces: Vec<String> = catalog.namespaces().into_iter().map(|n| n.namespace).collect();
+    let host = Host::new(store, Arc::new(catalog), &namespaces, Sandbox::new(Limits::default()), scheduler, config);
     lambda_http::run(service_fn(move |request: Request| {
         let host = host.clone();
         async move { Ok::<_, Infallible>(executor_mcp_function::handle(&host, request).await) }

@@ -69,6 +69,12 @@ pub enum StepOutcome {
     Ok {
         data: Value,
     },
+    /// A successful HTTP call: the code saw `{ok:true, data, http:{status}}`.
+    /// A variant of its own, so journals written before it existed read as before.
+    HttpOk {
+        data: Value,
+        status: u16,
+    },
     Err {
         code: String,
         message: String,
@@ -256,6 +262,25 @@ mod tests {
                 }
                 (got, expected) => panic!("step {n} {path} {args}: got {got:?}, expected {expected:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn outcomes_serialise_compatibly() {
+        let cases = [
+            (StepOutcome::Ok { data: json!([1]) }, json!({"outcome": "ok", "data": [1]})),
+            (
+                StepOutcome::HttpOk { data: json!({}), status: 201 },
+                json!({"outcome": "http_ok", "data": {}, "status": 201}),
+            ),
+            (
+                StepOutcome::Err { code: "c".into(), message: "m".into() },
+                json!({"outcome": "err", "code": "c", "message": "m"}),
+            ),
+        ];
+        for (outcome, encoded) in cases {
+            assert_eq!(serde_json::to_value(&outcome).unwrap(), encoded);
+            assert_eq!(serde_json::from_value::<StepOutcome>(encoded).unwrap(), outcome);
         }
     }
 

@@ -8,6 +8,7 @@ pub mod alarm;
 pub mod execution;
 pub mod ids;
 pub mod journal;
+pub mod policy;
 pub mod principal;
 pub mod session;
 pub mod time;
@@ -18,6 +19,9 @@ pub use execution::{
 };
 pub use ids::{ExecutionId, IdError, SessionId};
 pub use journal::{ArgsHash, Journal, JournalStep, NonDeterministicReplay, PendingCall, Replay, StepOutcome};
+pub use policy::{
+    DecisionReason, Effect, PatternError, PolicyAction, PolicyDecision, PolicyRule, SourcePolicy, ToolPattern,
+};
 pub use principal::{ApiKey, Principal, PrincipalError, TokenHash};
 pub use session::{ClientInfo, ElicitationMode, Session, SessionError, SessionStatus};
 pub use time::Timestamp;

@@ -20,7 +20,7 @@ pub use error::SandboxError;
 pub use limits::Limits;
 pub use run::{Clock, Outcome, Segment, Snapshot, SystemClock};
 pub use source::SyntaxError;
-pub use tools::{CallContext, DESCRIBE_PATH, Policy, SEARCH_PATH, ToolError, ToolOutcome, Tools};
+pub use tools::{CallContext, DESCRIBE_PATH, Policy, SEARCH_PATH, ToolError, ToolOutcome, ToolSuccess, Tools};
 
 /// Runs segments of executions under one set of limits.
 #[derive(Clone)]

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use crate::engine::{Delivery, Engine, IssuedCall, MainState};
 use crate::source;
-use crate::tools::{CallContext, DESCRIBE_PATH, Policy, SEARCH_PATH, ToolError, Tools};
+use crate::tools::{CallContext, DESCRIBE_PATH, Policy, SEARCH_PATH, ToolError, ToolSuccess, Tools};
 use crate::{Limits, SandboxError};
 
 /// Everything a paused execution needs to continue anywhere: serialisable, no handles.
@@ -144,11 +144,14 @@ pub(crate) fn plan(
 fn delivery(path: &str, outcome: &StepOutcome) -> Delivery {
     match (is_builtin(path), outcome) {
         (_, StepOutcome::Declined { message }) => Delivery::Declined(message.clone()),
-        (true, StepOutcome::Ok { data }) => Delivery::Json(data.to_string()),
+        (true, StepOutcome::Ok { data } | StepOutcome::HttpOk { data, .. }) => Delivery::Json(data.to_string()),
         (true, StepOutcome::Err { message, .. }) => Delivery::Error(message.clone()),
         // Written straight to text: tool results can be large, and cloning them
         // into an envelope first would copy them twice.
         (false, StepOutcome::Ok { data }) => Delivery::Json(format!("{{\"ok\":true,\"data\":{data}}}")),
+        (false, StepOutcome::HttpOk { data, status }) => {
+            Delivery::Json(format!("{{\"ok\":true,\"data\":{data},\"http\":{{\"status\":{status}}}}}"))
+        }
         (false, StepOutcome::Err { code, message }) => {
             Delivery::Json(json!({ "ok": false, "error": { "code": code, "message": message } }).to_string())
         }
@@ -216,9 +219,9 @@ pub(crate) fn drive(
             let call = call.clone();
             async move {
                 let outcome = match call.path.as_str() {
-                    SEARCH_PATH => tools.search(call.args).await,
-                    DESCRIBE_PATH => tools.describe(call.args).await,
-                    path => tools.call(path, call.args, &ctx).await,
+                    SEARCH_PATH => tools.search(call.args).await.map(ToolSuccess::plain),
+                    DESCRIBE_PATH => tools.describe(call.args).await.map(ToolSuccess::plain),
+                    path => tools.call_with_status(path, call.args, &ctx).await,
                 };
                 (ctx.step, outcome)
             }
@@ -249,7 +252,8 @@ pub(crate) fn drive(
                     continue;
                 }
                 Action::Call => match results.remove(&call.step) {
-                    Some(Ok(data)) => StepOutcome::Ok { data },
+                    Some(Ok(ToolSuccess { data, http_status: None })) => StepOutcome::Ok { data },
+                    Some(Ok(ToolSuccess { data, http_status: Some(status) })) => StepOutcome::HttpOk { data, status },
                     Some(Err(ToolError { code, message })) => StepOutcome::Err { code, message },
                     None => unreachable!("every planned call has a result"),
                 },
@@ -351,11 +355,13 @@ mod tests {
     #[test]
     fn deliveries_wrap_tool_results_but_not_builtins() {
         let ok = StepOutcome::Ok { data: json!(1) };
+        let http = StepOutcome::HttpOk { data: json!({"id": 3}), status: 201 };
         let err = StepOutcome::Err { code: "http_404".into(), message: "not found".into() };
         let declined = StepOutcome::Declined { message: "no".into() };
         let value = |v: Value| Delivery::Json(v.to_string());
         let cases = [
             ("a.b", &ok, value(json!({"ok": true, "data": 1}))),
+            ("a.b", &http, value(json!({"ok": true, "data": {"id": 3}, "http": {"status": 201}}))),
             ("a.b", &err, value(json!({"ok": false, "error": {"code": "http_404", "message": "not found"}}))),
             ("a.b", &declined, Delivery::Declined("no".into())),
             ("search", &ok, value(json!(1))),

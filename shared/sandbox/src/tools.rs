@@ -33,6 +33,21 @@ pub struct ToolError {
 /// `Ok(data)` becomes `{ok:true, data}` in the code.
 pub type ToolOutcome = Result<Value, ToolError>;
 
+/// A successful call with what the code sees besides its data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSuccess {
+    pub data: Value,
+    /// For HTTP tools: the response status, delivered as `{ok:true, data, http:{status}}`.
+    pub http_status: Option<u16>,
+}
+
+impl ToolSuccess {
+    /// Data and nothing else: `{ok:true, data}`.
+    pub fn plain(data: Value) -> Self {
+        Self { data, http_status: None }
+    }
+}
+
 /// Which call this is, for logs and idempotency.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallContext {
@@ -55,6 +70,12 @@ pub trait Tools: Send + Sync {
 
     /// Make a call. Only called for paths the policy lets run (or that were approved).
     async fn call(&self, path: &str, args: Value, ctx: &CallContext) -> ToolOutcome;
+
+    /// The call the sandbox makes: [`Tools::call`] plus the HTTP status, which
+    /// the code sees and the journal records. Tools backed by HTTP override it.
+    async fn call_with_status(&self, path: &str, args: Value, ctx: &CallContext) -> Result<ToolSuccess, ToolError> {
+        self.call(path, args, ctx).await.map(ToolSuccess::plain)
+    }
 
     /// `tools.search(request)`: `{items:[{path, description, namespace}], total}`.
     async fn search(&self, request: Value) -> ToolOutcome;

@@ -1,15 +1,16 @@
 //! What the MCP layer adds to an execution: a `tools/call` of `execute` with
 //! trivial code through `Host::handle` (auth lookup, rmcp, result shaping)
-//! next to the same code run by the sandbox alone.
+//! next to the same code run by the sandbox alone; no sources are connected.
 //! `cargo bench -p executor-service --bench mcp_execute`
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
+use executor_catalog::Catalog;
 use executor_core::{ApiKey, ExecutionId, Principal, Timestamp, TokenHash};
 use executor_sandbox::{Limits, Outcome, Sandbox, Segment};
-use executor_service::{Host, HostConfig, NoSources};
+use executor_service::{Host, HostConfig};
 use executor_store::{EmbeddedStore, KeyStore};
 
 const TOKEN: &str = "exk_bench";
@@ -37,8 +38,9 @@ fn mcp_execute(c: &mut Criterion) {
     };
     runtime.block_on(store.create_key(&key)).unwrap();
     let sandbox = Sandbox::new(Limits::default());
+    let tools = Arc::new(runtime.block_on(Catalog::load(None)).unwrap());
     let scheduler = Arc::new(executor_store::InProcessScheduler::new());
-    let host = Host::new(store, Arc::new(NoSources), &[], sandbox.clone(), scheduler, HostConfig::default());
+    let host = Host::new(store, tools.clone(), &[], sandbox.clone(), scheduler, HostConfig::default());
     let answer = runtime.block_on(host.handle(request()));
     assert_eq!(answer.status(), 200, "{:?}", answer.body());
     assert!(String::from_utf8_lossy(answer.body()).contains("\"result\":3"));
@@ -46,11 +48,11 @@ fn mcp_execute(c: &mut Criterion) {
     let mut group = c.benchmark_group("mcp");
     group.bench_function("sandbox alone: return 1 + 2", |b| {
         b.to_async(&runtime).iter(|| {
-            let sandbox = sandbox.clone();
+            let (sandbox, tools) = (sandbox.clone(), tools.clone());
             async move {
                 let segment =
                     Segment::start(ExecutionId::parse("bench").unwrap(), "return 1 + 2", Timestamp::from_millis(0), 1);
-                let outcome = sandbox.run(segment, Arc::new(NoSources)).await;
+                let outcome = sandbox.run(segment, tools).await;
                 assert!(matches!(outcome, Outcome::Completed { .. }));
             }
         })

@@ -6,10 +6,8 @@ mod executions;
 mod host;
 mod ids;
 mod mcp;
-mod no_sources;
 mod results;
 
 pub use alarms::Alarms;
 pub use executions::{ExecutionResult, Executions, ResumeError};
 pub use host::{ConfigError, Host, HostConfig};
-pub use no_sources::NoSources;

@@ -1,0 +1,454 @@
+//! The catalog: every configured source's tools under one roof, implementing
+//! the sandbox's `Tools` (policy, call by path, search, describe).
+//!
+//! Sources are connected once per process, concurrently. A source that fails
+//! (spec unreachable, handshake refused, secret missing) does not take the
+//! others down: it is listed by [`Catalog::namespaces`] with the reason, and
+//! calls and searches in its namespace answer with that reason, never with a
+//! silent "0 tools".
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use executor_core::{PolicyAction, SourcePolicy};
+use executor_sandbox::{CallContext, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
+use reqwest::header::{HeaderName, HeaderValue};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use url::Url;
+
+use crate::config::{
+    ApiKeyLocation, Auth, CatalogConfig, HeaderValue as ConfiguredHeader, SourceConfig, SourceKind, SpecLocation,
+};
+use crate::mcp::McpUpstream;
+use crate::openapi::{self, HttpOperation};
+use crate::outbound::{Outbound, OutboundError};
+use crate::search::SearchIndex;
+use crate::secrets::{Redactor, Secrets};
+use crate::tool::{Target, ToolDef};
+
+/// How much of an upstream error body the code sees.
+const ERROR_EXCERPT_CHARS: usize = 500;
+const DEFAULT_SEARCH_LIMIT: usize = 20;
+const MAX_SEARCH_LIMIT: usize = 100;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("cannot set up the outbound HTTP client: {0}")]
+    Outbound(#[from] OutboundError),
+    #[error(transparent)]
+    Config(#[from] crate::ConfigError),
+}
+
+/// A namespace as the `execute` tool's description lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NamespaceInfo {
+    pub namespace: String,
+    /// `openapi` or `mcp`.
+    pub kind: &'static str,
+    pub tools: usize,
+    /// Why the source is unavailable, when it is.
+    pub error: Option<String>,
+}
+
+pub struct Catalog {
+    /// Sorted by path.
+    tools: Vec<ToolDef>,
+    by_path: HashMap<String, usize>,
+    /// Built on the first search: processes that only call tools never pay for it.
+    index: OnceLock<SearchIndex>,
+    sources: Vec<Source>,
+}
+
+struct Source {
+    namespace: String,
+    kind: &'static str,
+    policy: SourcePolicy,
+    connection: Result<Connection, String>,
+}
+
+struct Connection {
+    upstream: Upstream,
+    /// Every secret value this source uses.
+    redactor: Redactor,
+}
+
+enum Upstream {
+    OpenApi(HttpUpstream),
+    Mcp(McpUpstream),
+}
+
+struct HttpUpstream {
+    base_url: Url,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    query: Vec<(String, String)>,
+    outbound: Outbound,
+}
+
+/// A source's credentials and extra headers, resolved.
+struct Credentials {
+    headers: Vec<(HeaderName, HeaderValue)>,
+    query: Vec<(String, String)>,
+    redactor: Redactor,
+}
+
+impl Catalog {
+    /// Connect every source of `config`. Only a broken HTTP client set-up fails
+    /// the whole catalog; a failing source is reported per namespace.
+    pub async fn connect(config: &CatalogConfig) -> Result<Self, CatalogError> {
+        let outbound = Outbound::new(&config.outbound)?;
+        let secrets = Secrets::default();
+        let connected =
+            futures_util::future::join_all(config.sources.iter().map(|s| connect_source(s, &outbound, &secrets))).await;
+        let mut tools = Vec::new();
+        let mut sources = Vec::new();
+        for (config, result) in config.sources.iter().zip(connected) {
+            let connection = result.map(|(connection, source_tools)| {
+                tools.extend(source_tools);
+                connection
+            });
+            sources.push(Source {
+                namespace: config.namespace.clone(),
+                kind: match config.kind {
+                    SourceKind::OpenApi { .. } => "openapi",
+                    SourceKind::Mcp { .. } => "mcp",
+                },
+                policy: config.policy.clone(),
+                connection,
+            });
+        }
+        tools.sort_by(|a, b| a.path.cmp(&b.path));
+        let by_path = tools.iter().enumerate().map(|(i, t)| (t.path.clone(), i)).collect();
+        Ok(Self { tools, by_path, index: OnceLock::new(), sources })
+    }
+
+    /// The catalog of the sources file named by `flag` or `EXECUTOR_CONFIG`; with
+    /// neither, a catalog without sources (search finds nothing).
+    pub async fn load(flag: Option<std::path::PathBuf>) -> Result<Self, CatalogError> {
+        let config = match CatalogConfig::locate(flag) {
+            Some(path) => CatalogConfig::load(&path)?,
+            None => CatalogConfig { outbound: crate::config::OutboundConfig::default(), sources: Vec::new() },
+        };
+        Self::connect(&config).await
+    }
+
+    pub fn namespaces(&self) -> Vec<NamespaceInfo> {
+        self.sources
+            .iter()
+            .map(|s| NamespaceInfo {
+                namespace: s.namespace.clone(),
+                kind: s.kind,
+                tools: self.tools.iter().filter(|t| t.namespace == s.namespace).count(),
+                error: s.connection.as_ref().err().cloned(),
+            })
+            .collect()
+    }
+
+    fn tool(&self, path: &str) -> Option<&ToolDef> {
+        self.by_path.get(path).map(|i| &self.tools[*i])
+    }
+
+    fn source(&self, namespace: &str) -> Option<&Source> {
+        self.sources.iter().find(|s| s.namespace == namespace)
+    }
+
+    /// No such tool: say why (its source failed to load) or what comes close.
+    fn unknown_tool(&self, path: &str) -> ToolError {
+        let namespace = path.split('.').next().unwrap_or(path);
+        if let Some(Source { connection: Err(reason), .. }) = self.source(namespace) {
+            return unavailable(namespace, reason);
+        }
+        let index = self.index.get_or_init(|| SearchIndex::build(&self.tools));
+        let message = match index.search(&self.tools, path, |_| true).first().map(|i| &self.tools[*i].path) {
+            Some(close) => format!("no tool `{path}`; did you mean `{close}`? Find tools with tools.search({{query}})"),
+            None => format!("no tool `{path}`; find tools with tools.search({{query}})"),
+        };
+        ToolError { code: "unknown_tool".into(), message }
+    }
+
+    fn search_tools(&self, request: SearchRequest) -> Result<Value, ToolError> {
+        if let Some(namespace) = &request.namespace {
+            match self.source(namespace) {
+                None => {
+                    let known: Vec<&str> = self.sources.iter().map(|s| s.namespace.as_str()).collect();
+                    return Err(invalid(format!("no namespace `{namespace}`; namespaces: {}", known.join(", "))));
+                }
+                Some(Source { connection: Err(reason), .. }) => return Err(unavailable(namespace, reason)),
+                Some(_) => {}
+            }
+        }
+        let limit = request.limit.unwrap_or(DEFAULT_SEARCH_LIMIT).min(MAX_SEARCH_LIMIT);
+        let index = self.index.get_or_init(|| SearchIndex::build(&self.tools));
+        let hits =
+            index.search(&self.tools, &request.query, |t| request.namespace.as_ref().is_none_or(|n| &t.namespace == n));
+        let items: Vec<Value> = hits
+            .iter()
+            .skip(request.offset.unwrap_or(0))
+            .take(limit)
+            .map(|i| {
+                let tool = &self.tools[*i];
+                let summary = tool.description.lines().next().unwrap_or("");
+                json!({"path": tool.path, "description": summary, "namespace": tool.namespace})
+            })
+            .collect();
+        Ok(json!({"items": items, "total": hits.len()}))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchRequest {
+    #[serde(default)]
+    query: String,
+    namespace: Option<String>,
+    limit: Option<usize>,
+    offset: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DescribeRequest {
+    path: String,
+}
+
+fn unavailable(namespace: &str, reason: &str) -> ToolError {
+    ToolError {
+        code: "source_unavailable".into(),
+        message: format!("namespace `{namespace}` is unavailable: {reason}"),
+    }
+}
+
+fn invalid(message: String) -> ToolError {
+    ToolError { code: "invalid_arguments".into(), message }
+}
+
+/// `tools.search("x")` is taken as `tools.search({query: "x"})`, and likewise for describe.
+fn request<T: for<'de> Deserialize<'de>>(request: Value, key: &str, usage: &str) -> Result<T, ToolError> {
+    let request = match request {
+        Value::String(text) => json!({ key: text }),
+        other => other,
+    };
+    serde_json::from_value(request).map_err(|e| invalid(format!("{e}; usage: {usage}")))
+}
+
+#[async_trait]
+impl Tools for Catalog {
+    fn policy(&self, path: &str, _args: &Value) -> Policy {
+        // Unknown paths run: the call itself then explains what exists.
+        let Some(tool) = self.tool(path) else { return Policy::Run };
+        let Some(source) = self.source(&tool.namespace) else { return Policy::Run };
+        let decision = source.policy.decide(path, tool.effect);
+        let what = match &tool.target {
+            Target::Http(op) => format!("{} {}", op.method, op.path),
+            Target::Mcp(name) => format!("MCP tool `{name}`"),
+        };
+        match decision.action {
+            PolicyAction::Run => Policy::Run,
+            PolicyAction::Approve => {
+                Policy::NeedsApproval { message: format!("tools.{path} ({what}) needs approval: {}", decision.reason) }
+            }
+            PolicyAction::Block => {
+                Policy::Blocked { reason: format!("tools.{path} ({what}) is blocked by {}", decision.reason) }
+            }
+        }
+    }
+
+    async fn call(&self, path: &str, args: Value, ctx: &CallContext) -> ToolOutcome {
+        self.call_with_status(path, args, ctx).await.map(|success| success.data)
+    }
+
+    /// OpenAPI results carry their status: the code sees `{ok:true, data, http:{status}}`.
+    async fn call_with_status(&self, path: &str, args: Value, ctx: &CallContext) -> Result<ToolSuccess, ToolError> {
+        let Some(tool) = self.tool(path) else { return Err(self.unknown_tool(path)) };
+        let Some(Source { connection: Ok(connection), .. }) = self.source(&tool.namespace) else {
+            return Err(self.unknown_tool(path));
+        };
+        match (&tool.target, &connection.upstream) {
+            (Target::Http(op), Upstream::OpenApi(http)) => {
+                http.call(op, args, tool.effect, ctx, &connection.redactor).await
+            }
+            (Target::Mcp(name), Upstream::Mcp(mcp)) => {
+                mcp.call(name, args, &connection.redactor).await.map(ToolSuccess::plain)
+            }
+            _ => unreachable!("a source's tools have that source's target kind"),
+        }
+    }
+
+    async fn search(&self, request: Value) -> ToolOutcome {
+        let usage = "tools.search({query: string, namespace?: string, limit?: number, offset?: number})";
+        self.search_tools(self::request(request, "query", usage)?)
+    }
+
+    async fn describe(&self, request: Value) -> ToolOutcome {
+        let request: DescribeRequest = self::request(request, "path", "tools.describe.tool({path: string})")?;
+        let path = request.path.strip_prefix("tools.").unwrap_or(&request.path);
+        match self.tool(path) {
+            Some(tool) => Ok(Value::String(tool.typescript())),
+            None => Err(self.unknown_tool(path)),
+        }
+    }
+}
+
+impl HttpUpstream {
+    async fn call(
+        &self,
+        op: &HttpOperation,
+        args: Value,
+        effect: executor_core::Effect,
+        ctx: &CallContext,
+        redactor: &Redactor,
+    ) -> Result<ToolSuccess, ToolError> {
+        let parts = op.request(&args).map_err(|e| invalid(e.to_string()))?;
+        let mut url = self.base_url.clone();
+        url.set_path(&format!("{}{}", self.base_url.path().trim_end_matches('/'), parts.path));
+        if !self.query.is_empty() || !parts.query.is_empty() {
+            url.query_pairs_mut().extend_pairs(self.query.iter().chain(&parts.query));
+        }
+        let method = reqwest::Method::from_bytes(op.method.as_bytes()).map_err(|e| invalid(e.to_string()))?;
+        let mut request = self.outbound.request(method, url);
+        for (name, value) in &self.headers {
+            request = request.header(name, value);
+        }
+        for (name, value) in &parts.headers {
+            request = request.header(name, value);
+        }
+        if effect == executor_core::Effect::Write {
+            // The same for every attempt at this call, for upstreams that honour it.
+            request = request.header("Idempotency-Key", ctx.idempotency_key());
+        }
+        if let Some(body) = &parts.body {
+            request = request.header(reqwest::header::CONTENT_TYPE, "application/json").body(body.to_string());
+        }
+        let (status, body) = self.outbound.send(request).await.map_err(|e| outbound_error(e, redactor))?;
+        let text = redactor.redact(&String::from_utf8_lossy(&body));
+        if (200..300).contains(&status) {
+            let data = match text.trim().is_empty() {
+                true => Value::Null,
+                false => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+            };
+            return Ok(ToolSuccess { data, http_status: Some(status) });
+        }
+        let excerpt: String = text.chars().take(ERROR_EXCERPT_CHARS).collect();
+        let hint = if (300..400).contains(&status) { " (redirects to another host are not followed)" } else { "" };
+        Err(ToolError { code: format!("http_{status}"), message: format!("HTTP {status}{hint}: {}", excerpt.trim()) })
+    }
+}
+
+fn outbound_error(error: OutboundError, redactor: &Redactor) -> ToolError {
+    let code = match &error {
+        OutboundError::Refused { .. } | OutboundError::BadUrl { .. } => "destination_refused",
+        OutboundError::Timeout { .. } => "timeout",
+        OutboundError::TooLarge { .. } => "response_too_large",
+        OutboundError::Failed { .. } => "upstream_error",
+    };
+    ToolError { code: code.into(), message: redactor.redact(&error.to_string()) }
+}
+
+async fn connect_source(
+    config: &SourceConfig,
+    outbound: &Outbound,
+    secrets: &Secrets,
+) -> Result<(Connection, Vec<ToolDef>), String> {
+    let fail = |what: &str, why: String| format!("source `{}` ({what}) failed: {why}", config.namespace);
+    let credentials = credentials(config, secrets).await.map_err(|e| fail("secrets", e))?;
+    let redactor = credentials.redactor.clone();
+    match &config.kind {
+        SourceKind::OpenApi { spec, base_url } => {
+            outbound.check_url(base_url).map_err(|e| fail("base_url", e.to_string()))?;
+            let text = match spec {
+                SpecLocation::File(path) => tokio::fs::read_to_string(path)
+                    .await
+                    .map_err(|e| fail("spec", format!("cannot read {}: {e}", path.display())))?,
+                SpecLocation::Url(url) => {
+                    fetch_spec(url, outbound, &credentials).await.map_err(|e| fail("spec", redactor.redact(&e)))?
+                }
+            };
+            let tools = openapi::load(&config.namespace, &text).map_err(|e| fail("spec", e.to_string()))?;
+            let upstream = Upstream::OpenApi(HttpUpstream {
+                base_url: base_url.clone(),
+                headers: credentials.headers,
+                query: credentials.query,
+                outbound: outbound.clone(),
+            });
+            Ok((Connection { upstream, redactor }, tools))
+        }
+        SourceKind::Mcp { url } => {
+            let mut url = url.clone();
+            if !credentials.query.is_empty() {
+                url.query_pairs_mut().extend_pairs(&credentials.query);
+            }
+            let headers = credentials.headers.into_iter().collect();
+            let (mcp, tools) = McpUpstream::connect(&config.namespace, &url, headers, outbound, &redactor)
+                .await
+                .map_err(|e| fail("mcp", e))?;
+            Ok((Connection { upstream: Upstream::Mcp(mcp), redactor }, tools))
+        }
+    }
+}
+
+/// The spec is fetched with the source's credentials: private APIs often protect it too.
+async fn fetch_spec(url: &Url, outbound: &Outbound, credentials: &Credentials) -> Result<String, String> {
+    let mut url = url.clone();
+    if !credentials.query.is_empty() {
+        url.query_pairs_mut().extend_pairs(&credentials.query);
+    }
+    let mut request = outbound.request(reqwest::Method::GET, url);
+    for (name, value) in &credentials.headers {
+        request = request.header(name, value);
+    }
+    let (status, body) = outbound.send(request).await.map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&body).into_owned();
+    match status {
+        200..300 => Ok(text),
+        _ => Err(format!("HTTP {status}: {}", text.chars().take(ERROR_EXCERPT_CHARS).collect::<String>())),
+    }
+}
+
+async fn credentials(config: &SourceConfig, secrets: &Secrets) -> Result<Credentials, String> {
+    let mut out = Credentials { headers: Vec::new(), query: Vec::new(), redactor: Redactor::default() };
+    let header = |out: &mut Credentials, name: &str, value: &str, secret: bool| -> Result<(), String> {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("header `{name}`: {e}"))?;
+        // The value is not shown: it may be a secret.
+        let mut value =
+            HeaderValue::from_str(value).map_err(|_| format!("header `{name}`: the value is not valid in a header"))?;
+        value.set_sensitive(secret);
+        out.headers.push((name, value));
+        Ok(())
+    };
+    match &config.auth {
+        None => {}
+        Some(Auth::Bearer { token }) => {
+            let token = secrets.resolve(token).await.map_err(|e| e.to_string())?;
+            out.redactor.add(token.clone());
+            header(&mut out, "authorization", &format!("Bearer {token}"), true)?;
+        }
+        Some(Auth::Basic { username, password }) => {
+            let password = secrets.resolve(password).await.map_err(|e| e.to_string())?;
+            let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
+            out.redactor.add(password);
+            out.redactor.add(encoded.clone());
+            header(&mut out, "authorization", &format!("Basic {encoded}"), true)?;
+        }
+        Some(Auth::ApiKey { name, value, location }) => {
+            let value = secrets.resolve(value).await.map_err(|e| e.to_string())?;
+            out.redactor.add(value.clone());
+            match location {
+                ApiKeyLocation::Header => header(&mut out, name, &value, true)?,
+                ApiKeyLocation::Query => out.query.push((name.clone(), value.to_string())),
+            }
+        }
+    }
+    for (name, value) in &config.headers {
+        match value {
+            ConfiguredHeader::Literal(text) => header(&mut out, name, text, false)?,
+            ConfiguredHeader::Secret(reference) => {
+                let value = secrets.resolve(reference).await.map_err(|e| e.to_string())?;
+                out.redactor.add(value.clone());
+                header(&mut out, name, &value, true)?;
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,373 @@
+//! The sources file (`EXECUTOR_CONFIG` or `--config`): TOML, validated once at
+//! load so that a mistake is reported with the file, the source and the field
+//! rather than as a failing tool call later. `executor.example.toml` at the
+//! repository root documents every option.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use executor_core::SourcePolicy;
+use serde::Deserialize;
+use url::Url;
+
+use crate::naming::is_identifier;
+use crate::secrets::{SecretRef, SecretRefError};
+
+/// The environment variable naming the sources file when `--config` is not given.
+pub const CONFIG_ENV: &str = "EXECUTOR_CONFIG";
+
+/// Namespaces the sandbox routes to the catalog itself (`tools.search`, `tools.describe.tool`).
+pub const RESERVED_NAMESPACES: [&str; 2] = ["search", "describe"];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CatalogConfig {
+    pub outbound: OutboundConfig,
+    pub sources: Vec<SourceConfig>,
+}
+
+/// Limits on every request the catalog makes (see `outbound.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboundConfig {
+    /// Loopback destinations (127.0.0.0/8, ::1) are refused unless this is set,
+    /// for local development and tests.
+    pub allow_loopback: bool,
+    pub timeout: Duration,
+    pub max_response_bytes: usize,
+}
+
+impl Default for OutboundConfig {
+    fn default() -> Self {
+        Self { allow_loopback: false, timeout: Duration::from_secs(30), max_response_bytes: 10 * 1024 * 1024 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceConfig {
+    pub namespace: String,
+    pub kind: SourceKind,
+    pub auth: Option<Auth>,
+    /// Extra headers sent with every request; values may be secret references.
+    pub headers: BTreeMap<String, HeaderValue>,
+    pub policy: SourcePolicy,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceKind {
+    OpenApi { spec: SpecLocation, base_url: Url },
+    Mcp { url: Url },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum SpecLocation {
+    File(PathBuf),
+    Url(Url),
+}
+
+/// A header value: literal text, or a secret fetched at start-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderValue {
+    Literal(String),
+    Secret(SecretRef),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Auth {
+    Bearer { token: SecretRef },
+    Basic { username: String, password: SecretRef },
+    ApiKey { name: String, value: SecretRef, location: ApiKeyLocation },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiKeyLocation {
+    Header,
+    Query,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the config file {file}: {error}; check EXECUTOR_CONFIG or --config")]
+    Read { file: PathBuf, error: std::io::Error },
+    #[error("{file}: {message}")]
+    Syntax { file: PathBuf, message: String },
+    #[error("{file}: source `{source_name}`, field `{field}`: {problem}")]
+    Invalid { file: PathBuf, source_name: String, field: &'static str, problem: String },
+}
+
+// What the file says, before validation. Unknown fields are refused so a typo
+// is an error, not a silently ignored setting.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    outbound: RawOutbound,
+    #[serde(default)]
+    sources: Vec<RawSource>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOutbound {
+    allow_loopback: Option<bool>,
+    timeout_ms: Option<u64>,
+    max_response_bytes: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSource {
+    namespace: String,
+    kind: RawKind,
+    spec: Option<String>,
+    base_url: Option<String>,
+    url: Option<String>,
+    auth: Option<RawAuth>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    policy: SourcePolicy,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum RawKind {
+    Openapi,
+    Mcp,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+enum RawAuth {
+    Bearer {
+        token: String,
+    },
+    Basic {
+        username: String,
+        password: String,
+    },
+    ApiKey {
+        name: String,
+        value: String,
+        #[serde(rename = "in")]
+        location: ApiKeyLocation,
+    },
+}
+
+impl CatalogConfig {
+    /// The sources file to load: the `--config` flag when given, else `EXECUTOR_CONFIG`, else none.
+    pub fn locate(flag: Option<PathBuf>) -> Option<PathBuf> {
+        flag.or_else(|| std::env::var_os(CONFIG_ENV).filter(|v| !v.is_empty()).map(PathBuf::from))
+    }
+
+    /// Read and validate a sources file. Relative spec paths are relative to the file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read { file: path.into(), error })?;
+        Self::from_toml_str(&text, path)
+    }
+
+    /// Validate TOML text; `file` names it in errors and anchors relative spec paths.
+    pub fn from_toml_str(text: &str, file: &Path) -> Result<Self, ConfigError> {
+        let raw: RawConfig =
+            toml::from_str(text).map_err(|e| ConfigError::Syntax { file: file.into(), message: e.to_string() })?;
+        let defaults = OutboundConfig::default();
+        let outbound = OutboundConfig {
+            allow_loopback: raw.outbound.allow_loopback.unwrap_or(defaults.allow_loopback),
+            timeout: raw.outbound.timeout_ms.map_or(defaults.timeout, Duration::from_millis),
+            max_response_bytes: raw.outbound.max_response_bytes.unwrap_or(defaults.max_response_bytes),
+        };
+        let base_dir = file.parent().unwrap_or(Path::new("."));
+        let mut sources: Vec<SourceConfig> = Vec::new();
+        for source in raw.sources {
+            let name = source.namespace.clone();
+            let invalid = |field: &'static str, problem: String| ConfigError::Invalid {
+                file: file.into(),
+                source_name: name.clone(),
+                field,
+                problem,
+            };
+            let validated = validate_source(source, base_dir).map_err(|(field, problem)| invalid(field, problem))?;
+            if sources.iter().any(|s| s.namespace == validated.namespace) {
+                return Err(invalid("namespace", "another source already uses this namespace".into()));
+            }
+            sources.push(validated);
+        }
+        Ok(Self { outbound, sources })
+    }
+}
+
+type FieldProblem = (&'static str, String);
+
+fn validate_source(raw: RawSource, base_dir: &Path) -> Result<SourceConfig, FieldProblem> {
+    if !is_identifier(&raw.namespace) {
+        return Err((
+            "namespace",
+            "must be an identifier (letters, digits, `_`, `$`, not starting with a digit)".into(),
+        ));
+    }
+    if RESERVED_NAMESPACES.contains(&raw.namespace.as_str()) {
+        return Err((
+            "namespace",
+            format!("`{}` is reserved for the catalog's own tools; pick another", raw.namespace),
+        ));
+    }
+    let required = |field: &'static str, value: Option<String>, kind: &str| {
+        value.ok_or((field, format!("is required for kind = \"{kind}\"")))
+    };
+    let refuse = |field: &'static str, value: &Option<String>, kind: &str| match value {
+        Some(_) => Err((field, format!("does not apply to kind = \"{kind}\""))),
+        None => Ok(()),
+    };
+    let kind = match raw.kind {
+        RawKind::Openapi => {
+            refuse("url", &raw.url, "openapi")?;
+            let spec = required("spec", raw.spec, "openapi")?;
+            let spec = match spec.starts_with("http://") || spec.starts_with("https://") {
+                true => SpecLocation::Url(parse_url("spec", &spec)?),
+                false => SpecLocation::File(base_dir.join(spec)),
+            };
+            let base_url = parse_url("base_url", &required("base_url", raw.base_url, "openapi")?)?;
+            SourceKind::OpenApi { spec, base_url }
+        }
+        RawKind::Mcp => {
+            refuse("spec", &raw.spec, "mcp")?;
+            refuse("base_url", &raw.base_url, "mcp")?;
+            SourceKind::Mcp { url: parse_url("url", &required("url", raw.url, "mcp")?)? }
+        }
+    };
+    let secret = |field: &'static str, value: &str| SecretRef::parse(value).map_err(|e| (field, e.to_string()));
+    let auth = match raw.auth {
+        None => None,
+        Some(RawAuth::Bearer { token }) => Some(Auth::Bearer { token: secret("auth.token", &token)? }),
+        Some(RawAuth::Basic { username, password }) => {
+            Some(Auth::Basic { username, password: secret("auth.password", &password)? })
+        }
+        Some(RawAuth::ApiKey { name, value, location }) => {
+            if name.is_empty() {
+                return Err(("auth.name", "must name the header or query parameter".into()));
+            }
+            Some(Auth::ApiKey { name, value: secret("auth.value", &value)?, location })
+        }
+    };
+    let mut headers = BTreeMap::new();
+    for (name, value) in raw.headers {
+        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(("headers", format!("`{name}` is not a valid HTTP header name")));
+        }
+        let value = match SecretRef::parse(&value) {
+            Ok(secret) => HeaderValue::Secret(secret),
+            Err(SecretRefError::NotAReference) => HeaderValue::Literal(value),
+            Err(e) => return Err(("headers", e.to_string())),
+        };
+        headers.insert(name, value);
+    }
+    Ok(SourceConfig { namespace: raw.namespace, kind, auth, headers, policy: raw.policy })
+}
+
+fn parse_url(field: &'static str, value: &str) -> Result<Url, FieldProblem> {
+    let url = Url::parse(value).map_err(|e| (field, format!("`{value}` is not a URL: {e}")))?;
+    match url.scheme() {
+        "http" | "https" if url.host().is_some() => Ok(url),
+        _ => Err((field, format!("`{value}` must be an http(s) URL with a host"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<CatalogConfig, ConfigError> {
+        CatalogConfig::from_toml_str(text, Path::new("/etc/executor.toml"))
+    }
+
+    #[test]
+    fn a_complete_file_loads() {
+        let config = load(
+            r#"
+            [outbound]
+            allow_loopback = true
+            timeout_ms = 5000
+
+            [[sources]]
+            namespace = "github"
+            kind = "openapi"
+            spec = "specs/github.yaml"
+            base_url = "https://api.example.test"
+            auth = { type = "bearer", token = "env:GITHUB_TOKEN" }
+            headers = { "X-Team" = "core", "X-Key" = "env:KEY" }
+            policy = { default = "approve", rules = [{ pattern = "github.issues.*", action = "run" }] }
+
+            [[sources]]
+            namespace = "docs"
+            kind = "mcp"
+            url = "https://mcp.example.test/mcp"
+            auth = { type = "api_key", name = "X-Api-Key", in = "header", value = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:docs-AbCdEf" }
+            "#,
+        )
+        .unwrap();
+        assert!(config.outbound.allow_loopback);
+        assert_eq!(config.outbound.timeout, Duration::from_secs(5));
+        let github = &config.sources[0];
+        assert_eq!(
+            github.kind,
+            SourceKind::OpenApi {
+                spec: SpecLocation::File("/etc/specs/github.yaml".into()),
+                base_url: Url::parse("https://api.example.test").unwrap()
+            }
+        );
+        assert_eq!(github.auth, Some(Auth::Bearer { token: SecretRef::Env("GITHUB_TOKEN".into()) }));
+        assert_eq!(github.headers["X-Team"], HeaderValue::Literal("core".into()));
+        assert_eq!(github.headers["X-Key"], HeaderValue::Secret(SecretRef::Env("KEY".into())));
+        assert_eq!(github.policy.rules.len(), 1);
+        assert!(matches!(config.sources[1].auth, Some(Auth::ApiKey { location: ApiKeyLocation::Header, .. })));
+    }
+
+    #[test]
+    fn the_example_file_is_valid() {
+        let config = load(include_str!("../../../executor.example.toml")).unwrap();
+        let namespaces: Vec<&str> = config.sources.iter().map(|s| s.namespace.as_str()).collect();
+        assert_eq!(namespaces, ["github", "billing", "docs"]);
+    }
+
+    #[test]
+    fn mistakes_name_the_file_the_source_and_the_field() {
+        let source = |body: &str| format!("[[sources]]\nnamespace = \"gh\"\n{body}");
+        let cases = [
+            (source("kind = \"openapi\"\nbase_url = \"https://x.test\""), "source `gh`, field `spec`: is required"),
+            (source("kind = \"mcp\""), "field `url`: is required"),
+            (source("kind = \"mcp\"\nurl = \"ftp://x.test\""), "field `url`: `ftp://x.test` must be an http(s) URL"),
+            (source("kind = \"mcp\"\nurl = \"https://x.test\"\nspec = \"a.json\""), "field `spec`: does not apply"),
+            (
+                source("kind = \"mcp\"\nurl = \"https://x.test\"\nauth = { type = \"bearer\", token = \"hunter2\" }"),
+                "field `auth.token`: a secret must be a reference",
+            ),
+            (
+                "[[sources]]\nnamespace = \"search\"\nkind = \"mcp\"\nurl = \"https://x.test\"".into(),
+                "source `search`, field `namespace`: `search` is reserved",
+            ),
+            (
+                "[[sources]]\nnamespace = \"my-api\"\nkind = \"mcp\"\nurl = \"https://x.test\"".into(),
+                "field `namespace`: must be an identifier",
+            ),
+            (
+                format!("{0}\n{0}", source("kind = \"mcp\"\nurl = \"https://x.test\"")),
+                "field `namespace`: another source already uses",
+            ),
+            (source("kind = \"mcp\"\nurl = \"https://x.test\"\nspek = 1"), "unknown field `spek`"),
+            (
+                source(
+                    "kind = \"mcp\"\nurl = \"https://x.test\"\npolicy = { rules = [{ pattern = \"a b\", action = \"run\" }] }",
+                ),
+                "`a b`",
+            ),
+        ];
+        for (text, expected) in cases {
+            let message = load(&text).unwrap_err().to_string();
+            assert!(message.starts_with("/etc/executor.toml"), "{message}");
+            assert!(message.contains(expected), "expected `{expected}` in: {message}");
+            assert!(!message.contains("hunter2"), "a secret written in the file is not echoed: {message}");
+        }
+        let missing = CatalogConfig::load(Path::new("/nonexistent/executor.toml")).unwrap_err();
+        assert!(missing.to_string().contains("/nonexistent/executor.toml"), "{missing}");
+    }
+}

@@ -1,0 +1,24 @@
+//! The catalog: tool sources (OpenAPI documents, upstream MCP servers) turned
+//! into `tools.<namespace>.<...>` for the sandbox, with search, TypeScript
+//! descriptions, the approval policy of `executor_core::policy`, secrets by
+//! reference and checked outbound requests.
+//!
+//! Pure parts (config validation, naming, OpenAPI mapping, search ranking,
+//! TypeScript rendering, address rules) are table-tested in their modules;
+//! `catalog.rs`, `mcp.rs`, `outbound.rs` and `secrets.rs` are the adapters.
+
+mod catalog;
+pub mod config;
+mod mcp;
+mod naming;
+pub mod openapi;
+mod outbound;
+mod search;
+mod secrets;
+mod tool;
+mod typescript;
+
+pub use catalog::{Catalog, CatalogError, NamespaceInfo};
+pub use config::{CONFIG_ENV, CatalogConfig, ConfigError};
+pub use outbound::{AddressRules, OutboundError};
+pub use secrets::{REDACTED, SecretError, SecretRef};

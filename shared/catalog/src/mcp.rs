@@ -1,0 +1,110 @@
+//! Upstream MCP servers over Streamable HTTP (rmcp client), through the
+//! catalog's checked HTTP client: `tools/list` becomes tools under the
+//! source's namespace, `tools/call` results become data or a `ToolError`.
+
+use std::collections::HashMap;
+
+use executor_core::Effect;
+use executor_sandbox::{ToolError, ToolOutcome};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+use url::Url;
+
+use crate::naming::{deduplicate, sanitize};
+use crate::outbound::Outbound;
+use crate::secrets::Redactor;
+use crate::tool::{Target, ToolDef};
+
+pub struct McpUpstream {
+    service: RunningService<RoleClient, ()>,
+}
+
+impl McpUpstream {
+    /// Connect and list the tools. Errors are text meant for the operator,
+    /// already redacted; the caller prefixes the source.
+    pub async fn connect(
+        namespace: &str,
+        url: &Url,
+        headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
+        outbound: &Outbound,
+        redactor: &Redactor,
+    ) -> Result<(Self, Vec<ToolDef>), String> {
+        outbound.check_url(url).map_err(|e| e.to_string())?;
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers);
+        config.max_json_response_size = outbound.max_response_bytes();
+        let transport = StreamableHttpClientTransport::with_client(outbound.client().clone(), config);
+        let service = ().serve(transport).await.map_err(|e| redactor.redact(&format!("MCP handshake failed: {e}")))?;
+        let mut listed =
+            service.list_all_tools().await.map_err(|e| redactor.redact(&format!("tools/list failed: {e}")))?;
+        // Named in name order, so collisions after sanitising resolve the same way every time.
+        listed.sort_by(|a, b| a.name.cmp(&b.name));
+        let paths = deduplicate(listed.iter().map(|t| format!("{namespace}.{}", sanitize(&t.name))));
+        let tools = listed
+            .into_iter()
+            .zip(paths)
+            .map(|(tool, path)| ToolDef {
+                path,
+                namespace: namespace.to_owned(),
+                description: tool.description.as_deref().or(tool.title.as_deref()).unwrap_or("").to_owned(),
+                // Only an explicit read-only hint makes a read: an unannotated tool may change things.
+                effect: match tool.annotations.as_ref().and_then(|a| a.read_only_hint) {
+                    Some(true) => Effect::Read,
+                    _ => Effect::Write,
+                },
+                input: Value::Object((*tool.input_schema).clone()).to_string(),
+                output: tool.output_schema.as_ref().map(|s| Value::Object((**s).clone()).to_string()),
+                root: None,
+                target: Target::Mcp(tool.name.into_owned()),
+            })
+            .collect();
+        Ok((Self { service }, tools))
+    }
+
+    pub async fn call(&self, name: &str, args: Value, redactor: &Redactor) -> ToolOutcome {
+        let arguments = match args {
+            Value::Object(map) => Some(map),
+            Value::Null => None,
+            _ => {
+                return Err(ToolError {
+                    code: "invalid_arguments".into(),
+                    message: "arguments must be an object".into(),
+                });
+            }
+        };
+        let mut params = CallToolRequestParams::new(name.to_owned());
+        params.arguments = arguments;
+        match self.service.call_tool(params).await {
+            Ok(result) => outcome(result, redactor),
+            Err(e) => Err(ToolError { code: "upstream_error".into(), message: redactor.redact(&e.to_string()) }),
+        }
+    }
+}
+
+/// Structured content when present; otherwise the text (parsed when it is
+/// JSON); several blocks become an array of them.
+fn outcome(result: CallToolResult, redactor: &Redactor) -> ToolOutcome {
+    let text = |block: &ContentBlock| block.as_text().map(|t| t.text.clone());
+    if result.is_error == Some(true) {
+        let message: Vec<String> = result.content.iter().filter_map(text).collect();
+        let message = match (message.is_empty(), &result.structured_content) {
+            (false, _) => message.join("\n"),
+            (true, Some(data)) => data.to_string(),
+            (true, None) => "the tool reported an error without a message".into(),
+        };
+        return Err(ToolError { code: "tool_error".into(), message: redactor.redact(&message) });
+    }
+    let data = match (result.structured_content, result.content.as_slice()) {
+        (Some(data), _) => data,
+        (None, []) => Value::Null,
+        (None, [single]) => match text(single) {
+            Some(text) => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+            None => serde_json::to_value(single).unwrap_or(Value::Null),
+        },
+        (None, many) => serde_json::to_value(many).unwrap_or(Value::Null),
+    };
+    Ok(redactor.redact_json(data))
+}

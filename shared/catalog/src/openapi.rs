@@ -1,0 +1,519 @@
+//! OpenAPI 3.0 / 3.1 documents (JSON or YAML) to tools, and a tool call's
+//! arguments to an HTTP request. Pure: fetching the document and sending the
+//! request happen in `outbound.rs` and `catalog.rs`.
+//!
+//! Naming: `<namespace>.<group>.<name>`, where group is the operation's first
+//! tag (else the first literal path segment, else `root`) and name is its
+//! `operationId` (else method and path), each sanitised to an identifier.
+//! Operations are named in (path, method) order, so when two want the same
+//! path the one that sorts first keeps it and the next gets `_2`.
+//!
+//! Arguments are one flat object: each parameter by its name (a name used in
+//! two locations gets the location as prefix for the second, e.g.
+//! `query_id`), and the request body as `body`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use executor_core::Effect;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use crate::naming::{deduplicate, sanitize};
+use crate::tool::{Target, ToolDef};
+
+/// Hops through `$ref` chains (a ref to a ref to ...) before giving up, which
+/// also stops cycles of refs that point at each other.
+const MAX_REF_HOPS: usize = 16;
+/// The argument holding the request body.
+pub const BODY_ARGUMENT: &str = "body";
+
+const METHODS: [&str; 8] = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("the document is neither JSON nor YAML: {0}")]
+    Syntax(String),
+    #[error("the document is not OpenAPI 3.x (found {found}); convert Swagger 2.0 documents to OpenAPI 3 first")]
+    Version { found: String },
+    #[error("the document has no `paths`")]
+    NoPaths,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamLocation {
+    Path,
+    Query,
+    Header,
+}
+
+impl ParamLocation {
+    fn parse(text: &str) -> Option<Self> {
+        match text {
+            "path" => Some(Self::Path),
+            "query" => Some(Self::Query),
+            "header" => Some(Self::Header),
+            // Cookies are not sent: the catalog keeps no cookie jar.
+            _ => None,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Path => "path",
+            Self::Query => "query",
+            Self::Header => "header",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Param {
+    /// The name upstream expects.
+    pub name: String,
+    /// The argument it is read from.
+    pub argument: String,
+    pub location: ParamLocation,
+    pub required: bool,
+}
+
+/// What a call needs to become an HTTP request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpOperation {
+    /// Upper case, e.g. `GET`.
+    pub method: String,
+    /// As in the document, e.g. `/repos/{owner}/{repo}/issues`.
+    pub path: String,
+    pub params: Vec<Param>,
+    /// `Some(required)` when the operation takes a JSON body.
+    pub body: Option<bool>,
+}
+
+/// The parts of a JSON document the catalog reads. Path items stay raw text
+/// until their turn, so a large document is never parsed whole: a parsed
+/// `Value` takes about ten times the memory of its text.
+#[derive(Deserialize)]
+struct RawDocument<'a> {
+    openapi: Option<Value>,
+    swagger: Option<Value>,
+    #[serde(borrow)]
+    paths: Option<BTreeMap<String, &'a RawValue>>,
+    #[serde(borrow)]
+    components: Option<&'a RawValue>,
+}
+
+fn syntax(error: impl std::fmt::Display) -> SpecError {
+    SpecError::Syntax(error.to_string())
+}
+
+/// Every operation of a document (JSON when it starts with `{`, YAML
+/// otherwise) as a tool under `namespace`. Only the document's `components`
+/// are kept, shared by the tools for `$ref`s in descriptions.
+pub fn load(namespace: &str, text: &str) -> Result<Vec<ToolDef>, SpecError> {
+    if text.trim_start().starts_with('{') {
+        let raw: RawDocument = serde_json::from_str(text).map_err(syntax)?;
+        check_version(raw.openapi.as_ref(), raw.swagger.as_ref())?;
+        let components = match raw.components {
+            Some(components) => serde_json::from_str(components.get()).map_err(syntax)?,
+            None => Value::Null,
+        };
+        let paths = raw.paths.ok_or(SpecError::NoPaths)?;
+        build(namespace, components, paths.into_iter().map(|(path, item)| (path, serde_json::from_str(item.get()))))
+    } else {
+        // YAML has no raw values to defer: it is parsed whole, then taken apart.
+        let mut doc: Value = yaml_serde::from_str(text).map_err(syntax)?;
+        check_version(doc.get("openapi"), doc.get("swagger"))?;
+        let components = doc.get_mut("components").map(Value::take).unwrap_or(Value::Null);
+        let Some(Value::Object(paths)) = doc.get_mut("paths").map(Value::take) else { return Err(SpecError::NoPaths) };
+        build(namespace, components, paths.into_iter().map(|(path, item)| (path, Ok(item))))
+    }
+}
+
+fn check_version(openapi: Option<&Value>, swagger: Option<&Value>) -> Result<(), SpecError> {
+    match (openapi.and_then(Value::as_str), swagger) {
+        (Some(version), _) if version.starts_with("3.") => Ok(()),
+        (Some(version), _) => Err(SpecError::Version { found: format!("openapi {version}") }),
+        (None, Some(version)) => Err(SpecError::Version { found: format!("swagger {version}") }),
+        (None, None) => Err(SpecError::Version { found: "no `openapi` field".into() }),
+    }
+}
+
+/// Path items one at a time; `$ref`s resolve against the components only.
+fn build(
+    namespace: &str,
+    components: Value,
+    items: impl Iterator<Item = (String, Result<Value, serde_json::Error>)>,
+) -> Result<Vec<ToolDef>, SpecError> {
+    let root = Arc::new(json!({ "components": components }));
+    let mut built: Vec<((String, usize), String, ToolDef)> = Vec::new();
+    for (path, item) in items {
+        let item = item.map_err(syntax)?;
+        let Some(item) = resolve(&root, &item) else { continue };
+        for (order, method) in METHODS.iter().enumerate() {
+            if let Some(operation) = item.get(*method) {
+                let wanted = format!("{namespace}.{}.{}", group(operation, &path), name(operation, method, &path));
+                let tool = build_tool(&root, namespace, &path, method, item, operation);
+                built.push(((path.clone(), order), wanted, tool));
+            }
+        }
+    }
+    // Sorted, so naming never depends on the document's key order.
+    built.sort_by(|a, b| a.0.cmp(&b.0));
+    let names = deduplicate(built.iter().map(|(_, wanted, _)| wanted.clone()));
+    Ok(built
+        .into_iter()
+        .zip(names)
+        .map(|((_, _, mut tool), path)| {
+            tool.path = path;
+            tool.root = Some(root.clone());
+            tool
+        })
+        .collect())
+}
+
+fn group(operation: &Value, path: &str) -> String {
+    let tag = operation.pointer("/tags/0").and_then(Value::as_str);
+    let segment = path.split('/').find(|s| !s.is_empty() && !s.starts_with('{'));
+    sanitize(tag.or(segment).unwrap_or("root"))
+}
+
+fn name(operation: &Value, method: &str, path: &str) -> String {
+    match operation.get("operationId").and_then(Value::as_str) {
+        Some(id) => sanitize(id),
+        None => sanitize(&format!("{method} {path}")),
+    }
+}
+
+/// Follow `$ref` (local only) to the value it names.
+pub fn resolve<'a>(doc: &'a Value, mut value: &'a Value) -> Option<&'a Value> {
+    for _ in 0..MAX_REF_HOPS {
+        match value.get("$ref").and_then(Value::as_str) {
+            Some(reference) => value = doc.pointer(reference.strip_prefix('#')?)?,
+            None => return Some(value),
+        }
+    }
+    None
+}
+
+/// The tool of one operation; its path and `$ref` root are set by [`build`].
+fn build_tool(doc: &Value, namespace: &str, path: &str, method: &str, item: &Value, operation: &Value) -> ToolDef {
+    // Operation parameters override path-item ones with the same name and location.
+    let declared = |v: &Value| v.get("parameters").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut raw: Vec<&Value> = Vec::new();
+    let (item_params, op_params) = (declared(item), declared(operation));
+    let op_params: Vec<&Value> = op_params.iter().filter_map(|p| resolve(doc, p)).collect();
+    for param in item_params.iter().filter_map(|p| resolve(doc, p)) {
+        let same = |o: &&Value| o.get("name") == param.get("name") && o.get("in") == param.get("in");
+        if !op_params.iter().any(same) {
+            raw.push(param);
+        }
+    }
+    raw.extend(op_params.iter().copied());
+
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    let mut params = Vec::new();
+    for param in raw {
+        let (Some(name), Some(location)) = (
+            param.get("name").and_then(Value::as_str),
+            param.get("in").and_then(Value::as_str).and_then(ParamLocation::parse),
+        ) else {
+            continue;
+        };
+        let argument = match properties.contains_key(name) || name == BODY_ARGUMENT {
+            true => format!("{}_{name}", location.as_str()),
+            false => name.to_owned(),
+        };
+        let is_required = location == ParamLocation::Path || param.get("required") == Some(&Value::Bool(true));
+        let mut schema = param.get("schema").cloned().unwrap_or_else(|| json!({"type": "string"}));
+        if let (Some(description), Some(object)) = (param.get("description"), schema.as_object_mut()) {
+            object.entry("description").or_insert_with(|| description.clone());
+        }
+        properties.insert(argument.clone(), schema);
+        if is_required {
+            required.push(Value::String(argument.clone()));
+        }
+        params.push(Param { name: name.to_owned(), argument, location, required: is_required });
+    }
+
+    let body = operation.get("requestBody").and_then(|b| resolve(doc, b));
+    let body_required = body.map(|b| b.get("required") == Some(&Value::Bool(true)));
+    if let Some(body) = body {
+        let schema = json_content(body).cloned().unwrap_or(json!({}));
+        properties.insert(BODY_ARGUMENT.into(), schema);
+        if body_required == Some(true) {
+            required.push(BODY_ARGUMENT.into());
+        }
+    }
+    let input = json!({"type": "object", "properties": properties, "required": required}).to_string();
+    let output = success_response(doc, operation).and_then(json_content).map(Value::to_string);
+
+    let text = |key: &str| operation.get(key).and_then(Value::as_str).unwrap_or("").trim();
+    let method_upper = method.to_ascii_uppercase();
+    let description = [text("summary"), text("description"), &format!("{method_upper} {path}")]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let effect = match method {
+        "get" | "head" | "options" => Effect::Read,
+        _ => Effect::Write,
+    };
+    ToolDef {
+        path: String::new(),
+        namespace: namespace.to_owned(),
+        description,
+        effect,
+        input,
+        output,
+        root: None,
+        target: Target::Http(Arc::new(HttpOperation {
+            method: method_upper,
+            path: path.to_owned(),
+            params,
+            body: body_required,
+        })),
+    }
+}
+
+fn success_response<'a>(doc: &'a Value, operation: &'a Value) -> Option<&'a Value> {
+    let responses = operation.get("responses")?.as_object()?;
+    ["200", "201", "202", "203", "206", "2XX", "default"].iter().find_map(|code| resolve(doc, responses.get(*code)?))
+}
+
+fn json_content(holder: &Value) -> Option<&Value> {
+    let content = holder.get("content")?.as_object()?;
+    content.iter().find(|(media, _)| media.contains("json")).and_then(|(_, media)| media.get("schema"))
+}
+
+/// Why a call's arguments cannot become a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgumentError {
+    #[error("arguments must be an object, e.g. tools.x.y({{id: 1}})")]
+    NotAnObject,
+    #[error(
+        "missing required argument `{argument}` ({location} parameter); see tools.describe.tool for the input type"
+    )]
+    Missing { argument: String, location: &'static str },
+    #[error("missing required argument `body` (the JSON request body)")]
+    MissingBody,
+    #[error("unknown argument `{argument}`; this tool takes: {expected}")]
+    Unknown { argument: String, expected: String },
+}
+
+/// The parts of a request a call's arguments decide.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestParts {
+    /// The path with parameters substituted and percent-encoded.
+    pub path: String,
+    pub query: Vec<(String, String)>,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<Value>,
+}
+
+impl HttpOperation {
+    pub fn request(&self, args: &Value) -> Result<RequestParts, ArgumentError> {
+        let args = match args {
+            Value::Object(map) => map,
+            Value::Null => &Map::new(),
+            _ => return Err(ArgumentError::NotAnObject),
+        };
+        if let Some(unknown) = args.keys().find(|k| {
+            k.as_str() != BODY_ARGUMENT && !self.params.iter().any(|p| &p.argument == *k)
+                || (k.as_str() == BODY_ARGUMENT && self.body.is_none())
+        }) {
+            let mut expected: Vec<&str> = self.params.iter().map(|p| p.argument.as_str()).collect();
+            expected.extend(self.body.map(|_| BODY_ARGUMENT));
+            let expected = if expected.is_empty() { "no arguments".into() } else { expected.join(", ") };
+            return Err(ArgumentError::Unknown { argument: unknown.clone(), expected });
+        }
+        let mut parts = RequestParts { path: self.path.clone(), query: Vec::new(), headers: Vec::new(), body: None };
+        for param in &self.params {
+            let Some(value) = args.get(&param.argument).filter(|v| !v.is_null()) else {
+                if param.required {
+                    return Err(ArgumentError::Missing {
+                        argument: param.argument.clone(),
+                        location: param.location.as_str(),
+                    });
+                }
+                continue;
+            };
+            match param.location {
+                ParamLocation::Path => {
+                    parts.path = parts.path.replace(&format!("{{{}}}", param.name), &percent_encode(&scalar(value)));
+                }
+                // Arrays repeat the parameter (OpenAPI's default `form`, `explode: true`).
+                ParamLocation::Query => match value {
+                    Value::Array(items) => {
+                        parts.query.extend(items.iter().map(|item| (param.name.clone(), scalar(item))));
+                    }
+                    _ => parts.query.push((param.name.clone(), scalar(value))),
+                },
+                ParamLocation::Header => parts.headers.push((param.name.clone(), scalar(value))),
+            }
+        }
+        match (args.get(BODY_ARGUMENT), self.body) {
+            (Some(body), Some(_)) => parts.body = Some(body.clone()),
+            (None, Some(true)) => return Err(ArgumentError::MissingBody),
+            _ => {}
+        }
+        Ok(parts)
+    }
+}
+
+/// Strings as they are, anything else as JSON text.
+fn scalar(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Everything but RFC 3986 unreserved characters, so a parameter can never add
+/// a path segment, a query or another host.
+fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => out.push(byte as char),
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPEC: &str = r##"
+openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /repos/{owner}/{repo}/issues:
+    parameters:
+      - {name: owner, in: path, required: true, schema: {type: string}}
+      - {name: repo, in: path, required: true, schema: {type: string}}
+    get:
+      tags: [issues]
+      operationId: issues/list
+      parameters:
+        - {name: state, in: query, schema: {type: string, enum: [open, closed]}}
+        - {name: labels, in: query, schema: {type: array, items: {type: string}}}
+        - {$ref: "#/components/parameters/Trace"}
+      responses:
+        "200": {description: ok, content: {application/json: {schema: {type: array, items: {$ref: "#/components/schemas/Issue"}}}}}
+    post:
+      tags: [issues]
+      operationId: issues/create
+      requestBody: {$ref: "#/components/requestBodies/NewIssue"}
+      responses: {"201": {description: created}}
+  /health:
+    get: {responses: {"200": {description: ok}}}
+  /v2/health:
+    get: {operationId: "get /health", tags: [health], responses: {"200": {description: ok}}}
+  /{id}:
+    delete:
+      parameters: [{name: id, in: path, schema: {type: integer}}, {name: id, in: query, schema: {type: string}}]
+      responses: {"204": {description: gone}}
+components:
+  parameters:
+    Trace: {name: X-Trace, in: header, schema: {type: string}}
+  requestBodies:
+    NewIssue: {required: true, content: {application/json: {schema: {$ref: "#/components/schemas/Issue"}}}}
+  schemas:
+    Issue: {type: object, properties: {title: {type: string}, parent: {$ref: "#/components/schemas/Issue"}}}
+"##;
+
+    fn http(tool: &ToolDef) -> &HttpOperation {
+        match &tool.target {
+            Target::Http(op) => op,
+            Target::Mcp(_) => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn operations_become_named_tools() {
+        let tools = load("gh", SPEC).unwrap();
+        // The same document as JSON takes the raw-text path and gives the same tools.
+        let json_text = yaml_serde::from_str::<Value>(SPEC).unwrap().to_string();
+        let from_json = load("gh", &json_text).unwrap();
+        let summary = |tools: &[ToolDef]| -> Vec<(String, String, Option<String>)> {
+            tools.iter().map(|t| (t.path.clone(), t.input.clone(), t.output.clone())).collect()
+        };
+        assert_eq!(summary(&tools), summary(&from_json));
+        let paths: Vec<(&str, Effect)> = tools.iter().map(|t| (t.path.as_str(), t.effect)).collect();
+        assert_eq!(
+            paths,
+            [
+                ("gh.health.get_health", Effect::Read),
+                ("gh.issues.issues_list", Effect::Read),
+                ("gh.issues.issues_create", Effect::Write),
+                ("gh.health.get_health_2", Effect::Read),
+                ("gh.root.delete_id", Effect::Write),
+            ]
+        );
+        assert!(tools[1].description.ends_with("GET /repos/{owner}/{repo}/issues"));
+        let input: Value = serde_json::from_str(&tools[2].input).unwrap();
+        assert_eq!(input["required"], json!(["owner", "repo", "body"]));
+        let output: Value = serde_json::from_str(tools[1].output.as_deref().unwrap()).unwrap();
+        assert_eq!(output["items"]["$ref"], "#/components/schemas/Issue");
+        let root = tools[0].root.as_deref().unwrap();
+        assert!(root.pointer("/components/schemas/Issue").is_some() && root.get("paths").is_none());
+    }
+
+    #[test]
+    fn swagger_and_garbage_are_refused() {
+        let swagger = load("x", r#"{"swagger": "2.0", "paths": {}}"#).unwrap_err();
+        assert!(swagger.to_string().contains("swagger \"2.0\""), "{swagger}");
+        assert!(matches!(load("x", "swagger: '2.0'"), Err(SpecError::Version { .. })));
+        assert!(matches!(load("x", "{nope"), Err(SpecError::Syntax(_))));
+        assert!(matches!(load("x", r#"{"openapi": "3.1.0"}"#), Err(SpecError::NoPaths)));
+    }
+
+    #[test]
+    fn arguments_map_to_path_query_header_and_body() {
+        let tools = load("gh", SPEC).unwrap();
+        let list = http(&tools[1]);
+        let parts = list
+            .request(&json!({"owner": "a b", "repo": "../x", "state": "open", "labels": ["x", "y"], "X-Trace": "t1"}))
+            .unwrap();
+        assert_eq!(parts.path, "/repos/a%20b/..%2Fx/issues");
+        assert_eq!(
+            parts.query,
+            [("state".into(), "open".into()), ("labels".into(), "x".into()), ("labels".into(), "y".into())]
+        );
+        assert_eq!(parts.headers, [("X-Trace".to_string(), "t1".to_string())]);
+        assert_eq!(parts.body, None);
+
+        let create = http(&tools[2]);
+        let parts = create.request(&json!({"owner": "o", "repo": "r", "body": {"title": "t"}})).unwrap();
+        assert_eq!(parts.body, Some(json!({"title": "t"})));
+
+        let delete = http(&tools[4]);
+        assert_eq!(delete.params[1].argument, "query_id");
+        let parts = delete.request(&json!({"id": 7, "query_id": "q"})).unwrap();
+        assert_eq!((parts.path.as_str(), parts.query.len()), ("/7", 1));
+
+        let errors = [
+            (list.request(&json!([])), "must be an object"),
+            (list.request(&json!({"owner": "o"})), "missing required argument `repo` (path parameter)"),
+            (
+                list.request(&json!({"owner": "o", "repo": "r", "stat": 1})),
+                "unknown argument `stat`; this tool takes: owner, repo, state",
+            ),
+            (create.request(&json!({"owner": "o", "repo": "r"})), "missing required argument `body`"),
+        ];
+        for (result, expected) in errors {
+            let message = result.unwrap_err().to_string();
+            assert!(message.contains(expected), "{message}");
+        }
+    }
+
+    #[test]
+    fn cyclic_refs_end() {
+        let doc = json!({"a": {"$ref": "#/b"}, "b": {"$ref": "#/a"}});
+        assert_eq!(resolve(&doc, &doc["a"]), None);
+    }
+}

@@ -1,0 +1,170 @@
+//! Secrets by reference: the config names where a secret lives (`env:NAME` or
+//! an AWS Secrets Manager ARN), never its value. Values are fetched once per
+//! process and cached; [`Redactor`] removes them from anything that could be
+//! journaled, logged or shown (response bodies, error excerpts).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::{Mutex, OnceCell};
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum SecretRef {
+    Env(String),
+    AwsSecretsManager(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretRefError {
+    /// Deliberately does not echo the value: it may be a secret pasted into the file.
+    #[error(
+        "a secret must be a reference, `env:NAME` or `arn:aws:secretsmanager:<region>:<account>:secret:<name>`; \
+         never write the value itself in the config"
+    )]
+    NotAReference,
+    #[error("`env:{0}` does not name an environment variable (letters, digits and `_`)")]
+    BadEnvName(String),
+}
+
+impl SecretRef {
+    pub fn parse(text: &str) -> Result<Self, SecretRefError> {
+        if let Some(name) = text.strip_prefix("env:") {
+            let valid = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            return if valid { Ok(Self::Env(name.into())) } else { Err(SecretRefError::BadEnvName(name.into())) };
+        }
+        if text.starts_with("arn:aws:secretsmanager:") {
+            return Ok(Self::AwsSecretsManager(text.into()));
+        }
+        Err(SecretRefError::NotAReference)
+    }
+}
+
+impl fmt::Display for SecretRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Env(name) => write!(f, "env:{name}"),
+            Self::AwsSecretsManager(arn) => f.write_str(arn),
+        }
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SecretError {
+    #[error("secret `{0}`: the environment variable is not set")]
+    EnvMissing(SecretRef),
+    #[error("secret `{reference}`: Secrets Manager refused or failed: {detail}")]
+    Aws { reference: SecretRef, detail: String },
+    #[error("secret `{0}` has no string value (binary secrets are not supported)")]
+    NotAString(SecretRef),
+}
+
+/// Fetches and caches secret values for the life of the process.
+#[derive(Default)]
+pub struct Secrets {
+    cache: Mutex<HashMap<SecretRef, Arc<str>>>,
+    aws: OnceCell<aws_sdk_secretsmanager::Client>,
+}
+
+impl Secrets {
+    pub async fn resolve(&self, reference: &SecretRef) -> Result<Arc<str>, SecretError> {
+        if let Some(value) = self.cache.lock().await.get(reference) {
+            return Ok(value.clone());
+        }
+        let value: Arc<str> = match reference {
+            SecretRef::Env(name) => std::env::var(name).map_err(|_| SecretError::EnvMissing(reference.clone()))?.into(),
+            SecretRef::AwsSecretsManager(arn) => {
+                let client = self
+                    .aws
+                    .get_or_init(|| async {
+                        aws_sdk_secretsmanager::Client::new(
+                            &aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await,
+                        )
+                    })
+                    .await;
+                let output = client.get_secret_value().secret_id(arn).send().await.map_err(|e| SecretError::Aws {
+                    reference: reference.clone(),
+                    detail: aws_sdk_secretsmanager::error::DisplayErrorContext(e).to_string(),
+                })?;
+                output.secret_string().ok_or_else(|| SecretError::NotAString(reference.clone()))?.into()
+            }
+        };
+        self.cache.lock().await.insert(reference.clone(), value.clone());
+        Ok(value)
+    }
+}
+
+/// Replaces known secret values (and the encodings a header would carry) with `[redacted]`.
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    values: Vec<Arc<str>>,
+}
+
+pub const REDACTED: &str = "[redacted]";
+
+impl Redactor {
+    /// Very short values would redact ordinary text and are unlikely to be real secrets.
+    const MIN_LEN: usize = 4;
+
+    pub fn add(&mut self, value: impl Into<Arc<str>>) {
+        let value = value.into();
+        if value.len() >= Self::MIN_LEN && !self.values.contains(&value) {
+            self.values.push(value);
+            // Longest first, so a value containing another is removed whole.
+            self.values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        }
+    }
+
+    pub fn redact(&self, text: &str) -> String {
+        self.values.iter().fold(text.to_owned(), |text, secret| text.replace(&**secret, REDACTED))
+    }
+
+    /// A result echoed back with a secret in it must not reach the journal.
+    pub fn redact_json(&self, data: Value) -> Value {
+        if self.values.is_empty() {
+            return data;
+        }
+        let text = data.to_string();
+        let redacted = self.redact(&text);
+        if redacted == text {
+            return data;
+        }
+        // A secret with JSON escapes in it could break the text; then the text itself is the result.
+        serde_json::from_str(&redacted).unwrap_or(Value::String(redacted))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_parse() {
+        assert_eq!(SecretRef::parse("env:TOKEN_1"), Ok(SecretRef::Env("TOKEN_1".into())));
+        let arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:gh-AbCdEf";
+        assert_eq!(SecretRef::parse(arn), Ok(SecretRef::AwsSecretsManager(arn.into())));
+        assert_eq!(SecretRef::parse("ghp_live_value"), Err(SecretRefError::NotAReference));
+        assert_eq!(SecretRef::parse("env:A-B"), Err(SecretRefError::BadEnvName("A-B".into())));
+        assert!(!SecretRefError::NotAReference.to_string().contains("ghp_live_value"));
+    }
+
+    #[tokio::test]
+    async fn env_secrets_resolve_and_a_missing_one_names_only_the_reference() {
+        let secrets = Secrets::default();
+        let path = secrets.resolve(&SecretRef::Env("PATH".into())).await.unwrap();
+        assert_eq!(&*path, std::env::var("PATH").unwrap());
+        let missing = secrets.resolve(&SecretRef::Env("EXECUTOR_TEST_UNSET_SECRET".into())).await.unwrap_err();
+        assert_eq!(missing.to_string(), "secret `env:EXECUTOR_TEST_UNSET_SECRET`: the environment variable is not set");
+    }
+
+    #[test]
+    fn redaction_removes_every_occurrence_longest_first() {
+        let mut redactor = Redactor::default();
+        redactor.add("abc");
+        redactor.add("s3cret");
+        redactor.add("s3cret-and-more");
+        let text = "Authorization: Bearer s3cret-and-more; again s3cret; abc stays";
+        assert_eq!(redactor.redact(text), "Authorization: Bearer [redacted]; again [redacted]; abc stays");
+    }
+}

@@ -1,0 +1,257 @@
+//! JSON Schema to compact TypeScript, for `tools.describe.tool`.
+//!
+//! Local `$ref`s become named types declared once after the tool's own types,
+//! so a cyclic schema (a tree node whose children are tree nodes) is a type
+//! that refers to itself rather than an endless expansion. Inline nesting is
+//! capped all the same, for hostile schemas.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use serde_json::Value;
+
+use crate::naming::{is_identifier, sanitize};
+
+/// Deeper inline nesting than this is written `unknown`.
+const MAX_DEPTH: usize = 24;
+/// At most this many named types per description, to keep it compact.
+const MAX_NAMED: usize = 64;
+
+/// A schema and the document its `$ref`s point into.
+#[derive(Debug, Clone, Copy)]
+pub struct SchemaIn<'a> {
+    pub schema: &'a Value,
+    pub root: &'a Value,
+}
+
+/// `type Input = …; type Output = …;` then the referenced named types.
+pub fn declarations(call: &str, description: &str, input: SchemaIn<'_>, output: Option<SchemaIn<'_>>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "// {call}(input: Input): Promise<{{ ok: true; data: Output }} | {{ ok: false; error: {{ code: string; message: string }} }}>"
+    );
+    let summary = description.trim();
+    if !summary.is_empty() {
+        let _ = writeln!(out, "/** {} */", summary.replace("*/", "* /"));
+    }
+    let mut input_types = Renderer::new(input.root);
+    let _ = writeln!(out, "type Input = {};", input_types.render(input.schema, 0, true));
+    let mut output_types = Renderer::new(output.map_or(input.root, |o| o.root));
+    let output_ts = output.map_or_else(|| "unknown".to_owned(), |o| output_types.render(o.schema, 0, false));
+    let _ = writeln!(out, "type Output = {output_ts};");
+    input_types.write_named(&mut out);
+    output_types.write_named(&mut out);
+    out
+}
+
+struct Renderer<'a> {
+    root: &'a Value,
+    /// `$ref` pointer -> type name, in discovery order.
+    names: BTreeMap<String, String>,
+    /// Declarations of named types, by name, once rendered.
+    declared: Vec<(String, String)>,
+    queue: Vec<(String, &'a Value)>,
+}
+
+impl<'a> Renderer<'a> {
+    fn new(root: &'a Value) -> Self {
+        Self { root, names: BTreeMap::new(), declared: Vec::new(), queue: Vec::new() }
+    }
+
+    fn write_named(mut self, out: &mut String) {
+        while let Some((name, schema)) = self.queue.pop() {
+            let rendered = self.render(schema, 0, false);
+            self.declared.push((name, rendered));
+        }
+        self.declared.sort();
+        for (name, rendered) in &self.declared {
+            let _ = writeln!(out, "type {name} = {rendered};");
+        }
+    }
+
+    fn named(&mut self, reference: &str) -> String {
+        if let Some(name) = self.names.get(reference) {
+            return name.clone();
+        }
+        let target = reference.strip_prefix('#').and_then(|pointer| self.root.pointer(pointer));
+        let (Some(target), true) = (target, self.names.len() < MAX_NAMED) else { return "unknown".into() };
+        let base = sanitize(reference.rsplit('/').next().unwrap_or("Ref"));
+        let mut name = base.clone();
+        let mut n = 1;
+        while self.names.values().any(|taken| *taken == name) || matches!(name.as_str(), "Input" | "Output") {
+            n += 1;
+            name = format!("{base}{n}");
+        }
+        self.names.insert(reference.to_owned(), name.clone());
+        self.queue.push((name.clone(), target));
+        name
+    }
+
+    fn render(&mut self, schema: &'a Value, depth: usize, documented: bool) -> String {
+        let Some(object) = schema.as_object() else {
+            return if schema == &Value::Bool(false) { "never".into() } else { "unknown".into() };
+        };
+        if depth > MAX_DEPTH {
+            return "unknown".into();
+        }
+        let rendered = if let Some(reference) = object.get("$ref").and_then(Value::as_str) {
+            self.named(reference)
+        } else if let Some(constant) = object.get("const") {
+            constant.to_string()
+        } else if let Some(Value::Array(values)) = object.get("enum") {
+            union(values.iter().map(Value::to_string).collect())
+        } else if let Some(Value::Array(members)) = object.get("oneOf").or_else(|| object.get("anyOf")) {
+            union(members.iter().map(|m| self.render(m, depth + 1, false)).collect())
+        } else if let Some(Value::Array(members)) = object.get("allOf") {
+            let parts: Vec<String> = members.iter().map(|m| parenthesise(self.render(m, depth + 1, false))).collect();
+            if parts.is_empty() { "unknown".into() } else { parts.join(" & ") }
+        } else {
+            match object.get("type") {
+                Some(Value::Array(types)) => union(
+                    types
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(|t| self.render_type(t, schema, depth, documented))
+                        .collect(),
+                ),
+                Some(Value::String(t)) => self.render_type(t, schema, depth, documented),
+                _ if object.contains_key("properties") => self.render_type("object", schema, depth, documented),
+                _ => "unknown".into(),
+            }
+        };
+        // OpenAPI 3.0 marks nullable schemas with a flag instead of a type union.
+        match object.get("nullable") {
+            Some(Value::Bool(true)) => union(vec![rendered, "null".into()]),
+            _ => rendered,
+        }
+    }
+
+    fn render_type(&mut self, kind: &str, schema: &'a Value, depth: usize, documented: bool) -> String {
+        match kind {
+            "string" => "string".into(),
+            "integer" | "number" => "number".into(),
+            "boolean" => "boolean".into(),
+            "null" => "null".into(),
+            "array" => match schema.get("items") {
+                Some(items) => format!("{}[]", parenthesise(self.render(items, depth + 1, false))),
+                None => "unknown[]".into(),
+            },
+            "object" => self.render_object(schema, depth, documented),
+            _ => "unknown".into(),
+        }
+    }
+
+    fn render_object(&mut self, schema: &'a Value, depth: usize, documented: bool) -> String {
+        let required: Vec<&str> =
+            schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+        let mut fields = Vec::new();
+        if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+            for (name, property) in properties {
+                let key = if is_identifier(name) { name.clone() } else { Value::String(name.clone()).to_string() };
+                let optional = if required.contains(&name.as_str()) { "" } else { "?" };
+                let doc = match property.get("description").and_then(Value::as_str) {
+                    Some(text) if documented => format!("/** {} */ ", first_line(text)),
+                    _ => String::new(),
+                };
+                fields.push(format!("{doc}{key}{optional}: {}", self.render(property, depth + 1, false)));
+            }
+        }
+        match schema.get("additionalProperties") {
+            Some(Value::Bool(false)) => {}
+            Some(extra @ Value::Object(_)) => {
+                fields.push(format!("[key: string]: {}", self.render(extra, depth + 1, false)));
+            }
+            _ if fields.is_empty() => return "Record<string, unknown>".into(),
+            _ => {}
+        }
+        if fields.is_empty() { "{}".into() } else { format!("{{ {} }}", fields.join("; ")) }
+    }
+}
+
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or("").trim().replace("*/", "* /");
+    match line.char_indices().nth(120) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line,
+    }
+}
+
+fn union(mut members: Vec<String>) -> String {
+    members.dedup();
+    match members.len() {
+        0 => "never".into(),
+        _ if members.iter().any(|m| m == "unknown") => "unknown".into(),
+        _ => members.join(" | "),
+    }
+}
+
+/// Unions and intersections need brackets inside `T[]` and `A & B`.
+fn parenthesise(ts: String) -> String {
+    if ts.contains(" | ") || ts.contains(" & ") { format!("({ts})") } else { ts }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn ts(schema: Value, root: Value) -> String {
+        let root = if root.is_null() { schema.clone() } else { root };
+        let text = declarations("tools.t.x", "", SchemaIn { schema: &schema, root: &root }, None);
+        text.lines().filter(|l| !l.starts_with("//") && !l.starts_with("type Output")).collect::<Vec<_>>().join("\n")
+    }
+
+    #[test]
+    fn schemas_become_typescript() {
+        let cases = [
+            (json!({"type": "string"}), "type Input = string;"),
+            (json!({"type": "integer", "nullable": true}), "type Input = number | null;"),
+            (json!({"type": ["string", "null"]}), "type Input = string | null;"),
+            (json!({"enum": ["open", "closed", 3]}), r#"type Input = "open" | "closed" | 3;"#),
+            (json!({"const": "x"}), r#"type Input = "x";"#),
+            (
+                json!({"type": "array", "items": {"oneOf": [{"type": "string"}, {"type": "number"}]}}),
+                "type Input = (string | number)[];",
+            ),
+            (
+                json!({"allOf": [{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}, {"type": "object", "properties": {"b": {"type": "boolean"}}}]}),
+                "type Input = { a: string } & { b?: boolean };",
+            ),
+            (json!({"type": "object"}), "type Input = Record<string, unknown>;"),
+            (
+                json!({"type": "object", "additionalProperties": {"type": "number"}}),
+                "type Input = { [key: string]: number };",
+            ),
+            (
+                json!({"type": "object", "properties": {"a-b": {"type": "string", "description": "dashed\nmore"}, "n": {}}, "required": ["a-b"]}),
+                r#"type Input = { /** dashed */ "a-b": string; n?: unknown };"#,
+            ),
+            (json!({}), "type Input = unknown;"),
+        ];
+        for (schema, expected) in cases {
+            assert_eq!(ts(schema.clone(), Value::Null), expected, "{schema}");
+        }
+    }
+
+    #[test]
+    fn refs_become_named_types_and_cycles_terminate() {
+        let root = json!({"components": {"schemas": {
+            "Node": {"type": "object", "properties": {"children": {"type": "array", "items": {"$ref": "#/components/schemas/Node"}}, "leaf": {"$ref": "#/components/schemas/Leaf"}}},
+            "Leaf": {"type": "string"}
+        }}});
+        let got = ts(json!({"$ref": "#/components/schemas/Node"}), root);
+        assert_eq!(got, "type Input = Node;\ntype Leaf = string;\ntype Node = { children?: Node[]; leaf?: Leaf };");
+        assert_eq!(ts(json!({"$ref": "other.json#/x"}), json!({})), "type Input = unknown;");
+    }
+
+    #[test]
+    fn hostile_nesting_is_cut() {
+        let mut schema = json!({"type": "string"});
+        for _ in 0..200 {
+            schema = json!({"type": "array", "items": schema});
+        }
+        assert!(ts(schema, Value::Null).contains("unknown"));
+    }
+}

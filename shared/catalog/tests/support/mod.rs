@@ -1,0 +1,333 @@
+//! Real upstreams on loopback: an HTTP service described by an OpenAPI
+//! document (axum) and an MCP server over Streamable HTTP (rmcp). Both count
+//! their side effects and record the credentials they receive.
+
+#![allow(dead_code)] // each test binary uses part of the support
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Once};
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use executor_catalog::{Catalog, CatalogConfig};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+pub const TOKEN: &str = "tok-7f3a9c2e-secret";
+pub const MCP_KEY: &str = "mcp-key-51b0d8-secret";
+pub const TOKEN_VAR: &str = "EXECUTOR_CATALOG_TEST_TOKEN";
+pub const MCP_KEY_VAR: &str = "EXECUTOR_CATALOG_TEST_MCP_KEY";
+
+/// The variables are set once; every test calls this before it resolves a
+/// name or connects a catalog, and nothing else in these tests writes the
+/// environment.
+pub fn set_secrets() {
+    static ONCE: Once = Once::new();
+    // SAFETY: set once, under `Once`, before any test of the binary reads the
+    // environment (directly or through libc's resolver), with names only these tests use.
+    ONCE.call_once(|| unsafe {
+        std::env::set_var(TOKEN_VAR, TOKEN);
+        std::env::set_var(MCP_KEY_VAR, MCP_KEY);
+    });
+}
+
+/// What an upstream saw.
+#[derive(Default)]
+pub struct Recorded {
+    pub gets: AtomicUsize,
+    pub posts: AtomicUsize,
+    pub deletes: AtomicUsize,
+    pub calls: AtomicUsize,
+    pub authorization: Mutex<Vec<String>>,
+    pub queries: Mutex<Vec<String>>,
+    pub header_params: Mutex<Vec<String>>,
+    pub idempotency_keys: Mutex<Vec<String>>,
+    pub bodies: Mutex<Vec<Value>>,
+}
+
+impl Recorded {
+    pub fn count(counter: &AtomicUsize) -> usize {
+        counter.load(Ordering::SeqCst)
+    }
+
+    fn saw(&self, headers: &HeaderMap) {
+        if let Some(auth) = headers.get("authorization").and_then(|v| v.to_str().ok()) {
+            self.authorization.lock().unwrap().push(auth.to_owned());
+        }
+        if let Some(tag) = headers.get("x-request-tag").and_then(|v| v.to_str().ok()) {
+            self.header_params.lock().unwrap().push(tag.to_owned());
+        }
+        if let Some(key) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()) {
+            self.idempotency_keys.lock().unwrap().push(key.to_owned());
+        }
+    }
+}
+
+pub const SHOP_SPEC: &str = r##"
+openapi: 3.1.0
+info: {title: shop, version: "1"}
+paths:
+  /items:
+    get:
+      tags: [items]
+      operationId: listItems
+      summary: List items in the shop
+      parameters:
+        - {name: q, in: query, description: Text to look for, schema: {type: string}}
+        - {name: tag, in: query, schema: {type: array, items: {type: string}}}
+        - {name: X-Request-Tag, in: header, schema: {type: string}}
+      responses:
+        "200": {description: ok, content: {application/json: {schema: {type: array, items: {$ref: "#/components/schemas/Item"}}}}}
+    post:
+      tags: [items]
+      operationId: createItem
+      summary: Create an item
+      requestBody: {required: true, content: {application/json: {schema: {$ref: "#/components/schemas/NewItem"}}}}
+      responses:
+        "201": {description: created, content: {application/json: {schema: {$ref: "#/components/schemas/Item"}}}}
+  /items/{id}:
+    parameters: [{name: id, in: path, required: true, schema: {type: integer}}]
+    get:
+      tags: [items]
+      operationId: getItem
+      summary: Get one item
+      responses:
+        "200": {description: ok, content: {application/json: {schema: {$ref: "#/components/schemas/Item"}}}}
+    delete:
+      tags: [items]
+      operationId: deleteItem
+      summary: Delete an item
+      responses: {"204": {description: gone}}
+  /echo-auth:
+    get: {tags: [debug], operationId: echoAuth, summary: Fails and echoes the credentials it got, responses: {"401": {description: no}}}
+  /big:
+    get: {tags: [debug], operationId: big, summary: A body over the size limit, responses: {"200": {description: ok}}}
+  /elsewhere:
+    get: {tags: [debug], operationId: elsewhere, summary: Redirects to another host, responses: {"302": {description: moved}}}
+components:
+  schemas:
+    Item:
+      type: object
+      required: [id, name]
+      properties:
+        id: {type: integer}
+        name: {type: string}
+        status: {enum: [new, sold]}
+        parent: {$ref: "#/components/schemas/Item"}
+        tags: {type: [array, "null"], items: {type: string}}
+    NewItem: {type: object, required: [name], properties: {name: {type: string}}}
+"##;
+
+pub struct Shop {
+    pub base_url: String,
+    pub recorded: Arc<Recorded>,
+}
+
+#[derive(Clone)]
+struct ShopState {
+    recorded: Arc<Recorded>,
+    elsewhere: String,
+}
+
+/// The shop service under `/api`; `/elsewhere` redirects to `elsewhere`.
+pub async fn start_shop(elsewhere: &str) -> Shop {
+    let recorded = Arc::new(Recorded::default());
+    let state = ShopState { recorded: recorded.clone(), elsewhere: elsewhere.to_owned() };
+    let api = Router::new()
+        .route("/items", get(list_items).post(create_item))
+        .route("/items/{id}", get(get_item).delete(delete_item))
+        .route("/echo-auth", get(echo_auth))
+        .route("/big", get(|| async { "x".repeat(64 * 1024) }))
+        .route("/elsewhere", get(|State(s): State<ShopState>| async move { Redirect::temporary(&s.elsewhere) }))
+        .route("/openapi.yaml", get(spec_behind_auth))
+        .with_state(state);
+    let base = serve(Router::new().nest("/api", api)).await;
+    Shop { base_url: format!("{base}/api"), recorded }
+}
+
+async fn serve(router: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    format!("http://{address}")
+}
+
+async fn list_items(
+    State(s): State<ShopState>,
+    headers: HeaderMap,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+) -> Json<Value> {
+    s.recorded.gets.fetch_add(1, Ordering::SeqCst);
+    s.recorded.saw(&headers);
+    s.recorded.queries.lock().unwrap().push(query.unwrap_or_default());
+    Json(json!([{"id": 1, "name": "lamp", "status": "new"}, {"id": 2, "name": "desk", "status": "sold"}]))
+}
+
+async fn create_item(State(s): State<ShopState>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
+    s.recorded.posts.fetch_add(1, Ordering::SeqCst);
+    s.recorded.saw(&headers);
+    s.recorded.bodies.lock().unwrap().push(body.clone());
+    (StatusCode::CREATED, Json(json!({"id": 3, "name": body["name"]}))).into_response()
+}
+
+async fn get_item(State(s): State<ShopState>, headers: HeaderMap, Path(id): Path<u32>) -> Response {
+    s.recorded.gets.fetch_add(1, Ordering::SeqCst);
+    s.recorded.saw(&headers);
+    match id {
+        1 => Json(json!({"id": 1, "name": "lamp"})).into_response(),
+        _ => (StatusCode::NOT_FOUND, format!("no item {id}")).into_response(),
+    }
+}
+
+async fn delete_item(State(s): State<ShopState>, headers: HeaderMap, Path(_id): Path<u32>) -> StatusCode {
+    s.recorded.deletes.fetch_add(1, Ordering::SeqCst);
+    s.recorded.saw(&headers);
+    StatusCode::NO_CONTENT
+}
+
+/// A careless upstream that puts the caller's credentials in its error.
+async fn echo_auth(headers: HeaderMap, Query(_q): Query<Value>) -> Response {
+    let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("none");
+    (StatusCode::UNAUTHORIZED, format!("bad credentials: {auth}")).into_response()
+}
+
+async fn spec_behind_auth(headers: HeaderMap) -> Response {
+    match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+        Some(auth) if auth == format!("Bearer {TOKEN}") => SHOP_SPEC.into_response(),
+        _ => (StatusCode::UNAUTHORIZED, "token required").into_response(),
+    }
+}
+
+/// An MCP server: `search_docs` (read-only), `delete_doc` (not annotated),
+/// `leaky` (an error that echoes the caller's key).
+#[derive(Clone)]
+pub struct Docs {
+    recorded: Arc<Recorded>,
+}
+
+impl ServerHandler for Docs {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let schema = |value: Value| match value {
+            Value::Object(map) => Arc::new(map),
+            _ => unreachable!(),
+        };
+        let query =
+            schema(json!({"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}));
+        let id = schema(json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}));
+        Ok(ListToolsResult::with_all_items(vec![
+            Tool::new("search_docs", "Search the documentation pages", query)
+                .annotate(ToolAnnotations::new().read_only(true)),
+            Tool::new("delete_doc", "Delete a documentation page", id.clone()),
+            Tool::new("leaky", "Fails with the caller's credentials in the message", id),
+        ]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.recorded.calls.fetch_add(1, Ordering::SeqCst);
+        let headers = context.extensions.get::<axum::http::request::Parts>().map(|p| p.headers.clone());
+        let key = headers
+            .as_ref()
+            .and_then(|h| h.get("x-api-key"))
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("none")
+            .to_owned();
+        self.recorded.authorization.lock().unwrap().push(key.clone());
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let result = match request.name.as_ref() {
+            "search_docs" => CallToolResult::success(vec![ContentBlock::text(
+                json!({"hits": [{"title": "Getting started", "query": args["query"]}]}).to_string(),
+            )]),
+            "delete_doc" => {
+                self.recorded.deletes.fetch_add(1, Ordering::SeqCst);
+                CallToolResult::success(vec![ContentBlock::text("deleted")])
+            }
+            _ => CallToolResult::error(vec![ContentBlock::text(format!("denied for key {key}"))]),
+        };
+        Ok(result.into())
+    }
+}
+
+pub struct DocsServer {
+    pub url: String,
+    pub recorded: Arc<Recorded>,
+}
+
+pub async fn start_docs() -> DocsServer {
+    let recorded = Arc::new(Recorded::default());
+    let handler = Docs { recorded: recorded.clone() };
+    let service = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let base = serve(Router::new().nest_service("/mcp", service)).await;
+    DocsServer { url: format!("{base}/mcp"), recorded }
+}
+
+/// Both upstreams and a catalog over them (loopback allowed, as tests need).
+pub struct World {
+    pub shop: Shop,
+    pub docs: DocsServer,
+    pub catalog: Arc<Catalog>,
+    pub dir: tempfile::TempDir,
+}
+
+pub async fn world(extra_policy: &str) -> World {
+    set_secrets();
+    let elsewhere = serve(Router::new().route("/", get(|| async { "elsewhere" }))).await;
+    let shop = start_shop(&format!("{}/", elsewhere.replace("127.0.0.1", "localhost"))).await;
+    let docs = start_docs().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("shop.yaml"), SHOP_SPEC).unwrap();
+    let config = format!(
+        r#"
+        [outbound]
+        allow_loopback = true
+        timeout_ms = 5000
+        max_response_bytes = 16384
+
+        [[sources]]
+        namespace = "shop"
+        kind = "openapi"
+        spec = "shop.yaml"
+        base_url = "{shop}"
+        auth = {{ type = "bearer", token = "env:{TOKEN_VAR}" }}
+        {extra_policy}
+
+        [[sources]]
+        namespace = "docs"
+        kind = "mcp"
+        url = "{docs}"
+        auth = {{ type = "api_key", name = "X-Api-Key", in = "header", value = "env:{MCP_KEY_VAR}" }}
+        "#,
+        shop = shop.base_url,
+        docs = docs.url,
+    );
+    let file = dir.path().join("executor.toml");
+    std::fs::write(&file, config).unwrap();
+    let config = CatalogConfig::load(&file).unwrap();
+    let catalog = Arc::new(Catalog::connect(&config).await.unwrap());
+    World { shop, docs, catalog, dir }
+}
