@@ -5,15 +5,13 @@ use std::sync::Arc;
 
 use executor_sandbox::{Limits, Sandbox, SystemClock};
 use executor_service::{Alarms, Executions, HostConfig};
-use executor_store::{DynamoStore, EventBridgeScheduler, SchedulerTarget};
+use executor_store::{DynamoStore, EventBridgeScheduler};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let store = Arc::new(DynamoStore::from_env().await?);
-    let scheduler =
-        Arc::new(EventBridgeScheduler::new(aws_sdk_scheduler::Client::new(&aws), SchedulerTarget::from_env()?));
+    let scheduler = Arc::new(EventBridgeScheduler::from_env().await?);
     let timeouts = HostConfig::default().with_env(|n| std::env::var(n).ok())?.timeouts;
     let executions =
         Arc::new(Executions::new(store.clone(), Sandbox::new(Limits::default()), timeouts, Arc::new(SystemClock)));

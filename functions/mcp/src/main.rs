@@ -7,15 +7,13 @@ use std::sync::Arc;
 use executor_catalog::Catalog;
 use executor_sandbox::{Limits, Sandbox};
 use executor_service::{Host, HostConfig};
-use executor_store::{DynamoStore, EventBridgeScheduler, SchedulerTarget};
+use executor_store::{DynamoStore, EventBridgeScheduler};
 use lambda_http::{Error, Request, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let store = Arc::new(DynamoStore::from_env().await?);
-    let scheduler =
-        Arc::new(EventBridgeScheduler::new(aws_sdk_scheduler::Client::new(&aws), SchedulerTarget::from_env()?));
+    let scheduler = Arc::new(EventBridgeScheduler::from_env().await?);
     // API Gateway routes by host already; DNS-rebinding checks are for loopback.
     let config = HostConfig { allowed_hosts: None, ..HostConfig::default() }.with_env(|n| std::env::var(n).ok())?;
     let catalog = Catalog::load(None).await?;

@@ -51,6 +51,14 @@ impl EventBridgeScheduler {
         Self { client, target }
     }
 
+    /// From the standard `AWS_*` variables and the `EXECUTOR_SCHEDULE_GROUP`,
+    /// `EXECUTOR_ALARM_TARGET_ARN` and `EXECUTOR_SCHEDULER_ROLE_ARN` wiring.
+    pub async fn from_env() -> Result<Self, StoreError> {
+        let target = SchedulerTarget::from_env()?;
+        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        Ok(Self::new(Client::new(&config), target))
+    }
+
     fn name(session: &SessionId) -> String {
         format!("executor-session-{session}")
     }
@@ -76,35 +84,24 @@ impl EventBridgeScheduler {
             .build()
             .map_err(|e| Failure { code: None, detail: e.to_string() })?;
         let (name, expression) = (Self::name(session), Self::expression(at));
-        if update {
-            self.client
-                .update_schedule()
-                .name(name)
-                .group_name(&self.target.group)
-                .schedule_expression(expression)
-                .schedule_expression_timezone("UTC")
-                .flexible_time_window(window)
-                .target(target)
-                .action_after_completion(ActionAfterCompletion::Delete)
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(Failure::from)
-        } else {
-            self.client
-                .create_schedule()
-                .name(name)
-                .group_name(&self.target.group)
-                .schedule_expression(expression)
-                .schedule_expression_timezone("UTC")
-                .flexible_time_window(window)
-                .target(target)
-                .action_after_completion(ActionAfterCompletion::Delete)
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(Failure::from)
+        // Create and update take the same fields on different builder types.
+        macro_rules! send {
+            ($request:expr) => {
+                $request
+                    .name(name)
+                    .group_name(&self.target.group)
+                    .schedule_expression(expression)
+                    .schedule_expression_timezone("UTC")
+                    .flexible_time_window(window)
+                    .target(target)
+                    .action_after_completion(ActionAfterCompletion::Delete)
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .map_err(Failure::from)
+            };
         }
+        if update { send!(self.client.update_schedule()) } else { send!(self.client.create_schedule()) }
     }
 }
 
