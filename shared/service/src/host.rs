@@ -24,6 +24,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::{Value, json};
 
 use crate::mcp::{Caller, McpServer};
+use crate::oidc::{Oidc, OidcConfig};
 use crate::{Alarms, Executions};
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -45,6 +46,8 @@ pub struct HostConfig {
     /// How long a session record is kept (TTL) after its last write.
     pub session_retention: Duration,
     pub default_mode: ElicitationMode,
+    /// Accept OIDC JWTs as well as API keys.
+    pub oidc: Option<OidcConfig>,
 }
 
 impl Default for HostConfig {
@@ -57,13 +60,16 @@ impl Default for HostConfig {
             activity_interval: Duration::from_secs(30),
             session_retention: Duration::from_secs(24 * 3600),
             default_mode: ElicitationMode::Model,
+            oidc: None,
         }
     }
 }
 
 /// A setting from the environment that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{name} must be a whole number of milliseconds greater than zero, not {value:?}")]
+#[error(
+    "{name} must be set, and hold a whole number of milliseconds greater than zero where it is a time, not {value:?}"
+)]
 pub struct ConfigError {
     pub name: &'static str,
     pub value: String,
@@ -90,6 +96,17 @@ impl HostConfig {
         if let Some(url) = lookup("EXECUTOR_PUBLIC_URL").filter(|u| !u.trim().is_empty()) {
             self.public_url = Some(url);
         }
+        if let Some(issuer) = lookup("EXECUTOR_OIDC_ISSUER").filter(|u| !u.trim().is_empty()) {
+            let audience = lookup("EXECUTOR_OIDC_AUDIENCE")
+                .filter(|a| !a.trim().is_empty())
+                .ok_or(ConfigError { name: "EXECUTOR_OIDC_AUDIENCE", value: String::new() })?;
+            self.oidc = Some(OidcConfig {
+                issuer,
+                audience,
+                jwks_url: lookup("EXECUTOR_OIDC_JWKS_URL").filter(|u| !u.trim().is_empty()),
+                owner_claim: lookup("EXECUTOR_OIDC_OWNER_CLAIM").unwrap_or_else(|| "sub".into()),
+            });
+        }
         Ok(self)
     }
 }
@@ -99,6 +116,7 @@ pub struct Host {
     sessions: Arc<dyn SessionStore>,
     keys: Arc<dyn KeyStore>,
     alarms: Arc<Alarms>,
+    oidc: Option<Arc<Oidc>>,
     mcp: StreamableHttpService<McpServer, LocalSessionManager>,
     config: HostConfig,
 }
@@ -128,7 +146,8 @@ impl Host {
             None => rmcp_config.disable_allowed_hosts(),
         };
         let mcp = StreamableHttpService::new(move || Ok(server.clone()), Default::default(), rmcp_config);
-        Self { sessions: store.clone(), keys: store, alarms, mcp, config }
+        let oidc = config.oidc.clone().map(|c| Arc::new(Oidc::new(c)));
+        Self { sessions: store.clone(), keys: store, alarms, oidc, mcp, config }
     }
 
     /// The alarm handler: what a fired alarm (in-process timer or the alarm
@@ -153,11 +172,14 @@ impl Host {
             (&Method::GET, "/healthz") => text(StatusCode::OK, "ok"),
             (&Method::GET, "/.well-known/oauth-protected-resource" | "/.well-known/oauth-protected-resource/mcp") => {
                 let base = self.base_url(request.headers());
-                let metadata = json!({
+                let mut metadata = json!({
                     "resource": format!("{base}/mcp"),
                     "bearer_methods_supported": ["header"],
                     "resource_name": "Executor",
                 });
+                if let Some(oidc) = &self.oidc {
+                    metadata["authorization_servers"] = json!([oidc.issuer()]);
+                }
                 with_cors(json_response(StatusCode::OK, &metadata))
             }
             (_, "/mcp") => with_cors(self.mcp(request).await),
@@ -205,6 +227,9 @@ impl Host {
                 "Unauthorized: send `Authorization: Bearer <API key>` (create one with `executor keys create`)",
             ));
         };
+        if let Some(oidc) = self.oidc.as_ref().filter(|_| Oidc::looks_like_jwt(token)) {
+            return oidc.principal(token).await.map_err(|e| challenge(&format!("Unauthorized: {e}")));
+        }
         match self.keys.find_key(&TokenHash::of_token(token)).await {
             Ok(key) => Ok(key.owner),
             Err(StoreError::NotFound { .. }) => Err(challenge("Unauthorized: the API key is not valid")),
@@ -426,6 +451,17 @@ mod tests {
         assert_eq!(config.timeouts.paused_lease, Timeouts::default().paused_lease);
         assert_eq!(config.timeouts.approval_window, Duration::from_millis(1500));
         assert_eq!(config.public_url.as_deref(), Some("https://exec.example.com"));
+        assert_eq!(config.oidc, None);
+        let with_oidc = HostConfig::default()
+            .with_env(env(&[("EXECUTOR_OIDC_ISSUER", "https://idp.example"), ("EXECUTOR_OIDC_AUDIENCE", "executor")]))
+            .unwrap();
+        let oidc = with_oidc.oidc.unwrap();
+        assert_eq!(
+            (oidc.issuer.as_str(), oidc.audience.as_str(), oidc.owner_claim.as_str()),
+            ("https://idp.example", "executor", "sub")
+        );
+        let missing = HostConfig::default().with_env(env(&[("EXECUTOR_OIDC_ISSUER", "https://idp.example")]));
+        assert_eq!(missing.unwrap_err().name, "EXECUTOR_OIDC_AUDIENCE");
         for bad in ["0", "-5", "5m", ""] {
             let pairs: &'static [(&'static str, &'static str)] =
                 Box::leak(Box::new([("EXECUTOR_PAUSED_LEASE_MS", bad)]));

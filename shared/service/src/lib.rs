@@ -6,8 +6,10 @@ mod executions;
 mod host;
 mod ids;
 mod mcp;
+mod oidc;
 mod results;
 
 pub use alarms::Alarms;
 pub use executions::{ExecutionResult, Executions, ResumeError};
 pub use host::{ConfigError, Host, HostConfig};
+pub use oidc::OidcConfig;

@@ -1,0 +1,108 @@
+//! Optional OIDC bearer tokens (Cognito, Auth0, any IdP): a JWT signed by a
+//! key of the issuer's JWKS, for our audience, not expired. The owner is a
+//! claim of it (`sub` by default). The JWKS is fetched once and again only for
+//! an unknown key id, at most once a minute.
+
+use std::time::{Duration, Instant};
+
+use executor_core::Principal;
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{DecodingKey, Validation, decode, decode_header};
+use serde_json::Value;
+use tokio::sync::RwLock;
+
+/// `EXECUTOR_OIDC_ISSUER`, `EXECUTOR_OIDC_AUDIENCE`, `EXECUTOR_OIDC_JWKS_URL`,
+/// `EXECUTOR_OIDC_OWNER_CLAIM`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OidcConfig {
+    pub issuer: String,
+    pub audience: String,
+    /// Default: `jwks_uri` from `<issuer>/.well-known/openid-configuration`.
+    pub jwks_url: Option<String>,
+    pub owner_claim: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OidcError {
+    #[error("the token is not a valid JWT from the configured issuer: {0}")]
+    Invalid(String),
+    #[error("the token has no usable `{0}` claim to name its owner")]
+    NoOwner(String),
+    #[error("the issuer's keys could not be fetched: {0}")]
+    Keys(String),
+}
+
+/// The shortest time between two JWKS fetches.
+const REFETCH_AFTER: Duration = Duration::from_secs(60);
+
+pub struct Oidc {
+    config: OidcConfig,
+    http: reqwest::Client,
+    keys: RwLock<Option<(Instant, JwkSet)>>,
+}
+
+impl Oidc {
+    pub fn new(config: OidcConfig) -> Self {
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap_or_default();
+        Self { config, http, keys: RwLock::new(None) }
+    }
+
+    pub fn issuer(&self) -> &str {
+        &self.config.issuer
+    }
+
+    /// Whether `token` is shaped like a JWT (API keys are not).
+    pub fn looks_like_jwt(token: &str) -> bool {
+        token.split('.').count() == 3
+    }
+
+    /// The owner named by a valid token.
+    pub async fn principal(&self, token: &str) -> Result<Principal, OidcError> {
+        let header = decode_header(token).map_err(|e| OidcError::Invalid(e.to_string()))?;
+        let kid = header.kid.ok_or_else(|| OidcError::Invalid("the token names no key (`kid`)".into()))?;
+        let key = self.key(&kid).await?;
+        let mut validation = Validation::new(header.alg);
+        validation.set_issuer(&[&self.config.issuer]);
+        validation.set_audience(&[&self.config.audience]);
+        let claims = decode::<Value>(token, &key, &validation).map_err(|e| OidcError::Invalid(e.to_string()))?.claims;
+        let owner = claims.get(&self.config.owner_claim).and_then(Value::as_str).unwrap_or_default();
+        Principal::parse(owner).map_err(|_| OidcError::NoOwner(self.config.owner_claim.clone()))
+    }
+
+    async fn key(&self, kid: &str) -> Result<DecodingKey, OidcError> {
+        let cached = self.keys.read().await;
+        let found = |set: &JwkSet| set.find(kid).map(DecodingKey::from_jwk);
+        if let Some((fetched, set)) = cached.as_ref() {
+            if let Some(key) = found(set) {
+                return key.map_err(|e| OidcError::Keys(e.to_string()));
+            }
+            if fetched.elapsed() < REFETCH_AFTER {
+                return Err(OidcError::Invalid(format!("no key {kid:?} in the issuer's JWKS")));
+            }
+        }
+        drop(cached);
+        let set = self.fetch().await?;
+        let key = found(&set);
+        *self.keys.write().await = Some((Instant::now(), set));
+        key.ok_or_else(|| OidcError::Invalid(format!("no key {kid:?} in the issuer's JWKS")))?
+            .map_err(|e| OidcError::Keys(e.to_string()))
+    }
+
+    async fn fetch(&self) -> Result<JwkSet, OidcError> {
+        let keys = |e: reqwest::Error| OidcError::Keys(e.to_string());
+        let url = match &self.config.jwks_url {
+            Some(url) => url.clone(),
+            None => {
+                let discovery =
+                    format!("{}/.well-known/openid-configuration", self.config.issuer.trim_end_matches('/'));
+                let document: Value =
+                    self.http.get(discovery).send().await.map_err(keys)?.json().await.map_err(keys)?;
+                document["jwks_uri"]
+                    .as_str()
+                    .ok_or_else(|| OidcError::Keys("discovery has no jwks_uri".into()))?
+                    .to_owned()
+            }
+        };
+        self.http.get(url).send().await.map_err(keys)?.error_for_status().map_err(keys)?.json().await.map_err(keys)
+    }
+}
