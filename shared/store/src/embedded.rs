@@ -185,52 +185,45 @@ trait Versioned: Clone + Send + Serialize + for<'de> Deserialize<'de> + 'static 
     }
 }
 
-impl Versioned for Session {
-    const WHAT: &'static str = SESSION;
-    fn key(&self) -> (String, &'static str) {
-        (records::session_pk(&self.id), records::SESSION_SK)
-    }
-    fn owner(&self) -> &Principal {
-        &self.owner
-    }
-    fn version(&self) -> u64 {
-        self.version
-    }
-    fn set_version(&mut self, version: u64) {
-        self.version = version;
-    }
-    fn expires_at(&self) -> Timestamp {
-        self.expires_at
-    }
-    fn encode(&self) -> Result<Vec<u8>, StoreError> {
-        records::encode_small(SESSION, self)
-    }
+/// Sessions and executions carry the same bookkeeping fields.
+macro_rules! versioned {
+    ($record:ty, $what:expr, $pk:path, $sk:path, $encode:expr $(, $related:item)?) => {
+        impl Versioned for $record {
+            const WHAT: &'static str = $what;
+            fn key(&self) -> (String, &'static str) {
+                ($pk(&self.id), $sk)
+            }
+            fn owner(&self) -> &Principal {
+                &self.owner
+            }
+            fn version(&self) -> u64 {
+                self.version
+            }
+            fn set_version(&mut self, version: u64) {
+                self.version = version;
+            }
+            fn expires_at(&self) -> Timestamp {
+                self.expires_at
+            }
+            fn encode(&self) -> Result<Vec<u8>, StoreError> {
+                $encode(self)
+            }
+            $($related)?
+        }
+    };
 }
 
-impl Versioned for Execution {
-    const WHAT: &'static str = EXECUTION;
-    fn key(&self) -> (String, &'static str) {
-        (records::execution_pk(&self.id), records::EXECUTION_SK)
-    }
-    fn owner(&self) -> &Principal {
-        &self.owner
-    }
-    fn version(&self) -> u64 {
-        self.version
-    }
-    fn set_version(&mut self, version: u64) {
-        self.version = version;
-    }
-    fn expires_at(&self) -> Timestamp {
-        self.expires_at
-    }
-    fn encode(&self) -> Result<Vec<u8>, StoreError> {
-        records::encode_execution(self)
-    }
+versioned!(Session, SESSION, records::session_pk, records::SESSION_SK, |s| records::encode_small(SESSION, s));
+versioned!(
+    Execution,
+    EXECUTION,
+    records::execution_pk,
+    records::EXECUTION_SK,
+    records::encode_execution,
     fn write_related(&self, txn: &WriteTransaction) -> Result<(), Failure> {
         index_paused(txn, self)
     }
-}
+);
 
 impl EmbeddedStore {
     async fn create<T: Versioned>(&self, operation: &'static str, record: &T) -> Result<(), StoreError> {
