@@ -108,6 +108,21 @@ impl EmbeddedStore {
             .map_err(|e| StoreError::backend(operation, e))?
     }
 
+    /// Run `f` over the items table in a read transaction on the blocking pool.
+    async fn read_items<T: Send + 'static>(
+        &self,
+        operation: &'static str,
+        f: impl FnOnce(&redb::ReadOnlyTable<(&'static str, &'static str), &'static [u8]>) -> Result<T, redb::Error>
+        + Send
+        + 'static,
+    ) -> Result<T, StoreError> {
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || -> Result<T, redb::Error> { f(&db.begin_read()?.open_table(ITEMS)?) })
+            .await
+            .map_err(|e| StoreError::backend(operation, e))?
+            .map_err(|e| StoreError::backend(operation, e))
+    }
+
     /// The (sort key, value) pairs under `pk` whose sort key starts with `prefix`
     /// (which ends in `#`), on the blocking pool.
     async fn range(
@@ -116,12 +131,9 @@ impl EmbeddedStore {
         pk: String,
         prefix: &'static str,
     ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        let db = self.db.clone();
         // Every sort key under the prefix sorts before the prefix with '#' bumped to '$'.
         let end = format!("{}$", prefix.trim_end_matches('#'));
-        tokio::task::spawn_blocking(move || -> Result<Vec<_>, redb::Error> {
-            let txn = db.begin_read()?;
-            let table = txn.open_table(ITEMS)?;
+        self.read_items(operation, move |table| {
             let range = table.range((pk.as_str(), prefix)..(pk.as_str(), end.as_str()))?;
             range
                 .map(|entry| {
@@ -131,21 +143,12 @@ impl EmbeddedStore {
                 .collect()
         })
         .await
-        .map_err(|e| StoreError::backend(operation, e))?
-        .map_err(|e| StoreError::backend(operation, e))
     }
 
     /// Read one item on the blocking pool.
     async fn get(&self, operation: &'static str, pk: String, sk: String) -> Result<Option<Vec<u8>>, StoreError> {
-        let db = self.db.clone();
-        tokio::task::spawn_blocking(move || -> Result<_, redb::Error> {
-            let txn = db.begin_read()?;
-            let table = txn.open_table(ITEMS)?;
-            Ok(table.get((pk.as_str(), sk.as_str()))?.map(|v| v.value().to_vec()))
-        })
-        .await
-        .map_err(|e| StoreError::backend(operation, e))?
-        .map_err(|e| StoreError::backend(operation, e))
+        self.read_items(operation, move |table| Ok(table.get((pk.as_str(), sk.as_str()))?.map(|v| v.value().to_vec())))
+            .await
     }
 }
 
@@ -340,23 +343,18 @@ impl SessionStore for EmbeddedStore {
     }
 
     async fn armed_sessions(&self) -> Result<Vec<(SessionId, Timestamp)>, StoreError> {
-        const OPERATION: &str = "list armed sessions";
-        let db = self.db.clone();
-        let values = tokio::task::spawn_blocking(move || -> Result<Vec<Vec<u8>>, redb::Error> {
-            let txn = db.begin_read()?;
-            let table = txn.open_table(ITEMS)?;
-            let mut values = Vec::new();
-            for entry in table.iter()? {
-                let (key, value) = entry?;
-                if key.value().1 == records::SESSION_SK {
-                    values.push(value.value().to_vec());
+        let values = self
+            .read_items("list armed sessions", |table| {
+                let mut values = Vec::new();
+                for entry in table.iter()? {
+                    let (key, value) = entry?;
+                    if key.value().1 == records::SESSION_SK {
+                        values.push(value.value().to_vec());
+                    }
                 }
-            }
-            Ok(values)
-        })
-        .await
-        .map_err(|e| StoreError::backend(OPERATION, e))?
-        .map_err(|e| StoreError::backend(OPERATION, e))?;
+                Ok(values)
+            })
+            .await?;
         let now = records::now();
         let mut armed = Vec::new();
         for bytes in values {
