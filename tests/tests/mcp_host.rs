@@ -264,11 +264,12 @@ async fn sessions_keys_and_the_challenge_over_plain_http() {
     host.stop().await;
 }
 
-/// Timeouts of seconds: session 1 s, paused lease 1 s (cap 2 s); activity written on every request.
+/// Timeouts of seconds: session 1 s, paused lease 3 s (cap 4 s, wide enough for a
+/// loaded machine); activity written on every request.
 fn quick() -> HostConfig {
     let mut config = HostConfig { activity_interval: std::time::Duration::ZERO, ..HostConfig::default() };
     config.timeouts.session_timeout = std::time::Duration::from_secs(1);
-    config.timeouts.paused_lease = std::time::Duration::from_secs(1);
+    config.timeouts.paused_lease = std::time::Duration::from_secs(3);
     config
 }
 
@@ -331,11 +332,11 @@ async fn idle_sessions_end_busy_ones_live_and_paused_work_holds_a_lease() {
         assert_eq!(raw.status(&busy).await, 200, "a busy session is never destroyed");
     }
     assert_eq!(raw.status(&idle).await, 404, "idle past the timeout: destroyed");
-    // 1.6 s idle: past the timeout, inside the paused lease.
+    // About 1.7 s idle: past the timeout, inside the paused lease.
     sleep_ms(100).await;
     assert_ne!(raw.status(&waiting).await, 404, "paused work keeps the session");
     // That request was activity; idle past timeout + lease now: destroyed, paused work expired.
-    sleep_ms(2500).await;
+    sleep_ms(4500).await;
     assert_eq!(raw.status(&waiting).await, 404);
     let resume = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
         "params": {"name": "resume", "arguments": {"executionId": paused["result"]["structuredContent"]["executionId"]}}});
