@@ -38,7 +38,20 @@ impl Running {
     }
 
     async fn start_with(dir: &Path, token: Option<String>, config: HostConfig) -> Self {
-        let store = Arc::new(EmbeddedStore::open(dir).unwrap());
+        // A restart: the previous host's last connection tasks may still be
+        // letting go of the file, as an exiting process would.
+        let mut attempts = 0;
+        let store = loop {
+            match EmbeddedStore::open(dir) {
+                Ok(store) => break Arc::new(store),
+                Err(e) if attempts < 50 => {
+                    attempts += 1;
+                    assert!(e.to_string().contains("in use"), "{e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
         let token = match token {
             Some(token) => token,
             None => keys::create(&*store, "alice").await.unwrap(),
