@@ -67,6 +67,7 @@ async fn paused_in<S: Store + 'static>(store: &Arc<S>, id: &str, session: &Sessi
         ExecutionId::parse(id).unwrap(),
         session.owner.clone(),
         Some(session.id.clone()),
+        ElicitationMode::Model,
         "await tools.w.x({})",
         Journal::new(now(), 1),
         now().plus(Duration::from_secs(86_400)),

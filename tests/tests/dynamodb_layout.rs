@@ -81,6 +81,7 @@ async fn items_match_docs_storage_md() {
         ExecutionId::parse("e1").unwrap(),
         alice.clone(),
         Some(session.id.clone()),
+        ElicitationMode::Model,
         "return 1",
         Journal::new(now(), 1),
         now().plus(Duration::from_secs(86_400)),

@@ -7,7 +7,8 @@ use std::time::{Duration, SystemTime};
 
 use executor_core::{
     ApiKey, ApprovalAction, ClientInfo, ElicitationMode, Execution, ExecutionEvent, ExecutionId, ExecutionState,
-    Journal, JournalStep, PendingCall, Principal, Session, SessionId, SessionStatus, StepOutcome, Timestamp, TokenHash,
+    Journal, JournalStep, LinkStatus, PendingCall, Principal, Session, SessionId, SessionStatus, StepOutcome,
+    Timestamp, TokenHash,
 };
 use executor_store::{Access, MAX_SNAPSHOT_BYTES, Store, StoreError};
 use serde_json::json;
@@ -63,6 +64,7 @@ fn running(id: &str, owner: Principal, session: Option<&str>) -> Execution {
         eid(id),
         owner,
         session.map(sid),
+        ElicitationMode::Model,
         "const r = await tools.gh.issues.create({title: 'x'}); return r;",
         Journal::new(now(), 42),
         now().plus(hours(24)),
@@ -189,12 +191,18 @@ async fn execution_transitions_are_conditional_on_version<S: Store + 'static>(st
     store.create_execution(&e).await.unwrap();
 
     pause(&mut e, now().plus(Duration::from_secs(600)));
+    e.mode = ElicitationMode::Browser;
+    e.links.open(TokenHash::of_token("link"));
     store.update_execution(&mut e).await.unwrap();
     let mut stale = e.clone();
+    let stored = store.get_execution(Access::Owner(&alice), &eid("e1")).await.unwrap();
+    assert_eq!(stored.links.status(&TokenHash::of_token("link")), LinkStatus::Open);
 
-    e.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept }, now()).unwrap();
+    let link = Some(TokenHash::of_token("link"));
+    e.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept, link }, now()).unwrap();
     store.update_execution(&mut e).await.unwrap();
     e.apply(ExecutionEvent::Complete { result: json!({"id": 7}) }, now()).unwrap();
+    e.logs = vec!["created".into()];
     store.update_execution(&mut e).await.unwrap();
     assert_eq!(e.version, 3);
 
@@ -227,7 +235,7 @@ async fn paused_index_follows_execution_state<S: Store + 'static>(store: Arc<S>)
     assert!(store.paused_executions(Access::Owner(&bob), &sid("s1")).await.unwrap().is_empty());
     assert!(store.paused_executions(Access::Internal, &sid("none")).await.unwrap().is_empty());
 
-    a.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept }, now()).unwrap();
+    a.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None }, now()).unwrap();
     store.update_execution(&mut a).await.unwrap();
     assert_eq!(store.paused_executions(Access::Internal, &sid("s1")).await.unwrap(), [eid("b")]);
 
@@ -252,7 +260,7 @@ async fn claim_race_has_exactly_one_winner<S: Store + 'static>(store: Arc<S>) {
             let owner = alice();
             let mut e = store.get_execution(Access::Owner(&owner), &eid("race")).await.unwrap();
             let action = if i % 2 == 0 { ApprovalAction::Accept } else { ApprovalAction::Decline };
-            e.apply(ExecutionEvent::Claim { action }, now()).unwrap();
+            e.apply(ExecutionEvent::Claim { action, link: None }, now()).unwrap();
             start.wait().await;
             store.update_execution(&mut e).await.map(|()| action)
         })
@@ -281,7 +289,7 @@ async fn large_journal_round_trips_in_chunks<S: Store + 'static>(store: Arc<S>) 
     store.create_execution(&e).await.unwrap();
     assert_eq!(store.get_execution(Access::Owner(&alice()), &eid("big")).await.unwrap(), e);
 
-    e.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept }, now()).unwrap();
+    e.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None }, now()).unwrap();
     store.update_execution(&mut e).await.unwrap();
     assert_eq!(store.get_execution(Access::Owner(&alice()), &eid("big")).await.unwrap(), e);
 

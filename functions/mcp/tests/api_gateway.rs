@@ -6,6 +6,7 @@ mod support;
 
 use std::sync::Arc;
 
+use executor_http_shell::Routes;
 use executor_sandbox::{Limits, Sandbox};
 use executor_service::{Host, HostConfig};
 use executor_store::KeyStore;
@@ -68,7 +69,7 @@ async fn a_session_and_a_paused_execution_move_between_instances() {
     let (one, two) = (instance(&store, &tools), instance(&store, &tools));
     let auth = format!("Bearer {token}");
 
-    let unauthenticated = executor_mcp_function::handle(&one, event("POST", &[], Some(&json!({})))).await;
+    let unauthenticated = executor_http_shell::handle(&one, Routes::Mcp, event("POST", &[], Some(&json!({})))).await;
     assert_eq!(unauthenticated.status(), 401);
     let challenge = unauthenticated.headers()["www-authenticate"].to_str().unwrap();
     assert_eq!(
@@ -79,7 +80,8 @@ async fn a_session_and_a_paused_execution_move_between_instances() {
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "lambda", "version": "1"}}});
     let started =
-        executor_mcp_function::handle(&one, event("POST", &[("authorization", &auth)], Some(&initialize))).await;
+        executor_http_shell::handle(&one, Routes::Mcp, event("POST", &[("authorization", &auth)], Some(&initialize)))
+            .await;
     assert_eq!(started.status(), 200, "{:?}", started.body());
     let session = started.headers()["mcp-session-id"].to_str().unwrap().to_owned();
 
@@ -90,20 +92,20 @@ async fn a_session_and_a_paused_execution_move_between_instances() {
     ];
     let execute = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "execute", "arguments": {"code": "const r = await tools.w.send({n: 1}); return r.data.args"}}});
-    let paused = body(&executor_mcp_function::handle(&two, event("POST", &headers, Some(&execute))).await);
+    let paused = body(&executor_http_shell::handle(&two, Routes::Mcp, event("POST", &headers, Some(&execute))).await);
     let structured = &paused["result"]["structuredContent"];
     assert_eq!(structured["status"], "waiting_for_interaction", "{paused}");
 
     let resume = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
         "params": {"name": "resume", "arguments": {"executionId": structured["executionId"], "action": "accept"}}});
-    let done = body(&executor_mcp_function::handle(&one, event("POST", &headers, Some(&resume))).await);
+    let done = body(&executor_http_shell::handle(&one, Routes::Mcp, event("POST", &headers, Some(&resume))).await);
     assert_eq!(done["result"]["structuredContent"]["result"], json!({"n": 1}), "{done}");
     assert_eq!(tools.calls().len(), 1);
 
-    let deleted = executor_mcp_function::handle(&two, event("DELETE", &headers, None)).await;
+    let deleted = executor_http_shell::handle(&two, Routes::Mcp, event("DELETE", &headers, None)).await;
     assert_eq!(deleted.status(), 204);
     let list = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"});
-    let gone = executor_mcp_function::handle(&one, event("POST", &headers, Some(&list))).await;
+    let gone = executor_http_shell::handle(&one, Routes::Mcp, event("POST", &headers, Some(&list))).await;
     assert_eq!(gone.status(), 404);
     assert_eq!(body(&gone)["error"]["message"], "Session not found");
 }

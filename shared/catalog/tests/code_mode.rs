@@ -6,7 +6,7 @@ mod support;
 
 use std::sync::Arc;
 
-use executor_core::{ApprovalAction, Principal, Timeouts};
+use executor_core::{ApprovalAction, ElicitationMode, Principal, Timeouts};
 use executor_sandbox::{Limits, Sandbox, SystemClock, Tools};
 use executor_service::{ExecutionResult, Executions};
 use executor_store::EmbeddedStore;
@@ -39,7 +39,9 @@ async fn code_searches_describes_and_reads_to_completion() {
         };
     "#;
     let tools: Arc<dyn Tools> = w.catalog.clone();
-    let result = executions(data.path()).execute(&Principal::parse("alice").unwrap(), None, code.into(), tools).await;
+    let result = executions(data.path())
+        .execute(&Principal::parse("alice").unwrap(), None, ElicitationMode::Model, code.into(), tools)
+        .await;
     match result.unwrap() {
         ExecutionResult::Completed { result, .. } => assert_eq!(
             result,
@@ -67,7 +69,10 @@ async fn a_post_pauses_and_once_approved_reaches_the_upstream_once() {
         return { before: before.data.length, beforeStatus: before.http.status, created: created.data, status: created.http.status };
     "#;
     let tools: Arc<dyn Tools> = w.catalog.clone();
-    let paused = executions(data.path()).execute(&alice, None, code.into(), tools.clone()).await.unwrap();
+    let paused = executions(data.path())
+        .execute(&alice, None, ElicitationMode::Model, code.into(), tools.clone())
+        .await
+        .unwrap();
     let ExecutionResult::Paused { execution_id, pending, .. } = paused else { panic!("expected a pause: {paused:?}") };
     assert_eq!(pending[0].path, "shop.items.createItem");
     assert_eq!(pending[0].message, "tools.shop.items.createItem (POST /items) needs approval: it may change data");

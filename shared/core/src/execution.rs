@@ -14,7 +14,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{ExecutionId, Journal, Principal, SessionId, Timestamp};
+use crate::{ApprovalLinks, ElicitationMode, ExecutionId, Journal, Principal, SessionId, Timestamp, TokenHash};
 
 /// The decision a human or the model made on a paused call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,6 +23,18 @@ pub enum ApprovalAction {
     Accept,
     Decline,
     Cancel,
+}
+
+impl ApprovalAction {
+    /// `accept`, `decline` or `cancel`, as clients and forms send it.
+    pub fn parse(value: &str) -> Result<Self, String> {
+        match value {
+            "accept" => Ok(Self::Accept),
+            "decline" => Ok(Self::Decline),
+            "cancel" => Ok(Self::Cancel),
+            other => Err(format!("the action must be accept, decline or cancel, not {other:?}")),
+        }
+    }
 }
 
 /// Why an execution failed, as reported to the client (`error:{code, message}`).
@@ -51,7 +63,10 @@ pub enum ExecutionState {
     Failed {
         error: ExecutionFailure,
     },
-    Declined,
+    /// The decision declined or cancelled the call and the code did not recover.
+    Declined {
+        error: ExecutionFailure,
+    },
     Expired,
 }
 
@@ -94,7 +109,7 @@ impl ExecutionState {
             Self::Resuming { .. } => ExecutionStatus::Resuming,
             Self::Completed { .. } => ExecutionStatus::Completed,
             Self::Failed { .. } => ExecutionStatus::Failed,
-            Self::Declined => ExecutionStatus::Declined,
+            Self::Declined { .. } => ExecutionStatus::Declined,
             Self::Expired => ExecutionStatus::Expired,
         }
     }
@@ -108,9 +123,11 @@ pub enum ExecutionEvent {
         journal: Journal,
         deadline: Timestamp,
     },
-    /// A decision arrived and this resumer takes the execution.
+    /// A decision arrived and this resumer takes the execution; `link` is the
+    /// approval link it came through, if any.
     Claim {
         action: ApprovalAction,
+        link: Option<TokenHash>,
     },
     Complete {
         result: Value,
@@ -119,7 +136,9 @@ pub enum ExecutionEvent {
         error: ExecutionFailure,
     },
     /// The decision declined or cancelled the call and the code did not recover.
-    Decline,
+    Decline {
+        error: ExecutionFailure,
+    },
     /// The approval window or the session's lease ran out, or a resumer vanished.
     Expire,
 }
@@ -131,7 +150,7 @@ impl ExecutionEvent {
             Self::Claim { .. } => "claim",
             Self::Complete { .. } => "complete",
             Self::Fail { .. } => "fail",
-            Self::Decline => "decline",
+            Self::Decline { .. } => "decline",
             Self::Expire => "expire",
         }
     }
@@ -146,7 +165,7 @@ pub fn next_status(from: ExecutionStatus, event: &ExecutionEvent) -> Option<Exec
         (S::Paused, E::Claim { .. }) => S::Resuming,
         (S::Running | S::Resuming, E::Complete { .. }) => S::Completed,
         (S::Running | S::Resuming, E::Fail { .. }) => S::Failed,
-        (S::Resuming, E::Decline) => S::Declined,
+        (S::Resuming, E::Decline { .. }) => S::Declined,
         (S::Running | S::Paused | S::Resuming, E::Expire) => S::Expired,
         _ => return None,
     })
@@ -175,6 +194,16 @@ pub struct Execution {
     pub updated_at: Timestamp,
     /// When storage may forget the record (DynamoDB TTL); reads treat it as gone after.
     pub expires_at: Timestamp,
+    /// How the pauses of this execution reach a human.
+    #[serde(default)]
+    pub mode: ElicitationMode,
+    /// Browser links that may decide the current pause.
+    #[serde(default)]
+    pub links: ApprovalLinks,
+    /// `console` output of the latest segment, kept so a settled outcome can be
+    /// read back (a browser-mode `resume` returns what the approval page ran).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub logs: Vec<String>,
     /// Bumped by every stored write; writes are conditional on it.
     pub version: u64,
 }
@@ -184,6 +213,7 @@ impl Execution {
         id: ExecutionId,
         owner: Principal,
         session_id: Option<SessionId>,
+        mode: ElicitationMode,
         code: impl Into<String>,
         journal: Journal,
         expires_at: Timestamp,
@@ -199,6 +229,9 @@ impl Execution {
             created_at: now,
             updated_at: now,
             expires_at,
+            mode,
+            links: ApprovalLinks::default(),
+            logs: Vec::new(),
             version: 0,
         }
     }
@@ -219,19 +252,21 @@ impl Execution {
                     return Err(TransitionError::NothingPending { id: self.id.clone() });
                 }
                 self.journal = journal;
+                self.links.reset();
                 ExecutionState::Paused { deadline }
             }
-            ExecutionEvent::Claim { action } => {
+            ExecutionEvent::Claim { action, link } => {
                 if let ExecutionState::Paused { deadline } = self.state
                     && now >= deadline
                 {
                     return Err(TransitionError::ApprovalExpired { id: self.id.clone(), deadline });
                 }
+                self.links.spend(link);
                 ExecutionState::Resuming { action }
             }
             ExecutionEvent::Complete { result } => ExecutionState::Completed { result },
             ExecutionEvent::Fail { error } => ExecutionState::Failed { error },
-            ExecutionEvent::Decline => ExecutionState::Declined,
+            ExecutionEvent::Decline { error } => ExecutionState::Declined { error },
             ExecutionEvent::Expire => ExecutionState::Expired,
         };
         self.updated_at = now;
@@ -244,7 +279,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::PendingCall;
+    use crate::{LinkStatus, PendingCall};
 
     const ALL: [ExecutionStatus; 7] = [
         ExecutionStatus::Running,
@@ -256,15 +291,19 @@ mod tests {
         ExecutionStatus::Expired,
     ];
 
+    fn failure() -> ExecutionFailure {
+        ExecutionFailure { code: "c".into(), message: "m".into() }
+    }
+
     fn events() -> [ExecutionEvent; 6] {
         let mut journal = Journal::new(Timestamp::from_millis(0), 1);
         journal.add_pending(PendingCall::new(0, "a.write", json!({}), "?"));
         [
             ExecutionEvent::Pause { journal, deadline: Timestamp::from_millis(10_000) },
-            ExecutionEvent::Claim { action: ApprovalAction::Accept },
+            ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None },
             ExecutionEvent::Complete { result: json!(1) },
-            ExecutionEvent::Fail { error: ExecutionFailure { code: "x".into(), message: "y".into() } },
-            ExecutionEvent::Decline,
+            ExecutionEvent::Fail { error: failure() },
+            ExecutionEvent::Decline { error: failure() },
             ExecutionEvent::Expire,
         ]
     }
@@ -297,6 +336,7 @@ mod tests {
             ExecutionId::parse("e1").unwrap(),
             Principal::parse("alice").unwrap(),
             None,
+            ElicitationMode::Model,
             "return 1",
             Journal::new(Timestamp::from_millis(0), 1),
             Timestamp::from_millis(1_000_000),
@@ -306,10 +346,8 @@ mod tests {
             ExecutionStatus::Paused => ExecutionState::Paused { deadline: Timestamp::from_millis(10_000) },
             ExecutionStatus::Resuming => ExecutionState::Resuming { action: ApprovalAction::Accept },
             ExecutionStatus::Completed => ExecutionState::Completed { result: json!(null) },
-            ExecutionStatus::Failed => {
-                ExecutionState::Failed { error: ExecutionFailure { code: "c".into(), message: "m".into() } }
-            }
-            ExecutionStatus::Declined => ExecutionState::Declined,
+            ExecutionStatus::Failed => ExecutionState::Failed { error: failure() },
+            ExecutionStatus::Declined => ExecutionState::Declined { error: failure() },
             ExecutionStatus::Expired => ExecutionState::Expired,
         };
         e
@@ -345,8 +383,10 @@ mod tests {
         ];
         for (now, expired) in cases {
             let mut e = execution_in(ExecutionStatus::Paused);
-            let result =
-                e.apply(ExecutionEvent::Claim { action: ApprovalAction::Decline }, Timestamp::from_millis(now));
+            let result = e.apply(
+                ExecutionEvent::Claim { action: ApprovalAction::Decline, link: None },
+                Timestamp::from_millis(now),
+            );
             if expired {
                 assert!(matches!(result, Err(TransitionError::ApprovalExpired { .. })), "{now}");
                 assert_eq!(e.status(), ExecutionStatus::Paused);
@@ -355,6 +395,21 @@ mod tests {
                 assert_eq!(e.state, ExecutionState::Resuming { action: ApprovalAction::Decline });
             }
         }
+    }
+
+    #[test]
+    fn links_are_spent_by_a_claim_and_reset_by_the_next_pause() {
+        let (link, other) = (TokenHash::of_token("link"), TokenHash::of_token("other"));
+        let mut e = execution_in(ExecutionStatus::Paused);
+        e.links.open(link.clone());
+        e.links.open(other.clone());
+        let claim = ExecutionEvent::Claim { action: ApprovalAction::Accept, link: Some(link.clone()) };
+        e.apply(claim, Timestamp::from_millis(1)).unwrap();
+        assert_eq!((e.links.status(&link), e.links.status(&other)), (LinkStatus::Spent, LinkStatus::Unknown));
+        let pause = events()[0].clone();
+        e.apply(pause, Timestamp::from_millis(2)).unwrap();
+        e.links.open(other.clone());
+        assert_eq!((e.links.status(&link), e.links.status(&other)), (LinkStatus::Spent, LinkStatus::Open));
     }
 
     #[test]

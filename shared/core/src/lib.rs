@@ -5,6 +5,7 @@
 //! types to decide what happens.
 
 pub mod alarm;
+pub mod approval;
 pub mod execution;
 pub mod ids;
 pub mod journal;
@@ -14,6 +15,7 @@ pub mod session;
 pub mod time;
 
 pub use alarm::{AlarmDecision, Timeouts, decide_session_alarm};
+pub use approval::{ApprovalLinks, LinkStatus, MAX_OPEN_LINKS};
 pub use execution::{
     ApprovalAction, Execution, ExecutionEvent, ExecutionFailure, ExecutionState, ExecutionStatus, TransitionError,
 };

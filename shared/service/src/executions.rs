@@ -9,16 +9,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use executor_core::{
-    ApprovalAction, Execution, ExecutionEvent, ExecutionFailure, ExecutionId, ExecutionState, PendingCall, Principal,
-    SessionId, Timeouts, Timestamp, TransitionError,
+    ApprovalAction, ElicitationMode, Execution, ExecutionEvent, ExecutionFailure, ExecutionId, ExecutionState,
+    LinkStatus, PendingCall, Principal, SessionId, Timeouts, Timestamp, TokenHash, TransitionError,
 };
 use executor_sandbox::{Clock, Outcome, Sandbox, SandboxError, Segment, Snapshot, Tools};
 use executor_store::{Access, ExecutionStore, StoreError};
 use serde_json::Value;
 
+use crate::ids::ApprovalToken;
+
 /// How long a settled or expired execution stays readable (then TTL removes it),
 /// so a late approval link says "expired" rather than "not found".
 const RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// How often a waiting browser-mode `resume` looks at the stored execution.
+const POLL_INTERVAL: Duration = Duration::from_millis(250);
 
 /// What an `execute` or `resume` ended with, for the MCP and approval layers to render.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +44,12 @@ pub enum ExecutionResult {
         expires_at: Timestamp,
         pending: Vec<PendingCall>,
         logs: Vec<String>,
+        /// A fresh browser approval link, in browser mode.
+        link: Option<ApprovalToken>,
+    },
+    /// A decision was taken and its continuation is still running elsewhere.
+    Running {
+        execution_id: ExecutionId,
     },
 }
 
@@ -71,11 +82,19 @@ pub struct Executions {
     sandbox: Sandbox,
     timeouts: Timeouts,
     clock: Arc<dyn Clock>,
+    approval_wait: Duration,
 }
 
 impl Executions {
     pub fn new(store: Arc<dyn ExecutionStore>, sandbox: Sandbox, timeouts: Timeouts, clock: Arc<dyn Clock>) -> Self {
-        Self { store, sandbox, timeouts, clock }
+        Self { store, sandbox, timeouts, clock, approval_wait: Duration::from_secs(20) }
+    }
+
+    /// How long a browser-mode `resume` waits for the human's decision (keep it
+    /// well below API Gateway's 30 s).
+    pub fn with_approval_wait(mut self, wait: Duration) -> Self {
+        self.approval_wait = wait;
+        self
     }
 
     /// Run new code. Nothing is stored unless it pauses.
@@ -83,13 +102,13 @@ impl Executions {
         &self,
         owner: &Principal,
         session: Option<&SessionId>,
+        mode: ElicitationMode,
         code: String,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, StoreError> {
-        let random = |e: getrandom::Error| StoreError::Backend { operation: "draw random ids", detail: e.to_string() };
-        let id = crate::ids::execution_id().map_err(random)?;
+        let id = crate::ids::execution_id().map_err(no_randomness)?;
         let now = self.clock.now();
-        let segment = Segment::start(id.clone(), code.clone(), now, crate::ids::seed().map_err(random)?);
+        let segment = Segment::start(id.clone(), code.clone(), now, crate::ids::seed().map_err(no_randomness)?);
         let outcome = self.sandbox.run(segment, tools).await;
         let (snapshot, logs) = match outcome {
             Outcome::Paused { snapshot, logs } => (snapshot, logs),
@@ -101,13 +120,14 @@ impl Executions {
             }
         };
         let mut execution =
-            Execution::start(id.clone(), owner.clone(), session.cloned(), code, snapshot.journal.clone(), now);
-        self.pause(&mut execution, snapshot, now)?;
+            Execution::start(id.clone(), owner.clone(), session.cloned(), mode, code, snapshot.journal.clone(), now);
+        let link = self.pause(&mut execution, snapshot, logs, now)?;
         self.store.create_execution(&execution).await?;
-        Ok(paused_result(&execution, logs))
+        Ok(paused_result(&execution, link))
     }
 
-    /// Apply a decision to a paused execution of `owner` and run it on.
+    /// The `resume` tool. Model mode applies the model's decision; browser
+    /// mode leaves the decision to the human and waits for its outcome.
     pub async fn resume(
         &self,
         owner: &Principal,
@@ -115,27 +135,89 @@ impl Executions {
         action: ApprovalAction,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
-        let not_found = |e: StoreError| match e {
-            StoreError::NotFound { .. } => ResumeError::NotFound(id.clone()),
-            other => ResumeError::Store(other),
-        };
-        let mut execution = self.store.get_execution(Access::Owner(owner), id).await.map_err(not_found)?;
+        let execution = self.load(Access::Owner(owner), id).await?;
+        match execution.mode {
+            ElicitationMode::Browser => self.await_decision(execution).await,
+            ElicitationMode::Model | ElicitationMode::Native => self.decide(execution, action, None, tools).await,
+        }
+    }
+
+    /// Apply the owner's decision whatever the mode (`POST /api/executions/{id}/resume`).
+    pub async fn decide_as_owner(
+        &self,
+        owner: &Principal,
+        id: &ExecutionId,
+        action: ApprovalAction,
+        tools: Arc<dyn Tools>,
+    ) -> Result<ExecutionResult, ResumeError> {
+        let execution = self.load(Access::Owner(owner), id).await?;
+        self.decide(execution, action, None, tools).await
+    }
+
+    /// Apply a decision sent through a browser approval link. A link that
+    /// already decided says so; any other unknown link is "not found".
+    pub async fn decide_with_link(
+        &self,
+        id: &ExecutionId,
+        token: &str,
+        action: ApprovalAction,
+        tools: Arc<dyn Tools>,
+    ) -> Result<ExecutionResult, ResumeError> {
+        let execution = self.load(Access::Internal, id).await?;
+        let hash = ApprovalToken::hash_of(token);
+        match execution.links.status(&hash) {
+            LinkStatus::Open => self.decide(execution, action, Some(hash), tools).await,
+            LinkStatus::Spent => Err(ResumeError::AlreadySettled(id.clone())),
+            LinkStatus::Unknown => Err(ResumeError::NotFound(id.clone())),
+        }
+    }
+
+    /// The execution an open approval link shows; an expired one is marked so.
+    pub async fn view_with_link(&self, id: &ExecutionId, token: &str) -> Result<Execution, ResumeError> {
+        let mut execution = self.load(Access::Internal, id).await?;
+        if execution.links.status(&ApprovalToken::hash_of(token)) != LinkStatus::Open {
+            return Err(ResumeError::NotFound(id.clone()));
+        }
+        self.expire_if_overdue(&mut execution).await?;
+        Ok(execution)
+    }
+
+    /// Where an execution of `owner` stands (`GET /api/executions/{id}`).
+    pub async fn view(&self, owner: &Principal, id: &ExecutionId) -> Result<ExecutionResult, ResumeError> {
+        let mut execution = self.load(Access::Owner(owner), id).await?;
+        self.expire_if_overdue(&mut execution).await?;
+        outcome(&execution)
+    }
+
+    async fn load(&self, access: Access<'_>, id: &ExecutionId) -> Result<Execution, ResumeError> {
+        self.store.get_execution(access, id).await.map_err(|e| not_found(id, e))
+    }
+
+    /// Claim the pause with `action` (one winner), replay, and settle or pause again.
+    async fn decide(
+        &self,
+        mut execution: Execution,
+        action: ApprovalAction,
+        link: Option<TokenHash>,
+        tools: Arc<dyn Tools>,
+    ) -> Result<ExecutionResult, ResumeError> {
+        let id = execution.id.clone();
         let now = self.clock.now();
 
         // Claimed: paused -> resuming, conditional on the version just read.
-        match execution.apply(ExecutionEvent::Claim { action }, now) {
+        match execution.apply(ExecutionEvent::Claim { action, link }, now) {
             Ok(()) => {}
             Err(TransitionError::ApprovalExpired { .. }) => {
                 self.expire(&mut execution, now).await?;
-                return Err(ResumeError::Expired(id.clone()));
+                return Err(ResumeError::Expired(id));
             }
-            Err(_) if execution.state == ExecutionState::Expired => return Err(ResumeError::Expired(id.clone())),
-            Err(_) => return Err(ResumeError::AlreadySettled(id.clone())),
+            Err(_) if execution.state == ExecutionState::Expired => return Err(ResumeError::Expired(id)),
+            Err(_) => return Err(ResumeError::AlreadySettled(id)),
         }
         match self.store.update_execution(&mut execution).await {
             Ok(()) => {}
-            Err(StoreError::Conflict { .. }) => return Err(ResumeError::AlreadySettled(id.clone())),
-            Err(e) => return Err(not_found(e)),
+            Err(StoreError::Conflict { .. }) => return Err(ResumeError::AlreadySettled(id)),
+            Err(e) => return Err(not_found(&id, e)),
         }
 
         // Replayed: the only winner runs the continuation.
@@ -146,26 +228,65 @@ impl Executions {
         // Settled, or paused again at the next approval.
         let (result, event) = match outcome {
             Outcome::Paused { snapshot, logs } => {
-                self.pause(&mut execution, snapshot, now)?;
+                let link = self.pause(&mut execution, snapshot, logs, now)?;
                 self.store.update_execution(&mut execution).await?;
-                return Ok(paused_result(&execution, logs));
+                return Ok(paused_result(&execution, link));
             }
             Outcome::Completed { result, logs } => {
                 let event = ExecutionEvent::Complete { result: result.clone() };
                 (ExecutionResult::Completed { execution_id: id.clone(), result, logs }, event)
             }
             Outcome::Failed { error, logs } => {
+                let failure = ExecutionFailure::from(&error);
                 let event = match error {
-                    SandboxError::Declined { .. } | SandboxError::Cancelled => ExecutionEvent::Decline,
-                    _ => ExecutionEvent::Fail { error: (&error).into() },
+                    SandboxError::Declined { .. } | SandboxError::Cancelled => {
+                        ExecutionEvent::Decline { error: failure.clone() }
+                    }
+                    _ => ExecutionEvent::Fail { error: failure.clone() },
                 };
-                (ExecutionResult::Failed { execution_id: id.clone(), error: (&error).into(), logs }, event)
+                (ExecutionResult::Failed { execution_id: id.clone(), error: failure, logs }, event)
             }
         };
         execution.apply(event, now).map_err(|e| ResumeError::Store(transition_bug(e)))?;
         execution.expires_at = now.plus(RETENTION);
+        if let ExecutionResult::Completed { logs, .. } | ExecutionResult::Failed { logs, .. } = &result {
+            execution.logs.clone_from(logs);
+        }
         self.store.update_execution(&mut execution).await?;
         Ok(result)
+    }
+
+    /// Browser mode: wait (at most `approval_wait`) until the human decides the
+    /// pause the caller knows of, then report where the execution stands. A
+    /// pause is reported with a fresh link, so the caller can always show one.
+    async fn await_decision(&self, mut execution: Execution) -> Result<ExecutionResult, ResumeError> {
+        let until = self.clock.now().plus(self.approval_wait);
+        let watched = pending_step(&execution);
+        loop {
+            let now = self.clock.now();
+            let waiting = now < until;
+            match &execution.state {
+                ExecutionState::Paused { deadline } if now >= *deadline => {
+                    self.expire(&mut execution, now).await?;
+                    return Err(ResumeError::Expired(execution.id));
+                }
+                ExecutionState::Paused { .. } if waiting && pending_step(&execution) == watched => {}
+                ExecutionState::Resuming { .. } if waiting => {}
+                ExecutionState::Paused { .. } => {
+                    let token = ApprovalToken::generate().map_err(no_randomness)?;
+                    execution.links.open(token.hash());
+                    match self.store.update_execution(&mut execution).await {
+                        Ok(()) => return Ok(paused_result(&execution, Some(token))),
+                        // Decided meanwhile: look again.
+                        Err(StoreError::Conflict { .. }) => {}
+                        Err(e) => return Err(not_found(&execution.id, e)),
+                    }
+                }
+                _ => return outcome(&execution),
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+            execution = self.load(Access::Internal, &execution.id).await?;
+        }
     }
 
     /// Expire a paused execution (its approval window or session ended). A lost
@@ -180,11 +301,32 @@ impl Executions {
         }
     }
 
-    fn pause(&self, execution: &mut Execution, snapshot: Snapshot, now: Timestamp) -> Result<(), StoreError> {
+    async fn expire_if_overdue(&self, execution: &mut Execution) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        match execution.state {
+            ExecutionState::Paused { deadline } if now >= deadline => self.expire(execution, now).await,
+            _ => Ok(()),
+        }
+    }
+
+    /// Record the pause; in browser mode, open its first approval link.
+    fn pause(
+        &self,
+        execution: &mut Execution,
+        snapshot: Snapshot,
+        logs: Vec<String>,
+        now: Timestamp,
+    ) -> Result<Option<ApprovalToken>, StoreError> {
         let deadline = now.plus(self.timeouts.approval_window);
         execution.apply(ExecutionEvent::Pause { journal: snapshot.journal, deadline }, now).map_err(transition_bug)?;
         execution.expires_at = deadline.plus(RETENTION);
-        Ok(())
+        execution.logs = logs;
+        if execution.mode != ElicitationMode::Browser {
+            return Ok(None);
+        }
+        let token = ApprovalToken::generate().map_err(no_randomness)?;
+        execution.links.open(token.hash());
+        Ok(Some(token))
     }
 }
 
@@ -193,12 +335,46 @@ fn transition_bug(e: TransitionError) -> StoreError {
     StoreError::Corrupt { what: "execution", detail: e.to_string() }
 }
 
-fn paused_result(execution: &Execution, logs: Vec<String>) -> ExecutionResult {
+fn no_randomness(e: getrandom::Error) -> StoreError {
+    StoreError::Backend { operation: "draw random ids", detail: e.to_string() }
+}
+
+fn not_found(id: &ExecutionId, e: StoreError) -> ResumeError {
+    match e {
+        StoreError::NotFound { .. } => ResumeError::NotFound(id.clone()),
+        other => ResumeError::Store(other),
+    }
+}
+
+/// Which pause an execution is at: the step of its first pending call.
+fn pending_step(execution: &Execution) -> Option<u32> {
+    execution.journal.pending.first().map(|call| call.step)
+}
+
+fn paused_result(execution: &Execution, link: Option<ApprovalToken>) -> ExecutionResult {
     let ExecutionState::Paused { deadline } = execution.state else { unreachable!("only called after a pause") };
     ExecutionResult::Paused {
         execution_id: execution.id.clone(),
         expires_at: deadline,
         pending: execution.journal.pending.clone(),
-        logs,
+        logs: execution.logs.clone(),
+        link,
     }
+}
+
+/// Where a stored execution stands, as a result.
+fn outcome(execution: &Execution) -> Result<ExecutionResult, ResumeError> {
+    let execution_id = execution.id.clone();
+    let logs = execution.logs.clone();
+    Ok(match &execution.state {
+        ExecutionState::Paused { .. } => paused_result(execution, None),
+        ExecutionState::Running | ExecutionState::Resuming { .. } => ExecutionResult::Running { execution_id },
+        ExecutionState::Completed { result } => {
+            ExecutionResult::Completed { execution_id, result: result.clone(), logs }
+        }
+        ExecutionState::Failed { error } | ExecutionState::Declined { error } => {
+            ExecutionResult::Failed { execution_id, error: error.clone(), logs }
+        }
+        ExecutionState::Expired => return Err(ResumeError::Expired(execution_id)),
+    })
 }

@@ -23,6 +23,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 
+use crate::approvals::ApprovalRoutes;
 use crate::mcp::{Caller, McpServer};
 use crate::oidc::{Oidc, OidcConfig};
 use crate::{Alarms, Executions};
@@ -48,6 +49,8 @@ pub struct HostConfig {
     pub default_mode: ElicitationMode,
     /// Accept OIDC JWTs as well as API keys.
     pub oidc: Option<OidcConfig>,
+    /// How long a browser-mode `resume` waits for the human's decision.
+    pub approval_wait: Duration,
 }
 
 impl Default for HostConfig {
@@ -61,6 +64,7 @@ impl Default for HostConfig {
             session_retention: Duration::from_secs(24 * 3600),
             default_mode: ElicitationMode::Model,
             oidc: None,
+            approval_wait: Duration::from_secs(20),
         }
     }
 }
@@ -77,7 +81,8 @@ pub struct ConfigError {
 
 impl HostConfig {
     /// The defaults, with `EXECUTOR_SESSION_TIMEOUT_MS`, `EXECUTOR_PAUSED_LEASE_MS`,
-    /// `EXECUTOR_APPROVAL_WINDOW_MS` and `EXECUTOR_PUBLIC_URL` applied from `lookup`
+    /// `EXECUTOR_APPROVAL_WINDOW_MS`, `EXECUTOR_APPROVAL_WAIT_MS`, `EXECUTOR_PUBLIC_URL`
+    /// and the `EXECUTOR_OIDC_*` settings applied from `lookup`
     /// (`|name| std::env::var(name).ok()` in the hosts).
     pub fn with_env(mut self, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let millis = |name: &'static str, current: Duration| -> Result<Duration, ConfigError> {
@@ -93,6 +98,7 @@ impl HostConfig {
         t.session_timeout = millis("EXECUTOR_SESSION_TIMEOUT_MS", t.session_timeout)?;
         t.paused_lease = millis("EXECUTOR_PAUSED_LEASE_MS", t.paused_lease)?;
         t.approval_window = millis("EXECUTOR_APPROVAL_WINDOW_MS", t.approval_window)?;
+        self.approval_wait = millis("EXECUTOR_APPROVAL_WAIT_MS", self.approval_wait)?;
         if let Some(url) = lookup("EXECUTOR_PUBLIC_URL").filter(|u| !u.trim().is_empty()) {
             self.public_url = Some(url);
         }
@@ -116,6 +122,7 @@ pub struct Host {
     sessions: Arc<dyn SessionStore>,
     keys: Arc<dyn KeyStore>,
     alarms: Arc<Alarms>,
+    approvals: Arc<ApprovalRoutes>,
     oidc: Option<Arc<Oidc>>,
     mcp: StreamableHttpService<McpServer, LocalSessionManager>,
     config: HostConfig,
@@ -131,7 +138,10 @@ impl Host {
         config: HostConfig,
     ) -> Self {
         let clock = Arc::new(executor_sandbox::SystemClock);
-        let executions = Arc::new(Executions::new(store.clone(), sandbox, config.timeouts, clock));
+        let executions = Arc::new(
+            Executions::new(store.clone(), sandbox, config.timeouts, clock).with_approval_wait(config.approval_wait),
+        );
+        let approvals = Arc::new(ApprovalRoutes::new(executions.clone(), tools.clone()));
         let alarms =
             Arc::new(Alarms::new(store.clone(), store.clone(), executions.clone(), scheduler, config.timeouts));
         let server = McpServer::new(executions, tools, namespaces);
@@ -147,7 +157,7 @@ impl Host {
         };
         let mcp = StreamableHttpService::new(move || Ok(server.clone()), Default::default(), rmcp_config);
         let oidc = config.oidc.clone().map(|c| Arc::new(Oidc::new(c)));
-        Self { sessions: store.clone(), keys: store, alarms, oidc, mcp, config }
+        Self { sessions: store.clone(), keys: store, alarms, approvals, oidc, mcp, config }
     }
 
     /// The alarm handler: what a fired alarm (in-process timer or the alarm
@@ -166,7 +176,18 @@ impl Host {
         with_cors(rpc_error(StatusCode::PAYLOAD_TOO_LARGE, -32600, &message))
     }
 
+    /// Every route, as `executor serve` mounts them on one port.
     pub async fn handle(&self, request: Request<Bytes>) -> Response<Bytes> {
+        let path = request.uri().path();
+        if path.starts_with("/approvals/") || path.starts_with("/api/") {
+            self.handle_approvals(request).await
+        } else {
+            self.handle_mcp(request).await
+        }
+    }
+
+    /// The MCP function's routes: `/mcp`, `/.well-known/...`, `/healthz`.
+    pub async fn handle_mcp(&self, request: Request<Bytes>) -> Response<Bytes> {
         let path = request.uri().path().trim_end_matches('/');
         match (request.method(), path) {
             (&Method::GET, "/healthz") => text(StatusCode::OK, "ok"),
@@ -185,6 +206,28 @@ impl Host {
             (_, "/mcp") => with_cors(self.mcp(request).await),
             _ => text(StatusCode::NOT_FOUND, "not found"),
         }
+    }
+
+    /// The approval function's routes: `/approvals/{id}` (link token) and
+    /// `/api/executions/...` (bearer token of the owner).
+    pub async fn handle_approvals(&self, request: Request<Bytes>) -> Response<Bytes> {
+        let path = request.uri().path();
+        if path.starts_with("/approvals/") {
+            let secure = self.base_url(request.headers()).starts_with("https://");
+            return self.approvals.page(&request, secure).await;
+        }
+        if path.starts_with("/api/executions/") {
+            let owner = match self.authenticate(request.headers()).await {
+                Ok(owner) => owner,
+                Err(response) => return response,
+            };
+            let base_url = self.base_url(request.headers());
+            return self.approvals.api(&request, &owner, &base_url).await;
+        }
+        if request.method() == Method::GET && path == "/healthz" {
+            return text(StatusCode::OK, "ok");
+        }
+        text(StatusCode::NOT_FOUND, "not found")
     }
 
     async fn mcp(&self, request: Request<Bytes>) -> Response<Bytes> {
@@ -261,7 +304,8 @@ impl Host {
             },
             None => None,
         };
-        parts.extensions.insert(Caller { owner: owner.clone(), session });
+        let base_url = self.base_url(&parts.headers);
+        parts.extensions.insert(Caller { owner: owner.clone(), session, mode, base_url });
         let response = self.forward(Request::from_parts(parts, body)).await;
         if !initialize || response.status() != StatusCode::OK {
             return response;

@@ -1,6 +1,8 @@
-//! Fresh identifiers and seeds from the system's random source.
+//! Fresh identifiers, seeds and approval tokens from the system's random source.
 
-use executor_core::{ExecutionId, SessionId};
+use std::fmt;
+
+use executor_core::{ExecutionId, SessionId, TokenHash};
 
 /// 128 random bits, hex: unguessable, so an id alone grants nothing.
 fn random_hex() -> Result<String, getrandom::Error> {
@@ -17,8 +19,44 @@ pub(crate) fn session_id() -> Result<SessionId, getrandom::Error> {
     Ok(SessionId::parse(random_hex()?).expect("hex is a valid id"))
 }
 
+/// The value of the approval page's double-submit CSRF cookie.
+pub(crate) fn csrf_token() -> Result<String, getrandom::Error> {
+    random_hex()
+}
+
 pub(crate) fn seed() -> Result<u64, getrandom::Error> {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes)?;
     Ok(u64::from_le_bytes(bytes))
+}
+
+/// A browser approval token: 256 random bits, shown once in a link; only its
+/// hash is stored. `Debug` does not print it, so it stays out of logs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApprovalToken(String);
+
+impl ApprovalToken {
+    pub(crate) fn generate() -> Result<Self, getrandom::Error> {
+        let mut bytes = [0u8; 32];
+        getrandom::fill(&mut bytes)?;
+        Ok(Self(hex::encode(bytes)))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub(crate) fn hash(&self) -> TokenHash {
+        Self::hash_of(&self.0)
+    }
+
+    pub(crate) fn hash_of(token: &str) -> TokenHash {
+        TokenHash::of_token(token)
+    }
+}
+
+impl fmt::Debug for ApprovalToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApprovalToken(..)")
+    }
 }

@@ -2,6 +2,8 @@
 //! `executor serve`) call it; it calls the domain, the sandbox and the store ports.
 
 mod alarms;
+mod approval_page;
+mod approvals;
 mod executions;
 mod host;
 mod ids;
@@ -12,4 +14,5 @@ mod results;
 pub use alarms::Alarms;
 pub use executions::{ExecutionResult, Executions, ResumeError};
 pub use host::{ConfigError, Host, HostConfig};
+pub use ids::ApprovalToken;
 pub use oidc::OidcConfig;

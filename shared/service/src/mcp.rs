@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use executor_core::{ApprovalAction, ExecutionId, Principal, SessionId};
+use executor_core::{ApprovalAction, ElicitationMode, ExecutionId, Principal, SessionId};
 use executor_sandbox::Tools;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
@@ -23,6 +23,10 @@ use crate::{Executions, results};
 pub(crate) struct Caller {
     pub owner: Principal,
     pub session: Option<SessionId>,
+    /// `?elicitation_mode=` of the request, or the configured default.
+    pub mode: ElicitationMode,
+    /// Where approval links point.
+    pub base_url: String,
 }
 
 /// At most this many namespaces are named in `execute`'s description.
@@ -45,9 +49,10 @@ impl McpServer {
         let Some(code) = args.get("code").and_then(Value::as_str) else {
             return invalid("`code` (a string of JavaScript or TypeScript) is required");
         };
-        match self.executions.execute(&caller.owner, caller.session.as_ref(), code.to_owned(), self.tools.clone()).await
-        {
-            Ok(result) => respond(results::execution(&result)),
+        let executions = &self.executions;
+        let session = caller.session.as_ref();
+        match executions.execute(&caller.owner, session, caller.mode, code.to_owned(), self.tools.clone()).await {
+            Ok(result) => respond(results::execution(&result, &caller.base_url)),
             Err(error) => respond((
                 json!({"status": "error", "error": {"code": "store_error", "message": error.to_string()}}),
                 true,
@@ -61,14 +66,12 @@ impl McpServer {
             Some(Err(e)) => return invalid(&format!("`executionId` is not valid: {e}")),
             None => return invalid("`executionId` (from the paused result) is required"),
         };
-        let action = match args.get("action").and_then(Value::as_str).unwrap_or("accept") {
-            "accept" => ApprovalAction::Accept,
-            "decline" => ApprovalAction::Decline,
-            "cancel" => ApprovalAction::Cancel,
-            other => return invalid(&format!("`action` must be accept, decline or cancel, not {other:?}")),
+        let action = match ApprovalAction::parse(args.get("action").and_then(Value::as_str).unwrap_or("accept")) {
+            Ok(action) => action,
+            Err(message) => return invalid(&message),
         };
         match self.executions.resume(&caller.owner, &id, action, self.tools.clone()).await {
-            Ok(result) => respond(results::execution(&result)),
+            Ok(result) => respond(results::execution(&result, &caller.base_url)),
             Err(error) => respond((results::resume_error(&error), true)),
         }
     }

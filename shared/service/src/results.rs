@@ -3,10 +3,13 @@
 
 use serde_json::{Value, json};
 
-use crate::{ExecutionResult, ResumeError};
+use executor_core::ExecutionId;
 
-/// The structured content and whether it is an error.
-pub(crate) fn execution(result: &ExecutionResult) -> (Value, bool) {
+use crate::{ApprovalToken, ExecutionResult, ResumeError};
+
+/// The structured content and whether it is an error. `base_url` is where
+/// browser approval links point (`<base_url>/approvals/<id>?token=...`).
+pub(crate) fn execution(result: &ExecutionResult, base_url: &str) -> (Value, bool) {
     match result {
         ExecutionResult::Completed { result, logs, .. } => {
             (json!({ "status": "completed", "result": result, "logs": logs }), false)
@@ -15,7 +18,17 @@ pub(crate) fn execution(result: &ExecutionResult) -> (Value, bool) {
             json!({ "status": "error", "error": { "code": error.code, "message": error.message }, "logs": logs }),
             true,
         ),
-        ExecutionResult::Paused { execution_id, expires_at, pending, logs } => {
+        ExecutionResult::Paused { execution_id, expires_at, link: Some(token), logs, .. } => (
+            json!({
+                "status": "user_approval_required",
+                "executionId": execution_id,
+                "approvalUrl": approval_url(base_url, execution_id, token),
+                "expiresAt": expires_at.to_rfc3339(),
+                "logs": logs,
+            }),
+            false,
+        ),
+        ExecutionResult::Paused { execution_id, expires_at, pending, logs, link: None } => {
             let first = &pending[0];
             let message = match pending.len() {
                 1 => first.message.clone(),
@@ -32,7 +45,14 @@ pub(crate) fn execution(result: &ExecutionResult) -> (Value, bool) {
                 false,
             )
         }
+        ExecutionResult::Running { execution_id } => {
+            (json!({ "status": "running", "executionId": execution_id }), false)
+        }
     }
+}
+
+pub(crate) fn approval_url(base_url: &str, id: &ExecutionId, token: &ApprovalToken) -> String {
+    format!("{}/approvals/{id}?token={}", base_url.trim_end_matches('/'), token.as_str())
 }
 
 pub(crate) fn resume_error(error: &ResumeError) -> Value {
@@ -48,6 +68,18 @@ pub(crate) fn text(structured: &Value) -> String {
             structured["interaction"]["tool"].as_str().unwrap_or("a tool"),
             structured["executionId"].as_str().unwrap_or(""),
             structured["expiresAt"].as_str().unwrap_or("it expires"),
+        ),
+        Some("user_approval_required") => format!(
+            "Approval needed. Show the user this link and ask them to approve or decline there: {} (it expires \
+             {}). Then call `resume` with executionId \"{}\": it waits a while for their decision and returns the \
+             outcome; if the link comes back again, the user has not decided yet: call `resume` again.",
+            structured["approvalUrl"].as_str().unwrap_or(""),
+            structured["expiresAt"].as_str().unwrap_or("soon"),
+            structured["executionId"].as_str().unwrap_or(""),
+        ),
+        Some("running") => format!(
+            "The decision was made and the code is still running; call `resume` with executionId \"{}\" again.",
+            structured["executionId"].as_str().unwrap_or(""),
         ),
         Some("completed") => "Completed.".to_owned(),
         _ => format!("Failed: {}", structured["error"]["message"].as_str().unwrap_or("unknown error")),
@@ -65,7 +97,7 @@ mod tests {
     fn shapes() {
         let id = ExecutionId::parse("e1").unwrap();
         let pending = |n: u32| PendingCall::new(n, "gh.issues.create", json!({"title": "t"}), "Create an issue?");
-        let cases: Vec<(ExecutionResult, Value, bool, &str)> = vec![
+        let mut cases: Vec<(ExecutionResult, Value, bool, &str)> = vec![
             (
                 ExecutionResult::Completed { execution_id: id.clone(), result: json!(3), logs: vec!["x".into()] },
                 json!({"status": "completed", "result": 3, "logs": ["x"]}),
@@ -88,6 +120,7 @@ mod tests {
                     expires_at: Timestamp::from_millis(0),
                     pending: vec![pending(2), pending(3)],
                     logs: vec![],
+                    link: None,
                 },
                 json!({
                     "status": "waiting_for_interaction",
@@ -105,8 +138,33 @@ mod tests {
                 "Paused: gh.issues.create needs approval",
             ),
         ];
+        let token = ApprovalToken::generate().unwrap();
+        cases.push((
+            ExecutionResult::Paused {
+                execution_id: id.clone(),
+                expires_at: Timestamp::from_millis(0),
+                pending: vec![pending(2)],
+                logs: vec!["l".into()],
+                link: Some(token.clone()),
+            },
+            json!({
+                "status": "user_approval_required",
+                "executionId": "e1",
+                "approvalUrl": format!("https://x.example/approvals/e1?token={}", token.as_str()),
+                "expiresAt": "1970-01-01T00:00:00.000Z",
+                "logs": ["l"],
+            }),
+            false,
+            "Approval needed. Show the user this link",
+        ));
+        cases.push((
+            ExecutionResult::Running { execution_id: id.clone() },
+            json!({"status": "running", "executionId": "e1"}),
+            false,
+            "The decision was made and the code is still running",
+        ));
         for (result, expected, is_error, lead) in cases {
-            let (structured, error) = execution(&result);
+            let (structured, error) = execution(&result, "https://x.example/");
             assert_eq!(structured, expected);
             assert_eq!(error, is_error);
             assert!(text(&structured).starts_with(lead), "{}", text(&structured));

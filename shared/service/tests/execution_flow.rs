@@ -7,7 +7,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use executor_core::{ApprovalAction, ExecutionId, ExecutionState, Principal, SessionId, Timeouts};
+use executor_core::{ApprovalAction, ElicitationMode, ExecutionId, ExecutionState, Principal, SessionId, Timeouts};
 use executor_sandbox::{Limits, Sandbox, SystemClock};
 use executor_service::{ExecutionResult, Executions, ResumeError};
 use executor_store::{Access, Store};
@@ -44,7 +44,7 @@ fn generous() -> Timeouts {
 async fn pause<S: Store + 'static>(store: &Arc<S>, code: &str) -> ExecutionId {
     let tools = TestTools::new();
     let result = executions(store, generous())
-        .execute(&alice(), Some(&SessionId::parse("s1").unwrap()), code.into(), tools.clone())
+        .execute(&alice(), Some(&SessionId::parse("s1").unwrap()), ElicitationMode::Model, code.into(), tools.clone())
         .await
         .unwrap();
     match result {
@@ -58,8 +58,10 @@ async fn pause<S: Store + 'static>(store: &Arc<S>, code: &str) -> ExecutionId {
 
 async fn completed_code_stores_nothing<S: Store + 'static>(store: Arc<S>) {
     let tools = TestTools::new();
-    let result =
-        executions(&store, generous()).execute(&alice(), None, "return 7".into(), tools.clone()).await.unwrap();
+    let result = executions(&store, generous())
+        .execute(&alice(), None, ElicitationMode::Model, "return 7".into(), tools.clone())
+        .await
+        .unwrap();
     let ExecutionResult::Completed { execution_id, result, .. } = result else { panic!("{result:?}") };
     assert_eq!(result, json!(7));
     assert!(store.get_execution(Access::Internal, &execution_id).await.is_err());
@@ -130,7 +132,10 @@ async fn an_approval_past_its_window_expires<S: Store + 'static>(store: Arc<S>) 
     let tools = TestTools::new();
     // A window of zero: over as soon as the pause is written.
     let closed = Timeouts { approval_window: Duration::ZERO, ..Timeouts::default() };
-    let result = executions(&store, closed).execute(&alice(), None, WRITE.into(), tools.clone()).await.unwrap();
+    let result = executions(&store, closed)
+        .execute(&alice(), None, ElicitationMode::Model, WRITE.into(), tools.clone())
+        .await
+        .unwrap();
     let ExecutionResult::Paused { execution_id: id, .. } = result else { panic!("{result:?}") };
     let expired = executions(&store, closed).resume(&alice(), &id, ApprovalAction::Accept, tools.clone()).await;
     assert_eq!(expired.unwrap_err().code(), "execution_expired");
@@ -147,7 +152,7 @@ async fn a_decline_settles_as_declined<S: Store + 'static>(store: Arc<S>) {
         executions(&store, generous()).resume(&alice(), &id, ApprovalAction::Decline, tools.clone()).await.unwrap();
     let ExecutionResult::Failed { error, .. } = result else { panic!("{result:?}") };
     assert_eq!(error.code, "approval_declined");
-    assert_eq!(store.get_execution(Access::Internal, &id).await.unwrap().state, ExecutionState::Declined);
+    assert_eq!(store.get_execution(Access::Internal, &id).await.unwrap().state, ExecutionState::Declined { error });
     assert!(tools.calls().is_empty());
 }
 

@@ -1,0 +1,61 @@
+//! The shell of the two HTTP Lambda functions (MCP and approval): wire the
+//! host from the environment, then turn API Gateway (HTTP API, payload 2.0)
+//! events into the framework-neutral host's requests and back. Buffered: no
+//! streams are opened.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use executor_catalog::Catalog;
+use executor_sandbox::{Limits, Sandbox};
+use executor_service::{Host, HostConfig};
+use executor_store::{DynamoStore, EventBridgeScheduler};
+use lambda_http::{Body, Error, Request, Response, service_fn};
+
+/// Which of the host's routes a function serves (API Gateway sends it only those).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routes {
+    /// `/mcp`, `/.well-known/...`, `/healthz`.
+    Mcp,
+    /// `/approvals/...`, `/api/...`.
+    Approvals,
+}
+
+/// Wire the host from the environment and serve Lambda invocations until the runtime stops.
+pub async fn run(routes: Routes) -> Result<(), Error> {
+    let store = Arc::new(DynamoStore::from_env().await?);
+    let scheduler = Arc::new(EventBridgeScheduler::from_env().await?);
+    // API Gateway routes by host already; DNS-rebinding checks are for loopback.
+    let config = HostConfig { allowed_hosts: None, ..HostConfig::default() }.with_env(|n| std::env::var(n).ok())?;
+    let catalog = Catalog::load(None).await?;
+    let namespaces: Vec<String> = catalog.namespaces().into_iter().map(|n| n.namespace).collect();
+    let host = Host::new(store, Arc::new(catalog), &namespaces, Sandbox::new(Limits::default()), scheduler, config);
+    lambda_http::run(service_fn(move |request: Request| {
+        let host = host.clone();
+        async move { Ok::<_, Infallible>(handle(&host, routes, request).await) }
+    }))
+    .await
+}
+
+/// Answer one API Gateway request.
+pub async fn handle(host: &Host, routes: Routes, request: Request) -> Response<Body> {
+    let (parts, body) = request.into_parts();
+    let body = match body {
+        Body::Empty => Bytes::new(),
+        Body::Text(text) => Bytes::from(text),
+        Body::Binary(bytes) => Bytes::from(bytes),
+        // Any other body kind the runtime adds later is refused, not guessed at.
+        _ => return host.body_too_large().map(|b| Body::Text(String::from_utf8_lossy(&b).into_owned())),
+    };
+    let request = http::Request::from_parts(parts, body);
+    let response = match routes {
+        Routes::Mcp => host.handle_mcp(request).await,
+        Routes::Approvals => host.handle_approvals(request).await,
+    };
+    response.map(|bytes| match String::from_utf8(bytes.to_vec()) {
+        Ok(text) if text.is_empty() => Body::Empty,
+        Ok(text) => Body::Text(text),
+        Err(binary) => Body::Binary(binary.into_bytes()),
+    })
+}

@@ -1,0 +1,299 @@
+//! Browser approvals end to end on the local host: an rmcp client in browser
+//! mode pauses on a real upstream POST, a person (reqwest here, Chromium in
+//! `tests/browser`) opens the link and decides, and the model's `resume`
+//! returns what the page ran. The upstream counts its POSTs.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use executor_cli::{keys, serve};
+use executor_service::HostConfig;
+use executor_store::EmbeddedStore;
+use rmcp::RoleClient;
+use rmcp::ServiceExt;
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion,
+};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+use support::{Recorded, World, world};
+
+const WRITE: &str =
+    r#"const created = await tools.shop.items.createItem({ body: { name: "chair" } }); return created.data"#;
+
+struct Local {
+    world: World,
+    base: String,
+    alice: String,
+    bob: String,
+    client: RunningService<RoleClient, InitializeRequestParams>,
+    http: reqwest::Client,
+    _data: tempfile::TempDir,
+}
+
+impl Local {
+    async fn start(config: HostConfig) -> Self {
+        let world = world("").await;
+        let data = tempfile::tempdir().unwrap();
+        let store = Arc::new(EmbeddedStore::open(data.path()).unwrap());
+        let alice = keys::create(&*store, "alice").await.unwrap();
+        let bob = keys::create(&*store, "bob").await.unwrap();
+        let namespaces: Vec<String> = world.catalog.namespaces().into_iter().map(|n| n.namespace).collect();
+        let host = serve::host(store, world.catalog.clone(), &namespaces, config).await.unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(serve::serve(listener, host, std::future::pending()));
+        let url = format!("{base}/mcp?elicitation_mode=browser");
+        let transport = StreamableHttpClientTransportConfig::with_uri(url).auth_header(alice.clone());
+        let info = InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("agent", "1"))
+            .with_protocol_version(ProtocolVersion::V_2025_06_18);
+        let client = info.serve(StreamableHttpClientTransport::from_config(transport)).await.unwrap();
+        Self { world, base, alice, bob, client, http: reqwest::Client::new(), _data: data }
+    }
+
+    async fn call(&self, name: &'static str, arguments: Value) -> Value {
+        let params = CallToolRequestParams::new(name).with_arguments(arguments.as_object().unwrap().clone());
+        self.client.call_tool(params).await.unwrap().structured_content.unwrap()
+    }
+
+    /// `execute` that pauses: (executionId, approvalUrl).
+    async fn pause(&self, code: &str) -> (String, String) {
+        let paused = self.call("execute", json!({ "code": code })).await;
+        assert_eq!(paused["status"], "user_approval_required", "{paused}");
+        let url = paused["approvalUrl"].as_str().unwrap().to_owned();
+        assert!(url.starts_with(&format!("{}/approvals/", self.base)), "{url}");
+        (paused["executionId"].as_str().unwrap().to_owned(), url)
+    }
+
+    fn posts(&self) -> usize {
+        Recorded::count(&self.world.shop.recorded.posts)
+    }
+}
+
+/// What a browser gets for the link: status, the CSRF cookie, the HTML.
+#[derive(Clone)]
+struct Page {
+    status: u16,
+    cookie: Option<String>,
+    html: String,
+    headers: reqwest::header::HeaderMap,
+}
+
+async fn open(http: &reqwest::Client, url: &str) -> Page {
+    let response = http.get(url).send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let cookie =
+        headers.get("set-cookie").and_then(|v| v.to_str().ok()).and_then(|v| v.split(';').next()).map(str::to_owned);
+    Page { status, cookie, html: response.text().await.unwrap(), headers }
+}
+
+/// The value of the form's hidden `name` field.
+fn hidden(html: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = html.find(&marker).unwrap_or_else(|| panic!("no {name} field in {html}")) + marker.len();
+    html[start..].split('"').next().unwrap().to_owned()
+}
+
+/// Submit the page's form with `decision`, as the browser would.
+async fn submit(http: &reqwest::Client, url: &str, page: &Page, decision: &str) -> (u16, String) {
+    let action = url.split('?').next().unwrap();
+    let form = format!("token={}&csrf={}&decision={decision}", hidden(&page.html, "token"), hidden(&page.html, "csrf"));
+    let response = http
+        .post(action)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("cookie", page.cookie.clone().unwrap_or_default())
+        .body(form)
+        .send()
+        .await
+        .unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+fn quick_wait() -> HostConfig {
+    HostConfig { approval_wait: Duration::from_secs(3), ..HostConfig::default() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approved_in_the_browser_while_the_model_waits() {
+    let local = Local::start(HostConfig { approval_wait: Duration::from_secs(20), ..HostConfig::default() }).await;
+    let (id, url) = local.pause(WRITE).await;
+    assert_eq!(local.posts(), 0, "nothing is written before the approval");
+
+    let page = open(&local.http, &url).await;
+    assert_eq!(page.status, 200, "{}", page.html);
+    for expected in ["<code>tools.shop.items.createItem</code>", "&quot;chair&quot;", "Approve", "Decline", "Time left"]
+    {
+        assert!(page.html.contains(expected), "missing {expected:?}: {}", page.html);
+    }
+    assert_eq!(page.headers["cache-control"], "no-store");
+    let csp = page.headers["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert!(page.cookie.as_deref().unwrap().starts_with("executor_csrf="));
+
+    // The model is already waiting when the person decides.
+    let waiting = local.call("resume", json!({ "executionId": id }));
+    let decide = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        submit(&local.http, &url, &page, "accept").await
+    };
+    let (resumed, (status, html)) = tokio::join!(waiting, decide);
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains("Approved") && html.contains("chair"), "{html}");
+    assert_eq!(resumed["status"], "completed", "{resumed}");
+    assert_eq!(resumed["result"], json!({"id": 3, "name": "chair"}));
+    assert_eq!(local.posts(), 1);
+
+    // The used link: "not found" to open, "already decided" to submit again; nothing runs twice.
+    let reopened = open(&local.http, &url).await;
+    assert_eq!(reopened.status, 404, "{}", reopened.html);
+    let (status, html) = submit(&local.http, &url, &page, "accept").await;
+    assert_eq!(status, 409, "{html}");
+    assert!(html.contains("Already decided"), "{html}");
+    // A later resume reads the stored outcome.
+    let again = local.call("resume", json!({ "executionId": id })).await;
+    assert_eq!(again["result"], json!({"id": 3, "name": "chair"}), "{again}");
+    assert_eq!(local.posts(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declined_in_the_browser() {
+    let local = Local::start(quick_wait()).await;
+    let (id, url) = local.pause(WRITE).await;
+    let page = open(&local.http, &url).await;
+    let (status, html) = submit(&local.http, &url, &page, "decline").await;
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains("Declined"), "{html}");
+    let resumed = local.call("resume", json!({ "executionId": id })).await;
+    assert_eq!(resumed["status"], "error", "{resumed}");
+    assert_eq!(resumed["error"]["code"], "approval_declined");
+    assert_eq!(local.posts(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn still_waiting_hands_out_a_fresh_link_and_the_window_expires() {
+    let mut config = HostConfig { approval_wait: Duration::from_millis(600), ..HostConfig::default() };
+    config.timeouts.approval_window = Duration::from_millis(2500);
+    let local = Local::start(config).await;
+    let (id, first) = local.pause(WRITE).await;
+
+    let waited = local.call("resume", json!({ "executionId": id })).await;
+    assert_eq!(waited["status"], "user_approval_required", "{waited}");
+    let second = waited["approvalUrl"].as_str().unwrap();
+    assert_ne!(second, first, "each answer carries its own link");
+    for url in [first.as_str(), second] {
+        assert_eq!(open(&local.http, url).await.status, 200, "both links are open until one decides");
+    }
+
+    tokio::time::sleep(Duration::from_millis(2600)).await;
+    let expired = open(&local.http, &first).await;
+    assert_eq!(expired.status, 410, "{}", expired.html);
+    assert!(expired.html.contains("This approval expired"), "{}", expired.html);
+    let late = local.call("resume", json!({ "executionId": id })).await;
+    assert_eq!(late["error"]["code"], "execution_expired", "{late}");
+    assert_eq!(local.posts(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixteen_approvals_of_one_pause_make_one_upstream_call() {
+    let local = Local::start(quick_wait()).await;
+    let (_id, url) = local.pause(WRITE).await;
+    let page = open(&local.http, &url).await;
+    let mut submits = tokio::task::JoinSet::new();
+    for _ in 0..16 {
+        let (http, url, page) = (local.http.clone(), url.clone(), page.clone());
+        submits.spawn(async move { submit(&http, &url, &page, "accept").await });
+    }
+    let answers = submits.join_all().await;
+    let approved = answers.iter().filter(|(status, html)| *status == 200 && html.contains("Approved")).count();
+    let refused = answers.iter().filter(|(status, html)| *status == 409 && html.contains("Already decided")).count();
+    assert_eq!((approved, refused), (1, 15), "{:?}", answers.iter().map(|(s, _)| s).collect::<Vec<_>>());
+    assert_eq!(local.posts(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_code_and_arguments_render_inert() {
+    let local = Local::start(quick_wait()).await;
+    let attack = "</script><img src=x onerror=alert(1)>";
+    let code = format!(
+        "// {attack}\nconst created = await tools.shop.items.createItem({{ body: {{ name: {attack:?} }} }});\nreturn 1"
+    );
+    let (_id, url) = local.pause(&code).await;
+    let page = open(&local.http, &url).await;
+    assert_eq!(page.status, 200, "{}", page.html);
+    assert!(!page.html.contains("<img"), "markup from the code reached the page: {}", page.html);
+    assert!(!page.html.contains("</script>"), "{}", page.html);
+    assert!(page.html.contains("&lt;img src=x onerror=alert(1)&gt;"), "{}", page.html);
+    // The line with the pending call is highlighted; the attack line is just text.
+    assert!(page.html.contains("<span class=\"line hl\"><span class=\"ln\">2</span>const created"), "{}", page.html);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_without_its_cookie_decides_nothing() {
+    let local = Local::start(quick_wait()).await;
+    let (id, url) = local.pause(WRITE).await;
+    let mut page = open(&local.http, &url).await;
+    page.cookie = Some("executor_csrf=00000000000000000000000000000000".into());
+    let (status, html) = submit(&local.http, &url, &page, "accept").await;
+    assert_eq!(status, 403, "{html}");
+    assert_eq!(open(&local.http, &url).await.status, 200, "the link still works");
+    let view = local.call("resume", json!({ "executionId": id })).await;
+    assert_eq!(view["status"], "user_approval_required");
+    assert_eq!(local.posts(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_json_api_for_programmatic_approvers() {
+    let local = Local::start(quick_wait()).await;
+    let (id, _url) = local.pause(WRITE).await;
+    let api = |token: &str, method: reqwest::Method, path: String, body: Option<Value>| {
+        let mut request = local
+            .http
+            .request(method, format!("{}{path}", local.base))
+            .header("authorization", format!("Bearer {token}"));
+        if let Some(body) = body {
+            request = request.header("content-type", "application/json").body(body.to_string());
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let cache = response.headers().get("cache-control").map(|v| v.to_str().unwrap().to_owned());
+            let body: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+            (status, body, cache)
+        }
+    };
+    let view = format!("/api/executions/{id}");
+    let resume = format!("/api/executions/{id}/resume");
+
+    let (status, body, cache) = api(&local.alice, reqwest::Method::GET, view.clone(), None).await;
+    assert_eq!((status, cache.as_deref()), (200, Some("no-store")), "{body}");
+    assert_eq!(body["status"], "waiting_for_interaction");
+    assert_eq!(body["interaction"]["tool"], "shop.items.createItem");
+    assert_eq!(body["interaction"]["args"], json!({"body": {"name": "chair"}}));
+
+    // Another owner, or no key: nothing is revealed.
+    let (status, body, _) = api(&local.bob, reqwest::Method::GET, view.clone(), None).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (404, Some("execution_not_found")));
+    let (status, _, _) =
+        api(&local.bob, reqwest::Method::POST, resume.clone(), Some(json!({"action": "accept"}))).await;
+    assert_eq!(status, 404);
+    let (status, _, _) = api("exk_wrong", reqwest::Method::GET, view.clone(), None).await;
+    assert_eq!(status, 401);
+    let (status, body, _) =
+        api(&local.alice, reqwest::Method::POST, resume.clone(), Some(json!({"action": "maybe"}))).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid_arguments")));
+
+    let (status, body, _) =
+        api(&local.alice, reqwest::Method::POST, resume.clone(), Some(json!({"action": "accept"}))).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"], json!({"id": 3, "name": "chair"}));
+    let (status, body, _) = api(&local.alice, reqwest::Method::POST, resume, Some(json!({"action": "accept"}))).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("execution_already_settled")));
+    let (status, body, _) = api(&local.alice, reqwest::Method::GET, view, None).await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("completed")));
+    assert_eq!(local.posts(), 1);
+}

@@ -1,0 +1,261 @@
+//! The approval pages: server-rendered HTML that works without JavaScript and
+//! reads on a phone. Everything shown is escaped: the code and arguments come
+//! from whoever drove the agent.
+
+use std::fmt::Write;
+use std::sync::LazyLock;
+
+use base64::Engine;
+use executor_core::{ExecutionId, PendingCall, Timestamp};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+const STYLE: &str = "\
+:root{color-scheme:light dark;--fg:#1b1d21;--bg:#f6f7f9;--card:#fff;--line:#d9dce1;--ok:#1a7f37;--no:#b42318;--hl:#fff3bf}\
+@media (prefers-color-scheme:dark){:root{--fg:#e6e8eb;--bg:#14161a;--card:#1d2026;--line:#343944;--hl:#4a3f10}}\
+*{box-sizing:border-box}body{margin:0;font:16px/1.5 system-ui,sans-serif;color:var(--fg);background:var(--bg)}\
+main{max-width:46rem;margin:0 auto;padding:1.25rem}h1{font-size:1.45rem;margin:.2rem 0 1rem}\
+h2{font-size:1.1rem;margin:0 0 .4rem}h3{font-size:.95rem;margin:1rem 0 .3rem}\
+section,.panel{background:var(--card);border:1px solid var(--line);border-radius:.6rem;padding:1rem;margin:0 0 1rem}\
+pre{overflow-x:auto;background:var(--bg);border:1px solid var(--line);border-radius:.4rem;padding:.6rem;margin:0;font-size:.85rem}\
+code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,monospace}.line{display:block;white-space:pre}\
+.line.hl{background:var(--hl)}.ln{display:inline-block;width:2.5em;opacity:.55;user-select:none}\
+.time{font-weight:600}.actions{display:flex;gap:.75rem;flex-wrap:wrap;margin:1rem 0}\
+button{flex:1 1 10rem;font:inherit;font-weight:600;padding:.8rem 1rem;border-radius:.5rem;border:0;color:#fff;cursor:pointer}\
+.approve{background:var(--ok)}.decline{background:var(--no)}summary{cursor:pointer;font-weight:600}\
+.muted{opacity:.75;font-size:.9rem}";
+
+/// `Content-Security-Policy` for every page: nothing loads, nothing runs, only
+/// this stylesheet applies and forms post back to us.
+pub(crate) static CONTENT_SECURITY_POLICY: LazyLock<String> = LazyLock::new(|| {
+    let hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(STYLE.as_bytes()));
+    format!(
+        "default-src 'none'; style-src 'sha256-{hash}'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    )
+});
+
+/// Shown at most this much of a result, of arguments, of a tool description.
+const MAX_SHOWN_BYTES: usize = 16 * 1024;
+
+/// What the pending page needs besides the execution.
+pub(crate) struct PendingPage<'a> {
+    pub id: &'a ExecutionId,
+    pub code: &'a str,
+    pub pending: &'a [PendingCall],
+    /// The TypeScript declaration of each pending tool, when the catalog has it.
+    pub descriptions: &'a [Option<String>],
+    pub deadline: Timestamp,
+    pub now: Timestamp,
+    pub token: &'a str,
+    pub csrf: &'a str,
+    /// Above the call: e.g. "Approved. The code now needs another approval."
+    pub lead: Option<&'a str>,
+}
+
+pub(crate) fn pending(page: &PendingPage<'_>) -> String {
+    let mut body = String::new();
+    if let Some(lead) = page.lead {
+        let _ = write!(body, "<p class=\"panel\">{}</p>", escape(lead));
+    }
+    let calls = page.pending.len();
+    let _ = write!(
+        body,
+        "<h1>{}</h1><p>Code run by an AI agent wants to make {}. Nothing happens until you decide.</p>",
+        if calls == 1 { "Approve this tool call?" } else { "Approve these tool calls?" },
+        if calls == 1 { "this call".to_owned() } else { format!("these {calls} calls together") },
+    );
+    for (i, call) in page.pending.iter().enumerate() {
+        let (namespace, tool) = call.path.split_once('.').unwrap_or(("", &call.path));
+        let _ = write!(
+            body,
+            "<section><h2><code>tools.{}</code></h2><p class=\"muted\">Namespace <b>{}</b>, tool <b>{}</b></p><p>{}</p>\
+             <h3>Arguments</h3><pre>{}</pre>",
+            escape(&call.path),
+            escape(namespace),
+            escape(tool),
+            escape(&call.message),
+            escape(&shown(&pretty(&call.args))),
+        );
+        if let Some(Some(description)) = page.descriptions.get(i) {
+            let _ = write!(
+                body,
+                "<details><summary>What this tool does</summary><pre>{}</pre></details>",
+                escape(&shown(description))
+            );
+        }
+        body.push_str("</section>");
+    }
+    let _ = write!(
+        body,
+        "<p class=\"time\">Time left: {} (until {}).</p>\
+         <form method=\"post\" action=\"{id}\">\
+         <input type=\"hidden\" name=\"token\" value=\"{token}\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+         <div class=\"actions\"><button class=\"approve\" name=\"decision\" value=\"accept\">Approve</button>\
+         <button class=\"decline\" name=\"decision\" value=\"decline\">Decline</button></div></form>",
+        time_left(page.now, page.deadline),
+        escape(&page.deadline.to_rfc3339()),
+        id = escape(page.id.as_str()),
+        token = escape(page.token),
+        csrf = escape(page.csrf),
+    );
+    let paths: Vec<&str> = page.pending.iter().map(|call| call.path.as_str()).collect();
+    let _ = write!(
+        body,
+        "<details class=\"panel\"><summary>The code</summary><pre>{}</pre></details>",
+        code_lines(page.code, &paths)
+    );
+    document("Approval needed", &body)
+}
+
+/// A page that only says something: an outcome, "expired", "not found".
+pub(crate) fn message(title: &str, text: &str, detail: Option<&Value>) -> String {
+    let mut body = format!("<h1>{}</h1><p>{}</p>", escape(title), escape(text));
+    if let Some(detail) = detail {
+        let _ = write!(
+            body,
+            "<details class=\"panel\"><summary>Result</summary><pre>{}</pre></details>",
+            escape(&shown(&pretty(detail)))
+        );
+    }
+    body.push_str("<p class=\"muted\">You can close this page.</p>");
+    document(title, &body)
+}
+
+fn document(title: &str, body: &str) -> String {
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+         <meta name=\"referrer\" content=\"no-referrer\"><title>{} · Executor</title><style>{STYLE}</style></head>\
+         <body><main>{body}</main></body></html>",
+        escape(title)
+    )
+}
+
+/// The code, numbered, with the lines that name a pending tool highlighted.
+fn code_lines(code: &str, paths: &[&str]) -> String {
+    let mut out = String::new();
+    for (n, line) in shown(code).lines().enumerate() {
+        let class = if paths.iter().any(|path| line.contains(path)) { "line hl" } else { "line" };
+        let _ = write!(out, "<span class=\"{class}\"><span class=\"ln\">{}</span>{}</span>", n + 1, escape(line));
+    }
+    out
+}
+
+fn time_left(now: Timestamp, deadline: Timestamp) -> String {
+    let minutes = deadline.since(now).as_secs() / 60;
+    match minutes {
+        0 => "less than a minute".to_owned(),
+        1 => "about 1 minute".to_owned(),
+        n => format!("about {n} minutes"),
+    }
+}
+
+fn pretty(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+/// At most [`MAX_SHOWN_BYTES`], cut at a character boundary.
+fn shown(text: &str) -> String {
+    if text.len() <= MAX_SHOWN_BYTES {
+        return text.to_owned();
+    }
+    let mut end = MAX_SHOWN_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n… ({} more bytes not shown)", &text[..end], text.len() - end)
+}
+
+/// HTML-escape text for element content and quoted attribute values.
+pub(crate) fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn escaping() {
+        let cases = [
+            ("plain", "plain"),
+            ("</script><img src=x onerror=alert(1)>", "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;"),
+            ("\"quoted\" & 'single'", "&quot;quoted&quot; &amp; &#39;single&#39;"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(escape(input), expected);
+        }
+    }
+
+    #[test]
+    fn time_left_reads_naturally() {
+        let cases = [
+            (0, "less than a minute"),
+            (59_999, "less than a minute"),
+            (60_000, "about 1 minute"),
+            (600_000, "about 10 minutes"),
+        ];
+        for (left, expected) in cases {
+            assert_eq!(time_left(Timestamp::from_millis(1_000), Timestamp::from_millis(1_000 + left)), expected);
+        }
+    }
+
+    #[test]
+    fn long_text_is_cut_at_a_character_boundary() {
+        let text = "é".repeat(MAX_SHOWN_BYTES);
+        let cut = shown(&text);
+        assert!(cut.ends_with(&format!("({} more bytes not shown)", MAX_SHOWN_BYTES)), "{}", &cut[cut.len() - 40..]);
+    }
+
+    #[test]
+    fn the_pending_page_shows_the_call_and_highlights_it_in_the_code() {
+        let id = ExecutionId::parse("e1").unwrap();
+        let pending = [PendingCall::new(0, "gh.issues.create", json!({"title": "Hi"}), "Create an issue?")];
+        let html = super::pending(&PendingPage {
+            id: &id,
+            code: "const a = 1;\nawait tools.gh.issues.create({ title: 'Hi' });",
+            pending: &pending,
+            descriptions: &[Some("/** Create an issue */".into())],
+            deadline: Timestamp::from_millis(600_000),
+            now: Timestamp::from_millis(0),
+            token: "tok",
+            csrf: "c5",
+            lead: None,
+        });
+        for expected in [
+            "<code>tools.gh.issues.create</code>",
+            "Namespace <b>gh</b>, tool <b>issues.create</b>",
+            "&quot;title&quot;: &quot;Hi&quot;",
+            "/** Create an issue */",
+            "Time left: about 10 minutes",
+            "<form method=\"post\" action=\"e1\">",
+            "name=\"token\" value=\"tok\"",
+            "name=\"csrf\" value=\"c5\"",
+            "<span class=\"line hl\"><span class=\"ln\">2</span>await tools.gh.issues.create",
+            "<span class=\"line\"><span class=\"ln\">1</span>const a = 1;</span>",
+        ] {
+            assert!(html.contains(expected), "missing {expected:?} in {html}");
+        }
+    }
+
+    #[test]
+    fn the_policy_allows_exactly_the_inline_stylesheet() {
+        let hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(STYLE.as_bytes()));
+        assert!(CONTENT_SECURITY_POLICY.contains(&format!("style-src 'sha256-{hash}'")));
+        assert!(CONTENT_SECURITY_POLICY.starts_with("default-src 'none'"));
+        assert!(CONTENT_SECURITY_POLICY.contains("frame-ancestors 'none'"));
+    }
+}
