@@ -15,29 +15,48 @@ use support::TestTools;
 
 const DOMAIN: &str = "abc123.execute-api.eu-west-1.amazonaws.com";
 
-/// An HTTP API (payload 2.0) event.
+/// An HTTP API (payload 2.0) event for `POST /mcp` (or another method) with a JSON body.
 fn event(method: &str, headers: &[(&str, &str)], body: Option<&Value>) -> lambda_http::Request {
+    let mut all = headers.to_vec();
+    all.push(("content-type", "application/json"));
+    all.push(("accept", "application/json, text/event-stream"));
+    event_at(method, "/mcp", "", &all, body.map(Value::to_string))
+}
+
+/// An HTTP API (payload 2.0) event as API Gateway sends it to a function.
+fn event_at(
+    method: &str,
+    path: &str,
+    query: &str,
+    headers: &[(&str, &str)],
+    body: Option<String>,
+) -> lambda_http::Request {
     let mut all: serde_json::Map<String, Value> = headers.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect();
     all.insert("host".into(), json!(DOMAIN));
     all.insert("x-forwarded-proto".into(), json!("https"));
-    all.insert("content-type".into(), json!("application/json"));
-    all.insert("accept".into(), json!("application/json, text/event-stream"));
     let event = json!({
         "version": "2.0",
         "routeKey": "$default",
-        "rawPath": "/mcp",
-        "rawQueryString": "",
+        "rawPath": path,
+        "rawQueryString": query,
         "headers": all,
         "requestContext": {
             "accountId": "123456789012", "apiId": "abc123", "domainName": DOMAIN, "domainPrefix": "abc123",
-            "http": { "method": method, "path": "/mcp", "protocol": "HTTP/1.1", "sourceIp": "203.0.113.9", "userAgent": "test" },
+            "http": { "method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "203.0.113.9", "userAgent": "test" },
             "requestId": "req", "routeKey": "$default", "stage": "$default",
             "time": "29/Nov/2026:19:46:21 +0000", "timeEpoch": 1_795_895_181_000u64
         },
-        "body": body.map(Value::to_string),
+        "body": body,
         "isBase64Encoded": false
     });
     lambda_http::request::from_str(&event.to_string()).expect("a valid API Gateway v2 event")
+}
+
+fn text(response: &lambda_http::Response<lambda_http::Body>) -> String {
+    match response.body() {
+        lambda_http::Body::Text(text) => text.clone(),
+        other => panic!("expected a text body, got {other:?}"),
+    }
 }
 
 fn body(response: &lambda_http::Response<lambda_http::Body>) -> Value {
@@ -108,4 +127,72 @@ async fn a_session_and_a_paused_execution_move_between_instances() {
     let gone = executor_http_shell::handle(&one, Routes::Mcp, event("POST", &headers, Some(&list))).await;
     assert_eq!(gone.status(), 404);
     assert_eq!(body(&gone)["error"]["message"], "Session not found");
+}
+
+/// Browser mode across the two functions: the MCP function pauses and hands out
+/// a link; the approval function shows and decides it; the MCP function's
+/// `resume` returns the outcome. Each only answers its own routes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_approval_crosses_from_the_mcp_function_to_the_approval_function() {
+    let (store, _client) = executor_tests::dynamo_store().await;
+    let store = Arc::new(store);
+    let token = "exk_lambda_browser_token";
+    let key = executor_core::ApiKey {
+        hash: executor_core::TokenHash::of_token(token),
+        owner: executor_core::Principal::parse("alice").unwrap(),
+        created_at: std::time::SystemTime::now().into(),
+    };
+    store.create_key(&key).await.unwrap();
+    let tools = TestTools::new();
+    let (mcp, approval) = (instance(&store, &tools), instance(&store, &tools));
+    let auth = format!("Bearer {token}");
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+    ];
+    let call = |name: &str, arguments: Value| {
+        let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments,
+                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
+        let mut headers = headers.to_vec();
+        headers.push(("mcp-method", "tools/call"));
+        headers.push(("mcp-name", if name == "execute" { "execute" } else { "resume" }));
+        event_at("POST", "/mcp", "elicitation_mode=browser", &headers, Some(request.to_string()))
+    };
+    let execute = json!({"code": "const r = await tools.w.send({n: 1}); return r.data.args"});
+    let paused = body(&executor_http_shell::handle(&mcp, Routes::Mcp, call("execute", execute)).await);
+    let structured = &paused["result"]["structuredContent"];
+    assert_eq!(structured["status"], "user_approval_required", "{paused}");
+    let link = structured["approvalUrl"].as_str().unwrap();
+    let (path, query) = link.strip_prefix(&format!("https://{DOMAIN}")).unwrap().split_once('?').unwrap();
+
+    let misrouted = executor_http_shell::handle(&mcp, Routes::Mcp, event_at("GET", path, query, &[], None)).await;
+    assert_eq!(misrouted.status(), 404, "the MCP function does not serve approvals");
+    let page = executor_http_shell::handle(&approval, Routes::Approvals, event_at("GET", path, query, &[], None)).await;
+    assert_eq!(page.status(), 200);
+    let cookie = page.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(cookie.contains("; Secure"), "HTTPS behind API Gateway: {cookie}");
+    let html = text(&page);
+    let field = |name: &str| {
+        let marker = format!("name=\"{name}\" value=\"");
+        html.split(&marker).nth(1).unwrap().split('"').next().unwrap().to_owned()
+    };
+    let form = format!("token={}&csrf={}&decision=accept", field("token"), field("csrf"));
+    let cookie = cookie.split(';').next().unwrap();
+    let form_headers = [("content-type", "application/x-www-form-urlencoded"), ("cookie", cookie)];
+    let decided = executor_http_shell::handle(
+        &approval,
+        Routes::Approvals,
+        event_at("POST", path, "", &form_headers, Some(form)),
+    )
+    .await;
+    assert_eq!(decided.status(), 200, "{}", text(&decided));
+    assert!(text(&decided).contains("Approved"));
+
+    let id = structured["executionId"].clone();
+    let done = body(&executor_http_shell::handle(&mcp, Routes::Mcp, call("resume", json!({"executionId": id}))).await);
+    assert_eq!(done["result"]["structuredContent"]["result"], json!({"n": 1}), "{done}");
+    assert_eq!(tools.calls().len(), 1);
 }

@@ -297,3 +297,50 @@ async fn the_json_api_for_programmatic_approvers() {
     assert_eq!((status, body["status"].as_str()), (200, Some("completed")));
     assert_eq!(local.posts(), 1);
 }
+
+/// The real thing: Debian's Chromium opens the link on a phone-sized screen and
+/// the Approve button is clicked (`tests/browser/approve.mjs`, playwright-core).
+/// The item's name is markup, which must stay text: no dialog may open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approved_by_a_click_in_headless_chromium() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let browser = root.join("tests/browser");
+    assert!(
+        browser.join("node_modules/playwright-core").exists(),
+        "playwright-core is missing: run ./scripts/test, which installs it (npm ci in tests/browser)"
+    );
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        std::path::Path::new(&chromium).exists(),
+        "Chromium is missing at {chromium}: run ./scripts/test, which installs Debian's chromium package"
+    );
+    let local = Local::start(quick_wait()).await;
+    let attack = "<img src=x onerror=alert(1)>";
+    let code =
+        format!("const c = await tools.shop.items.createItem({{ body: {{ name: {attack:?} }} }}); return c.data");
+    let (id, url) = local.pause(&code).await;
+
+    let screenshot = root.join("target/browser/approval.png");
+    std::fs::create_dir_all(screenshot.parent().unwrap()).unwrap();
+    let _ = std::fs::remove_file(&screenshot);
+    let script = browser.join("approve.mjs");
+    let shot = screenshot.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("node").arg(script).arg(url).arg(shot).arg("Approve").output()
+    })
+    .await
+    .unwrap()
+    .expect("node runs (Node.js is needed for the browser test)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let outcome: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(outcome["before"], "Approve this tool call?", "{outcome}");
+    assert_eq!(outcome["heading"], "Approved", "{outcome}");
+    assert!(outcome["text"].as_str().unwrap().contains("The call was made and the code finished."), "{outcome}");
+    assert_eq!(outcome["dialogs"], json!([]), "markup ran in the page");
+    assert!(std::fs::metadata(&screenshot).unwrap().len() > 1000, "a screenshot at {}", screenshot.display());
+
+    let resumed = local.call("resume", json!({ "executionId": id })).await;
+    assert_eq!(resumed["result"], json!({"id": 3, "name": attack}), "{resumed}");
+    assert_eq!(local.posts(), 1);
+}

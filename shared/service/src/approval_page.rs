@@ -101,7 +101,7 @@ pub(crate) fn pending(page: &PendingPage<'_>) -> String {
     let paths: Vec<&str> = page.pending.iter().map(|call| call.path.as_str()).collect();
     let _ = write!(
         body,
-        "<details class=\"panel\"><summary>The code</summary><pre>{}</pre></details>",
+        "<details class=\"panel\" open><summary>The code</summary><pre>{}</pre></details>",
         code_lines(page.code, &paths)
     );
     document("Approval needed", &body)

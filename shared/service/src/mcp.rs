@@ -137,7 +137,9 @@ fn resume_tool() -> Tool {
     Tool::new(
         "resume",
         "Continue an execution that paused for approval, after asking the user: `accept` runs the call, `decline` \
-         makes it throw in the code, `cancel` stops the execution. Works from any session of the same user.",
+         makes it throw in the code, `cancel` stops the execution. When the pause came with an `approvalUrl` \
+         (browser mode), the user decides on that page instead: `resume` then waits for their decision and returns \
+         the outcome (the action is ignored). Works from any session of the same user.",
         schema(input),
     )
 }
