@@ -84,8 +84,8 @@ async fn main() -> ExitCode {
     });
     let result = match command {
         Command::Serve { addr, config, store } => match open(&store).await {
-            Ok(Opened::Embedded(s)) => run_serve(addr, config, s).await,
-            Ok(Opened::Dynamo(s)) => run_serve(addr, config, s).await,
+            Ok(Opened::Embedded(s)) => run_serve(addr, config, &store.data_dir, s).await,
+            Ok(Opened::Dynamo(s)) => run_serve(addr, config, &store.data_dir, s).await,
             Err(e) => Err(e),
         },
         Command::Keys { command, store } => match open(&store).await {
@@ -146,6 +146,7 @@ async fn run_keys(command: KeysCommand, store: &impl executor_store::KeyStore) -
 async fn run_serve<S: Store + 'static>(
     addr: SocketAddr,
     sources: Option<PathBuf>,
+    data_dir: &Path,
     store: Arc<S>,
 ) -> Result<(), String> {
     let catalog = Catalog::load(sources).await.map_err(|e| e.to_string())?;
@@ -173,8 +174,11 @@ async fn run_serve<S: Store + 'static>(
         .map_err(|e| e.to_string())?;
     let greeting = serve::welcome(bound, owner.as_ref().zip(first.as_ref().map(|(_, t)| t.as_str())));
     println!("{greeting}");
-    let config =
+    let mut config =
         executor_service::HostConfig::default().with_env(|n| std::env::var(n).ok()).map_err(|e| e.to_string())?;
+    if config.request_state_key.is_none() {
+        config.request_state_key = Some(serve::request_state_key(data_dir).map_err(|e| e.to_string())?);
+    }
     let host = serve::host(store, Arc::new(catalog), &namespaces, config).await.map_err(|e| e.to_string())?;
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;

@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 
 use axum::Router;
@@ -12,7 +13,7 @@ use axum::extract::Request;
 use axum::response::Response;
 use executor_core::Principal;
 use executor_sandbox::{Limits, Sandbox, Tools};
-use executor_service::{Host, HostConfig};
+use executor_service::{Host, HostConfig, RequestStateKey};
 use std::time::SystemTime;
 
 use executor_store::{AlarmScheduler, InProcessScheduler, Store, StoreError};
@@ -67,6 +68,29 @@ pub async fn host<S: Store + 'static>(
         scheduler.schedule(&session, at).await?;
     }
     Ok(host)
+}
+
+/// The key that seals native-mode request states, kept in `data_dir` so that
+/// they stay valid across restarts (created on first use, readable by the owner only).
+pub fn request_state_key(data_dir: &Path) -> std::io::Result<RequestStateKey> {
+    let path = data_dir.join("request-state.key");
+    let invalid =
+        || std::io::Error::other(format!("{} is not a valid key; delete it to make a new one", path.display()));
+    match std::fs::read_to_string(&path) {
+        Ok(text) => hex::decode(text.trim()).ok().and_then(RequestStateKey::new).ok_or_else(invalid),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut key = [0u8; 32];
+            getrandom::fill(&mut key).map_err(std::io::Error::other)?;
+            std::fs::create_dir_all(data_dir)?;
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            std::io::Write::write_all(&mut options.open(&path)?, hex::encode(key).as_bytes())?;
+            RequestStateKey::new(key.to_vec()).ok_or_else(invalid)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// What to tell the person who just started a fresh server.

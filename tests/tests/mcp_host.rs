@@ -81,9 +81,28 @@ impl Running {
     async fn client(&self, version: ProtocolVersion) -> RunningService<RoleClient, InitializeRequestParams> {
         let config = StreamableHttpClientTransportConfig::with_uri(self.url.clone()).auth_header(self.token.clone());
         let info = InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("e2e", "1"))
-            .with_protocol_version(version);
-        info.serve(StreamableHttpClientTransport::from_config(config)).await.expect("the client connects")
+            .with_protocol_version(version.clone());
+        let transport = StreamableHttpClientTransport::from_config(config);
+        connect(info, transport, version).await
     }
+}
+
+/// Connect as a client of `version`: `initialize` up to 2025-11-25, `server/discover`
+/// (no handshake, per-request metadata) from 2026-07-28.
+async fn connect<C: rmcp::ClientHandler>(
+    client: C,
+    transport: StreamableHttpClientTransport<reqwest::Client>,
+    version: ProtocolVersion,
+) -> RunningService<RoleClient, C> {
+    let connected = if version >= ProtocolVersion::V_2026_07_28 {
+        let lifecycle = rmcp::service::ClientLifecycleMode::Discover { preferred_versions: vec![version.clone()] };
+        rmcp::service::ClientServiceExt::serve_with_lifecycle(client, transport, lifecycle).await
+    } else {
+        client.serve(transport).await
+    };
+    let client = connected.expect("the client connects");
+    assert_eq!(client.peer_info().map(|info| info.protocol_version.clone()), Some(version), "negotiated");
+    client
 }
 
 fn args(value: Value) -> JsonObject {
@@ -193,6 +212,116 @@ async fn a_2026_07_28_client_is_served_without_a_session() {
     assert_eq!(done["result"], json!({"title": "bug"}));
     client.cancel().await.unwrap();
     host.stop().await;
+}
+
+/// A 2026-07-28 client with an elicitation UI that answers every approval with `answer`.
+#[derive(Clone)]
+struct Approver {
+    answer: rmcp::model::ElicitationAction,
+    asked: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl rmcp::ClientHandler for Approver {
+    fn get_info(&self) -> InitializeRequestParams {
+        let capabilities = ClientCapabilities::builder().enable_elicitation().build();
+        InitializeRequestParams::new(capabilities, Implementation::new("native", "1"))
+            .with_protocol_version(ProtocolVersion::V_2026_07_28)
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        if let rmcp::model::ElicitRequestParams::FormElicitationParams { message, .. } = request {
+            self.asked.lock().unwrap().push(message);
+        }
+        Ok(rmcp::model::ElicitResult::new(self.answer.clone()))
+    }
+}
+
+type Asked = Arc<std::sync::Mutex<Vec<String>>>;
+
+/// A native-mode 2026-07-28 client of `host` with `token`, answering `answer`.
+async fn approver(
+    host: &Running,
+    token: &str,
+    answer: rmcp::model::ElicitationAction,
+) -> (RunningService<RoleClient, Approver>, Asked) {
+    let approver = Approver { answer, asked: Arc::default() };
+    let asked = approver.asked.clone();
+    let url = format!("{}?elicitation_mode=native", host.url);
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token.to_owned());
+    let transport = StreamableHttpClientTransport::from_config(config);
+    (connect(approver, transport, ProtocolVersion::V_2026_07_28).await, asked)
+}
+
+fn native() -> HostConfig {
+    HostConfig { request_state_key: executor_service::RequestStateKey::new(vec![9u8; 32]), ..HostConfig::default() }
+}
+
+/// Native mode: the pause is an input-required result; the client asks its
+/// user (an elicitation) and retries with the answer and the sealed state; the
+/// retry, here on a restarted host with the same key, resumes the execution.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_mode_asks_the_clients_user_and_the_retry_resumes() {
+    use rmcp::model::ElicitationAction;
+    let dir = tempfile::tempdir().unwrap();
+    let host = Running::start_with(dir.path(), None, native()).await;
+    // Drive the rounds by hand: the input-required result and its state.
+    let (client, _) = approver(&host, &host.token, ElicitationAction::Accept).await;
+    let first = client
+        .call_tool_once(CallToolRequestParams::new("execute").with_arguments(args(json!({"code": WRITE}))))
+        .await
+        .unwrap();
+    let rmcp::model::CallToolResponse::InputRequired(required) = first else { panic!("{first:?}") };
+    let state = required.request_state.clone().expect("a sealed request state");
+    assert!(required.input_requests.as_ref().unwrap().contains_key("approval"));
+    assert!(host.tools.calls().is_empty(), "nothing ran before the approval");
+    let token = host.token.clone();
+    host.stop().await;
+
+    // The retry reaches another host (a restart with the same key).
+    let restarted = Running::start_with(dir.path(), Some(token), native()).await;
+    let (client, _) = approver(&restarted, &restarted.token, ElicitationAction::Accept).await;
+    let answer = rmcp::model::InputResponses::from([("approval".to_owned(), json!({"action": "accept"}))]);
+    let retry = CallToolRequestParams::new("execute")
+        .with_arguments(args(json!({"code": WRITE})))
+        .with_input_responses(answer.clone())
+        .with_request_state(state.clone());
+    let done = client.call_tool(retry.clone()).await.unwrap();
+    assert_eq!(done.structured_content.unwrap()["result"], json!({"title": "bug"}));
+    assert_eq!(restarted.tools.calls().len(), 1);
+    // The same state again decides nothing more.
+    let again = client.call_tool(retry).await.unwrap();
+    assert_eq!(again.structured_content.unwrap()["error"]["code"], "execution_already_settled");
+    assert_eq!(restarted.tools.calls().len(), 1);
+    // Another owner cannot use the state.
+    let (bob, _) = approver(&restarted, &restarted.bob, ElicitationAction::Accept).await;
+    let forged = CallToolRequestParams::new("execute")
+        .with_arguments(args(json!({"code": WRITE})))
+        .with_input_responses(answer)
+        .with_request_state(state);
+    let refused = bob.call_tool(forged).await.unwrap();
+    assert_eq!(refused.structured_content.unwrap()["error"]["code"], "invalid_arguments");
+
+    // The client's own loop: the user answers in the client's UI.
+    for (answer, expected) in
+        [(ElicitationAction::Accept, json!("created")), (ElicitationAction::Decline, json!("declined"))]
+    {
+        let (client, asked) = approver(&restarted, &restarted.token, answer).await;
+        let code = "try { await tools.w.create({title: 'x'}); return 'created' } catch (e) { return 'declined' }";
+        let result = client
+            .call_tool(CallToolRequestParams::new("execute").with_arguments(args(json!({"code": code}))))
+            .await
+            .unwrap();
+        assert_eq!(result.structured_content.unwrap()["result"], expected);
+        let asked = asked.lock().unwrap().clone();
+        assert_eq!(asked.len(), 1);
+        assert!(asked[0].contains("Tool: tools.w.create") && asked[0].contains("w.create wants to write"), "{asked:?}");
+    }
+    assert_eq!(restarted.tools.calls().len(), 2, "the accepted one ran, the declined one did not");
+    restarted.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

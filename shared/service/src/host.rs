@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 
 use crate::approvals::ApprovalRoutes;
 use crate::mcp::{Caller, McpServer};
+use crate::native::{NativeApprovals, RequestStateKey};
 use crate::oidc::{Oidc, OidcConfig};
 use crate::{Alarms, Executions};
 
@@ -51,6 +52,9 @@ pub struct HostConfig {
     pub oidc: Option<OidcConfig>,
     /// How long a browser-mode `resume` waits for the human's decision.
     pub approval_wait: Duration,
+    /// Seals native-mode request states; without it, native requests are
+    /// served in model mode. Every instance must share it.
+    pub request_state_key: Option<RequestStateKey>,
 }
 
 impl Default for HostConfig {
@@ -65,6 +69,7 @@ impl Default for HostConfig {
             default_mode: ElicitationMode::Model,
             oidc: None,
             approval_wait: Duration::from_secs(20),
+            request_state_key: None,
         }
     }
 }
@@ -99,6 +104,10 @@ impl HostConfig {
         t.paused_lease = millis("EXECUTOR_PAUSED_LEASE_MS", t.paused_lease)?;
         t.approval_window = millis("EXECUTOR_APPROVAL_WINDOW_MS", t.approval_window)?;
         self.approval_wait = millis("EXECUTOR_APPROVAL_WAIT_MS", self.approval_wait)?;
+        if let Some(key) = lookup("EXECUTOR_REQUEST_STATE_KEY").filter(|k| !k.is_empty()) {
+            let short = || ConfigError { name: "EXECUTOR_REQUEST_STATE_KEY", value: "(hidden)".into() };
+            self.request_state_key = Some(RequestStateKey::new(key.into_bytes()).ok_or_else(short)?);
+        }
         if let Some(url) = lookup("EXECUTOR_PUBLIC_URL").filter(|u| !u.trim().is_empty()) {
             self.public_url = Some(url);
         }
@@ -126,6 +135,7 @@ pub struct Host {
     oidc: Option<Arc<Oidc>>,
     mcp: StreamableHttpService<McpServer, LocalSessionManager>,
     config: HostConfig,
+    native_available: bool,
 }
 
 impl Host {
@@ -144,7 +154,12 @@ impl Host {
         let approvals = Arc::new(ApprovalRoutes::new(executions.clone(), tools.clone()));
         let alarms =
             Arc::new(Alarms::new(store.clone(), store.clone(), executions.clone(), scheduler, config.timeouts));
-        let server = McpServer::new(executions, tools, namespaces);
+        let native = config.request_state_key.as_ref().map(|key| {
+            // A state outlives its pause by no more than the approval window.
+            Arc::new(NativeApprovals::new(key, config.timeouts.approval_window))
+        });
+        let native_available = native.is_some();
+        let server = McpServer::new(executions, tools, namespaces, native);
         let mut rmcp_config = StreamableHttpServerConfig::default()
             .with_legacy_session_mode(false)
             .with_json_response(true)
@@ -157,7 +172,7 @@ impl Host {
         };
         let mcp = StreamableHttpService::new(move || Ok(server.clone()), Default::default(), rmcp_config);
         let oidc = config.oidc.clone().map(|c| Arc::new(Oidc::new(c)));
-        Self { sessions: store.clone(), keys: store, alarms, approvals, oidc, mcp, config }
+        Self { sessions: store.clone(), keys: store, alarms, approvals, oidc, mcp, config, native_available }
     }
 
     /// The alarm handler: what a fired alarm (in-process timer or the alarm
@@ -305,6 +320,7 @@ impl Host {
             None => None,
         };
         let base_url = self.base_url(&parts.headers);
+        let mode = self.effective_mode(mode, &parts.headers);
         parts.extensions.insert(Caller { owner: owner.clone(), session, mode, base_url });
         let response = self.forward(Request::from_parts(parts, body)).await;
         if !initialize || response.status() != StatusCode::OK {
@@ -404,6 +420,16 @@ impl Host {
             }
         }
         rpc_error(StatusCode::CONFLICT, -32000, "the session is busy; try again")
+    }
+
+    /// Native mode needs a 2026-07-28 client (input-required results) and a
+    /// request-state key; otherwise its requests are served in model mode.
+    fn effective_mode(&self, mode: ElicitationMode, headers: &HeaderMap) -> ElicitationMode {
+        let version = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        match mode {
+            ElicitationMode::Native if !self.native_available || version < STATELESS_VERSION => ElicitationMode::Model,
+            mode => mode,
+        }
     }
 
     fn base_url(&self, headers: &HeaderMap) -> String {

@@ -8,6 +8,7 @@ mod executions;
 mod host;
 mod ids;
 mod mcp;
+mod native;
 mod oidc;
 mod results;
 
@@ -15,4 +16,5 @@ pub use alarms::Alarms;
 pub use executions::{ExecutionResult, Executions, ResumeError};
 pub use host::{ConfigError, Host, HostConfig};
 pub use ids::ApprovalToken;
+pub use native::RequestStateKey;
 pub use oidc::OidcConfig;

@@ -16,7 +16,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
-use crate::{Executions, results};
+use crate::native::NativeApprovals;
+use crate::{ExecutionResult, Executions, ResumeError, results};
 
 /// Who is calling, put into the request's extensions by the HTTP layer.
 #[derive(Debug, Clone)]
@@ -37,22 +38,28 @@ pub(crate) struct McpServer {
     executions: Arc<Executions>,
     tools: Arc<dyn Tools>,
     declared: Arc<[Tool]>,
+    native: Option<Arc<NativeApprovals>>,
 }
 
 impl McpServer {
-    pub fn new(executions: Arc<Executions>, tools: Arc<dyn Tools>, namespaces: &[String]) -> Self {
+    pub fn new(
+        executions: Arc<Executions>,
+        tools: Arc<dyn Tools>,
+        namespaces: &[String],
+        native: Option<Arc<NativeApprovals>>,
+    ) -> Self {
         let declared = vec![execute_tool(namespaces), resume_tool()].into();
-        Self { executions, tools, declared }
+        Self { executions, tools, declared, native }
     }
 
-    async fn execute(&self, caller: &Caller, args: &JsonObject) -> CallToolResult {
+    async fn execute(&self, caller: &Caller, args: &JsonObject) -> CallToolResponse {
         let Some(code) = args.get("code").and_then(Value::as_str) else {
             return invalid("`code` (a string of JavaScript or TypeScript) is required");
         };
         let executions = &self.executions;
         let session = caller.session.as_ref();
         match executions.execute(&caller.owner, session, caller.mode, code.to_owned(), self.tools.clone()).await {
-            Ok(result) => respond(results::execution(&result, &caller.base_url)),
+            Ok(result) => self.render(caller, &result),
             Err(error) => respond((
                 json!({"status": "error", "error": {"code": "store_error", "message": error.to_string()}}),
                 true,
@@ -60,7 +67,7 @@ impl McpServer {
         }
     }
 
-    async fn resume(&self, caller: &Caller, args: &JsonObject) -> CallToolResult {
+    async fn resume(&self, caller: &Caller, args: &JsonObject) -> CallToolResponse {
         let id = match args.get("executionId").and_then(Value::as_str).map(ExecutionId::parse) {
             Some(Ok(id)) => id,
             Some(Err(e)) => return invalid(&format!("`executionId` is not valid: {e}")),
@@ -70,23 +77,52 @@ impl McpServer {
             Ok(action) => action,
             Err(message) => return invalid(&message),
         };
-        match self.executions.resume(&caller.owner, &id, action, self.tools.clone()).await {
-            Ok(result) => respond(results::execution(&result, &caller.base_url)),
+        let result = self.executions.resume(&caller.owner, &id, action, self.tools.clone()).await;
+        self.render_resumed(caller, result)
+    }
+
+    /// A retried call in native mode: the client's answer decides the pause its
+    /// request state names.
+    async fn answer(&self, caller: &Caller, request: &CallToolRequestParams, state: &str) -> CallToolResponse {
+        let Some(native) = &self.native else {
+            return invalid("this server issues no request state; call execute or resume without one");
+        };
+        let (id, action) = match native.answer(&caller.owner, state, request.input_responses.as_ref()) {
+            Ok(answer) => answer,
+            Err(error) => return invalid(&error.to_string()),
+        };
+        let result = self.executions.decide_as_owner(&caller.owner, &id, action, self.tools.clone()).await;
+        self.render_resumed(caller, result)
+    }
+
+    fn render_resumed(&self, caller: &Caller, result: Result<ExecutionResult, ResumeError>) -> CallToolResponse {
+        match result {
+            Ok(result) => self.render(caller, &result),
             Err(error) => respond((results::resume_error(&error), true)),
         }
     }
+
+    /// In native mode a pause asks the client; otherwise the result says what to do.
+    fn render(&self, caller: &Caller, result: &ExecutionResult) -> CallToolResponse {
+        if let (ElicitationMode::Native, Some(native), ExecutionResult::Paused { execution_id, pending, .. }) =
+            (caller.mode, &self.native, result)
+        {
+            return CallToolResponse::InputRequired(native.ask(&caller.owner, execution_id, pending));
+        }
+        respond(results::execution(result, &caller.base_url))
+    }
 }
 
-fn respond((structured, is_error): (Value, bool)) -> CallToolResult {
+fn respond((structured, is_error): (Value, bool)) -> CallToolResponse {
     let mut result =
         if is_error { CallToolResult::structured_error(structured) } else { CallToolResult::structured(structured) };
     if let Some(value) = &result.structured_content {
         result.content = vec![ContentBlock::text(results::text(value))];
     }
-    result
+    result.into()
 }
 
-fn invalid(message: &str) -> CallToolResult {
+fn invalid(message: &str) -> CallToolResponse {
     respond((json!({"status": "error", "error": {"code": "invalid_arguments", "message": message}}), true))
 }
 
@@ -178,14 +214,14 @@ impl ServerHandler for McpServer {
             .ok_or_else(|| {
                 ErrorData::internal_error("the request reached the tools without an authenticated caller", None)
             })?;
-        let args = request.arguments.unwrap_or_default();
-        let result = match request.name.as_ref() {
-            "execute" => self.execute(&caller, &args).await,
-            "resume" => self.resume(&caller, &args).await,
-            other => {
+        let args = request.arguments.clone().unwrap_or_default();
+        Ok(match (request.name.as_ref(), request.request_state.as_deref()) {
+            ("execute" | "resume", Some(state)) => self.answer(&caller, &request, state).await,
+            ("execute", None) => self.execute(&caller, &args).await,
+            ("resume", None) => self.resume(&caller, &args).await,
+            (other, _) => {
                 return Err(ErrorData::invalid_params(format!("unknown tool {other:?}; use execute or resume"), None));
             }
-        };
-        Ok(result.into())
+        })
     }
 }
