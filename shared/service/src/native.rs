@@ -134,7 +134,8 @@ mod tests {
         assert!(request["params"]["message"].as_str().unwrap().contains("Tool: tools.gh.issues.create"));
 
         let answer = |action: &str| InputResponses::from([(APPROVAL.to_owned(), json!({"action": action}))]);
-        let cases: Vec<(&Principal, String, Option<InputResponses>, Result<ApprovalAction, &str>)> = vec![
+        type Case<'a> = (&'a Principal, String, Option<InputResponses>, Result<ApprovalAction, &'a str>);
+        let cases: Vec<Case> = vec![
             (&alice, state.clone(), Some(answer("accept")), Ok(ApprovalAction::Accept)),
             (&alice, state.clone(), Some(answer("decline")), Ok(ApprovalAction::Decline)),
             (&alice, state.clone(), Some(answer("cancel")), Ok(ApprovalAction::Cancel)),
