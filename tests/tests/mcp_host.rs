@@ -1,15 +1,20 @@
-//! The MCP host end to end: a real socket on 127.0.0.1, the rmcp client, the
-//! embedded store on disk, tools that need approval.
+//! The MCP host end to end, with the rmcp client over real HTTP on 127.0.0.1,
+//! against both deployments: `executor serve` (embedded store on disk) and the
+//! Lambda functions' handler behind a local stand-in for API Gateway
+//! (DynamoDB and EventBridge Scheduler via moto_server). Tools that need approval.
 
 #[path = "../../shared/sandbox/tests/support/mod.rs"]
 mod support;
 
-use std::path::Path;
+mod api_gateway;
+
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use executor_cli::{keys, serve};
-use executor_service::HostConfig;
-use executor_store::EmbeddedStore;
+use executor_sandbox::{Limits, Sandbox};
+use executor_service::{Host, HostConfig};
+use executor_store::{DynamoStore, EmbeddedStore, EventBridgeScheduler, SchedulerTarget};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, JsonObject, ProtocolVersion,
 };
@@ -21,7 +26,42 @@ use serde_json::{Value, json};
 use support::TestTools;
 use tokio::sync::oneshot;
 
-/// A running host; dropping `stop` shuts it down and releases the store.
+/// Where the host under test runs.
+#[derive(Debug, Clone, Copy)]
+enum Deployment {
+    /// `executor serve`: one process, embedded store.
+    Local,
+    /// The MCP and approval functions behind API Gateway, DynamoDB, Scheduler.
+    Lambda,
+}
+
+/// What outlives a host: its data. A restart starts a new host on the same place.
+enum Place {
+    Local(tempfile::TempDir),
+    Lambda { store: Arc<DynamoStore>, scheduler: SchedulerTarget },
+}
+
+impl Place {
+    async fn new(deployment: Deployment) -> Self {
+        match deployment {
+            Deployment::Local => Place::Local(tempfile::tempdir().unwrap()),
+            Deployment::Lambda => {
+                static NEXT: AtomicU32 = AtomicU32::new(0);
+                let (store, _client) = executor_tests::dynamo_store().await;
+                let group = format!("executor-e2e-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+                executor_tests::scheduler_client().create_schedule_group().name(&group).send().await.unwrap();
+                let scheduler = SchedulerTarget {
+                    group,
+                    target_arn: "arn:aws:lambda:us-east-1:123456789012:function:executor-alarm".into(),
+                    role_arn: "arn:aws:iam::123456789012:role/executor-scheduler".into(),
+                };
+                Place::Lambda { store: Arc::new(store), scheduler }
+            }
+        }
+    }
+}
+
+/// A running host; `stop` shuts it down and releases the store.
 struct Running {
     url: String,
     token: String,
@@ -33,44 +73,63 @@ struct Running {
 }
 
 impl Running {
-    async fn start(dir: &Path, token: Option<String>) -> Self {
-        Self::start_with(dir, token, HostConfig::default()).await
+    async fn start(place: &Place, token: Option<String>) -> Self {
+        Self::start_with(place, token, HostConfig::default()).await
     }
 
-    async fn start_with(dir: &Path, token: Option<String>, config: HostConfig) -> Self {
-        // A restart: the previous host's last connection tasks may still be
-        // letting go of the file, as an exiting process would.
-        let mut attempts = 0;
-        let store = loop {
-            match EmbeddedStore::open(dir) {
-                Ok(store) => break Arc::new(store),
-                Err(e) if attempts < 50 => {
-                    attempts += 1;
-                    assert!(e.to_string().contains("in use"), "{e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                }
-                Err(e) => panic!("{e}"),
-            }
-        };
-        let token = match token {
-            Some(token) => token,
-            None => keys::create(&*store, "alice").await.unwrap(),
-        };
-        let bob = keys::create(&*store, "bob").await.unwrap();
+    async fn start_with(place: &Place, token: Option<String>, config: HostConfig) -> Self {
         let tools = TestTools::new();
         let namespaces = vec!["r".to_owned(), "w".to_owned()];
-        let host = serve::host(store, tools.clone(), &namespaces, config).await.unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
-        let done = tokio::spawn(async move {
-            serve::serve(listener, host, async move {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-        });
-        Self { url, token, bob, tools, stop: Some(stop), done }
+        let shutdown = async move {
+            let _ = stopped.await;
+        };
+        match place {
+            Place::Local(dir) => {
+                // A restart: the previous host's last connection tasks may still be
+                // letting go of the file, as an exiting process would.
+                let mut attempts = 0;
+                let store = loop {
+                    match EmbeddedStore::open(dir.path()) {
+                        Ok(store) => break Arc::new(store),
+                        Err(e) if attempts < 50 => {
+                            attempts += 1;
+                            assert!(e.to_string().contains("in use"), "{e}");
+                            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                };
+                let token = match token {
+                    Some(token) => token,
+                    None => keys::create(&*store, "alice").await.unwrap(),
+                };
+                let bob = keys::create(&*store, "bob").await.unwrap();
+                let host = serve::host(store, tools.clone(), &namespaces, config).await.unwrap();
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+                let done = tokio::spawn(async move { serve::serve(listener, host, shutdown).await.unwrap() });
+                Self { url, token, bob, tools, stop: Some(stop), done }
+            }
+            Place::Lambda { store, scheduler } => {
+                let token = match token {
+                    Some(token) => token,
+                    None => keys::create(&**store, "alice").await.unwrap(),
+                };
+                let bob = keys::create(&**store, "bob").await.unwrap();
+                // As the functions are configured: API Gateway routes by host.
+                let config = HostConfig { allowed_hosts: None, ..config };
+                let scheduler =
+                    Arc::new(EventBridgeScheduler::new(executor_tests::scheduler_client(), scheduler.clone()));
+                let function = || {
+                    let sandbox = Sandbox::new(Limits::default());
+                    Host::new(store.clone(), tools.clone(), &namespaces, sandbox, scheduler.clone(), config.clone())
+                };
+                let functions = api_gateway::Functions { mcp: function(), approval: function() };
+                let (base, done) = api_gateway::start(functions, shutdown).await;
+                Self { url: format!("{base}/mcp"), token, bob, tools, stop: Some(stop), done }
+            }
+        }
     }
 
     async fn stop(mut self) {
@@ -105,6 +164,36 @@ async fn connect<C: rmcp::ClientHandler>(
     client
 }
 
+/// Each scenario, once per deployment: `local::name` and `lambda::name`.
+macro_rules! on_both_deployments {
+    ($($scenario:ident),* $(,)?) => {
+        mod local {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario(super::Deployment::Local).await;
+                }
+            )*
+        }
+        mod lambda {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario(super::Deployment::Lambda).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_deployments!(
+    handshake_tools_and_execute,
+    pause_then_resume_from_another_session_and_after_a_restart,
+    a_2026_07_28_client_is_served_without_a_session,
+    native_mode_asks_the_clients_user_and_the_retry_resumes,
+    sessions_keys_and_the_challenge_over_plain_http,
+);
+
 fn args(value: Value) -> JsonObject {
     value.as_object().unwrap().clone()
 }
@@ -120,10 +209,9 @@ async fn call(
 
 const WRITE: &str = "console.log('start'); const w = await tools.w.create({title: 'bug'}); return w.data.args";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn handshake_tools_and_execute() {
-    let dir = tempfile::tempdir().unwrap();
-    let host = Running::start(dir.path(), None).await;
+async fn handshake_tools_and_execute(deployment: Deployment) {
+    let place = Place::new(deployment).await;
+    let host = Running::start(&place, None).await;
     let client = host.client(ProtocolVersion::V_2025_06_18).await;
     let info = client.peer_info().unwrap();
     assert_eq!(info.server_info.as_ref().unwrap().name, "executor");
@@ -150,10 +238,9 @@ async fn handshake_tools_and_execute() {
     host.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pause_then_resume_from_another_session_and_after_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let host = Running::start(dir.path(), None).await;
+async fn pause_then_resume_from_another_session_and_after_a_restart(deployment: Deployment) {
+    let place = Place::new(deployment).await;
+    let host = Running::start(&place, None).await;
     let first = host.client(ProtocolVersion::V_2025_06_18).await;
 
     // Accepted from a second session of the same owner.
@@ -188,7 +275,7 @@ async fn pause_then_resume_from_another_session_and_after_a_restart() {
     let token = host.token.clone();
     host.stop().await;
 
-    let restarted = Running::start(dir.path(), Some(token)).await;
+    let restarted = Running::start(&place, Some(token)).await;
     let client = restarted.client(ProtocolVersion::V_2025_06_18).await;
     let (done, is_error) = call(&client, "resume", json!({"executionId": paused["executionId"]})).await;
     assert!(!is_error, "{done}");
@@ -199,10 +286,9 @@ async fn pause_then_resume_from_another_session_and_after_a_restart() {
     drop((first, second));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_2026_07_28_client_is_served_without_a_session() {
-    let dir = tempfile::tempdir().unwrap();
-    let host = Running::start(dir.path(), None).await;
+async fn a_2026_07_28_client_is_served_without_a_session(deployment: Deployment) {
+    let place = Place::new(deployment).await;
+    let host = Running::start(&place, None).await;
     let client = host.client(ProtocolVersion::V_2026_07_28).await;
     let (value, is_error) = call(&client, "execute", json!({"code": "return [1, 2].map(x => x * 10)"})).await;
     assert!(!is_error, "{value}");
@@ -263,11 +349,10 @@ fn native() -> HostConfig {
 /// Native mode: the pause is an input-required result; the client asks its
 /// user (an elicitation) and retries with the answer and the sealed state; the
 /// retry, here on a restarted host with the same key, resumes the execution.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn native_mode_asks_the_clients_user_and_the_retry_resumes() {
+async fn native_mode_asks_the_clients_user_and_the_retry_resumes(deployment: Deployment) {
     use rmcp::model::ElicitationAction;
-    let dir = tempfile::tempdir().unwrap();
-    let host = Running::start_with(dir.path(), None, native()).await;
+    let place = Place::new(deployment).await;
+    let host = Running::start_with(&place, None, native()).await;
     // Drive the rounds by hand: the input-required result and its state.
     let (client, _) = approver(&host, &host.token, ElicitationAction::Accept).await;
     let first = client
@@ -282,7 +367,7 @@ async fn native_mode_asks_the_clients_user_and_the_retry_resumes() {
     host.stop().await;
 
     // The retry reaches another host (a restart with the same key).
-    let restarted = Running::start_with(dir.path(), Some(token), native()).await;
+    let restarted = Running::start_with(&place, Some(token), native()).await;
     let (client, _) = approver(&restarted, &restarted.token, ElicitationAction::Accept).await;
     let answer = rmcp::model::InputResponses::from([("approval".to_owned(), json!({"action": "accept"}))]);
     let retry = CallToolRequestParams::new("execute")
@@ -324,10 +409,9 @@ async fn native_mode_asks_the_clients_user_and_the_retry_resumes() {
     restarted.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sessions_keys_and_the_challenge_over_plain_http() {
-    let dir = tempfile::tempdir().unwrap();
-    let host = Running::start(dir.path(), None).await;
+async fn sessions_keys_and_the_challenge_over_plain_http(deployment: Deployment) {
+    let place = Place::new(deployment).await;
+    let host = Running::start(&place, None).await;
     let http = reqwest::Client::new();
     let post = |token: Option<&str>, session: Option<&str>, body: Value| {
         let mut request = http
@@ -459,8 +543,8 @@ async fn sleep_ms(ms: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_sessions_end_busy_ones_live_and_paused_work_holds_a_lease() {
-    let dir = tempfile::tempdir().unwrap();
-    let host = Running::start_with(dir.path(), None, quick()).await;
+    let place = Place::new(Deployment::Local).await;
+    let host = Running::start_with(&place, None, quick()).await;
     let raw = Raw::new(&host);
     let (idle, busy, waiting) = (raw.initialize().await, raw.initialize().await, raw.initialize().await);
     let execute = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
@@ -490,14 +574,14 @@ async fn idle_sessions_end_busy_ones_live_and_paused_work_holds_a_lease() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_armed_alarm_survives_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let host = Running::start_with(dir.path(), None, quick()).await;
+    let place = Place::new(Deployment::Local).await;
+    let host = Running::start_with(&place, None, quick()).await;
     let raw = Raw::new(&host);
     let session = raw.initialize().await;
     let token = host.token.clone();
     host.stop().await;
 
-    let restarted = Running::start_with(dir.path(), Some(token), quick()).await;
+    let restarted = Running::start_with(&place, Some(token), quick()).await;
     let raw = Raw::new(&restarted);
     sleep_ms(1600).await;
     assert_eq!(raw.status(&session).await, 404, "the alarm armed before the restart fired after it");
