@@ -73,17 +73,22 @@ fn instance<S: executor_store::Store + 'static>(store: &Arc<S>, tools: &Arc<Test
     Host::new(store.clone(), tools.clone(), &["w".into()], Sandbox::new(Limits::default()), scheduler, config)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_and_a_paused_execution_move_between_instances() {
+/// A fresh table (moto) holding alice's API key `token`.
+async fn table_with_key(token: &str) -> Arc<executor_store::DynamoStore> {
     let (store, _client) = executor_tests::dynamo_store().await;
-    let store = Arc::new(store);
-    let token = "exk_lambda_test_token";
     let key = executor_core::ApiKey {
         hash: executor_core::TokenHash::of_token(token),
         owner: executor_core::Principal::parse("alice").unwrap(),
         created_at: std::time::SystemTime::now().into(),
     };
     store.create_key(&key).await.unwrap();
+    Arc::new(store)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_and_a_paused_execution_move_between_instances() {
+    let token = "exk_lambda_test_token";
+    let store = table_with_key(token).await;
     let tools = TestTools::new();
     let (one, two) = (instance(&store, &tools), instance(&store, &tools));
     let auth = format!("Bearer {token}");
@@ -134,15 +139,8 @@ async fn a_session_and_a_paused_execution_move_between_instances() {
 /// `resume` returns the outcome. Each only answers its own routes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_approval_crosses_from_the_mcp_function_to_the_approval_function() {
-    let (store, _client) = executor_tests::dynamo_store().await;
-    let store = Arc::new(store);
     let token = "exk_lambda_browser_token";
-    let key = executor_core::ApiKey {
-        hash: executor_core::TokenHash::of_token(token),
-        owner: executor_core::Principal::parse("alice").unwrap(),
-        created_at: std::time::SystemTime::now().into(),
-    };
-    store.create_key(&key).await.unwrap();
+    let store = table_with_key(token).await;
     let tools = TestTools::new();
     let (mcp, approval) = (instance(&store, &tools), instance(&store, &tools));
     let auth = format!("Bearer {token}");
