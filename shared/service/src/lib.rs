@@ -2,6 +2,8 @@
 //! `executor serve`) call it; it calls the domain, the sandbox and the store ports.
 
 mod alarms;
+#[cfg(feature = "conformance")]
+mod conformance;
 mod executions;
 mod host;
 mod ids;

@@ -38,6 +38,8 @@ pub(crate) struct McpServer {
 impl McpServer {
     pub fn new(executions: Arc<Executions>, tools: Arc<dyn Tools>, namespaces: &[String]) -> Self {
         let declared = vec![execute_tool(namespaces), resume_tool()].into();
+        #[cfg(feature = "conformance")]
+        let declared = crate::conformance::with_fixtures(declared);
         Self { executions, tools, declared }
     }
 
@@ -174,6 +176,10 @@ impl ServerHandler for McpServer {
                 ErrorData::internal_error("the request reached the tools without an authenticated caller", None)
             })?;
         let args = request.arguments.unwrap_or_default();
+        #[cfg(feature = "conformance")]
+        if let Some(result) = crate::conformance::call(&request.name, &args) {
+            return Ok(result.into());
+        }
         let result = match request.name.as_ref() {
             "execute" => self.execute(&caller, &args).await,
             "resume" => self.resume(&caller, &args).await,
