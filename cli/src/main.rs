@@ -149,6 +149,15 @@ async fn run_serve<S: Store + 'static>(
     data_dir: &Path,
     store: Arc<S>,
 ) -> Result<(), String> {
+    // The conformance build serves requests without a token (the suite cannot
+    // send one; see executor-service's `conformance` feature): loopback only.
+    #[cfg(feature = "conformance")]
+    {
+        if !addr.ip().is_loopback() {
+            return Err(format!("this is a conformance build: it serves only loopback addresses, not {addr}"));
+        }
+        eprintln!("executor: conformance build: requests without a token are served as owner `conformance`");
+    }
     let catalog = Catalog::load(sources).await.map_err(|e| e.to_string())?;
     let mut namespaces = Vec::new();
     for source in catalog.namespaces() {

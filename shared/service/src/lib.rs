@@ -4,6 +4,8 @@
 mod alarms;
 mod approval_page;
 mod approvals;
+#[cfg(feature = "conformance")]
+mod conformance;
 mod executions;
 mod host;
 mod ids;

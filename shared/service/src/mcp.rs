@@ -49,6 +49,8 @@ impl McpServer {
         native: Option<Arc<NativeApprovals>>,
     ) -> Self {
         let declared = vec![execute_tool(namespaces), resume_tool()].into();
+        #[cfg(feature = "conformance")]
+        let declared = crate::conformance::with_fixtures(declared);
         Self { executions, tools, declared, native }
     }
 
@@ -215,6 +217,10 @@ impl ServerHandler for McpServer {
                 ErrorData::internal_error("the request reached the tools without an authenticated caller", None)
             })?;
         let args = request.arguments.clone().unwrap_or_default();
+        #[cfg(feature = "conformance")]
+        if let Some(result) = crate::conformance::call(&request.name, &args) {
+            return Ok(result.into());
+        }
         Ok(match (request.name.as_ref(), request.request_state.as_deref()) {
             ("execute" | "resume", Some(state)) => self.answer(&caller, &request, state).await,
             ("execute", None) => self.execute(&caller, &args).await,
