@@ -7,6 +7,7 @@
 //!
 //! The layout is documented in `docs/storage.md`.
 
+mod aws;
 mod dynamodb;
 mod embedded;
 mod error;
@@ -14,6 +15,7 @@ mod ports;
 mod records;
 mod scheduler;
 
+pub use aws::sdk_config;
 pub use dynamodb::DynamoStore;
 pub use embedded::EmbeddedStore;
 pub use error::StoreError;

@@ -71,8 +71,8 @@ impl DynamoStore {
             operation: "configure the DynamoDB store",
             detail: "EXECUTOR_TABLE is not set; set it to the name of the DynamoDB table".into(),
         })?;
-        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        Ok(Self::new(Client::new(&config), table))
+        let config = crate::sdk_config().await;
+        Ok(Self::new(Client::new(config), table))
     }
 
     pub fn table(&self) -> &str {

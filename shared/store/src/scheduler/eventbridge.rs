@@ -55,8 +55,8 @@ impl EventBridgeScheduler {
     /// `EXECUTOR_ALARM_TARGET_ARN` and `EXECUTOR_SCHEDULER_ROLE_ARN` wiring.
     pub async fn from_env() -> Result<Self, StoreError> {
         let target = SchedulerTarget::from_env()?;
-        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        Ok(Self::new(Client::new(&config), target))
+        let config = crate::sdk_config().await;
+        Ok(Self::new(Client::new(config), target))
     }
 
     fn name(session: &SessionId) -> String {
