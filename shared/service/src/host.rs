@@ -86,8 +86,9 @@ pub struct ConfigError {
 
 impl HostConfig {
     /// The defaults, with `EXECUTOR_SESSION_TIMEOUT_MS`, `EXECUTOR_PAUSED_LEASE_MS`,
-    /// `EXECUTOR_APPROVAL_WINDOW_MS`, `EXECUTOR_APPROVAL_WAIT_MS`, `EXECUTOR_PUBLIC_URL`
-    /// and the `EXECUTOR_OIDC_*` settings applied from `lookup`
+    /// `EXECUTOR_APPROVAL_WINDOW_MS`, `EXECUTOR_APPROVAL_WAIT_MS`, `EXECUTOR_ELICITATION_MODE`,
+    /// `EXECUTOR_REQUEST_STATE_KEY`, `EXECUTOR_PUBLIC_URL` and the `EXECUTOR_OIDC_*` settings
+    /// applied from `lookup`
     /// (`|name| std::env::var(name).ok()` in the hosts).
     pub fn with_env(mut self, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let millis = |name: &'static str, current: Duration| -> Result<Duration, ConfigError> {
@@ -107,6 +108,10 @@ impl HostConfig {
         if let Some(key) = lookup("EXECUTOR_REQUEST_STATE_KEY").filter(|k| !k.is_empty()) {
             let short = || ConfigError { name: "EXECUTOR_REQUEST_STATE_KEY", value: "(hidden)".into() };
             self.request_state_key = Some(RequestStateKey::new(key.into_bytes()).ok_or_else(short)?);
+        }
+        if let Some(mode) = lookup("EXECUTOR_ELICITATION_MODE").filter(|m| !m.trim().is_empty()) {
+            self.default_mode =
+                parse_mode(mode.trim()).map_err(|_| ConfigError { name: "EXECUTOR_ELICITATION_MODE", value: mode })?;
         }
         if let Some(url) = lookup("EXECUTOR_PUBLIC_URL").filter(|u| !u.trim().is_empty()) {
             self.public_url = Some(url);
@@ -454,12 +459,15 @@ fn now() -> Timestamp {
 /// `?elicitation_mode=model|browser|native`.
 fn elicitation_mode(query: Option<&str>, default: ElicitationMode) -> Result<ElicitationMode, String> {
     let value = query.into_iter().flat_map(|q| q.split('&')).find_map(|pair| pair.strip_prefix("elicitation_mode="));
+    value.map_or(Ok(default), parse_mode)
+}
+
+fn parse_mode(value: &str) -> Result<ElicitationMode, String> {
     match value {
-        None => Ok(default),
-        Some("model") => Ok(ElicitationMode::Model),
-        Some("browser") => Ok(ElicitationMode::Browser),
-        Some("native") => Ok(ElicitationMode::Native),
-        Some(other) => Err(format!("elicitation_mode must be model, browser or native, not {other:?}")),
+        "model" => Ok(ElicitationMode::Model),
+        "browser" => Ok(ElicitationMode::Browser),
+        "native" => Ok(ElicitationMode::Native),
+        other => Err(format!("elicitation_mode must be model, browser or native, not {other:?}")),
     }
 }
 
@@ -520,8 +528,14 @@ mod tests {
                 ("EXECUTOR_SESSION_TIMEOUT_MS", "60000"),
                 ("EXECUTOR_APPROVAL_WINDOW_MS", " 1500 "),
                 ("EXECUTOR_PUBLIC_URL", "https://exec.example.com"),
+                ("EXECUTOR_ELICITATION_MODE", "browser"),
+                ("EXECUTOR_APPROVAL_WAIT_MS", "5000"),
+                ("EXECUTOR_REQUEST_STATE_KEY", "0123456789abcdef0123456789abcdef"),
             ]))
             .unwrap();
+        assert_eq!(config.default_mode, ElicitationMode::Browser);
+        assert_eq!(config.approval_wait, Duration::from_secs(5));
+        assert!(config.request_state_key.is_some());
         assert_eq!(config.timeouts.session_timeout, Duration::from_secs(60));
         assert_eq!(config.timeouts.paused_lease, Timeouts::default().paused_lease);
         assert_eq!(config.timeouts.approval_window, Duration::from_millis(1500));
@@ -537,6 +551,10 @@ mod tests {
         );
         let missing = HostConfig::default().with_env(env(&[("EXECUTOR_OIDC_ISSUER", "https://idp.example")]));
         assert_eq!(missing.unwrap_err().name, "EXECUTOR_OIDC_AUDIENCE");
+        let short = HostConfig::default().with_env(env(&[("EXECUTOR_REQUEST_STATE_KEY", "too short")]));
+        assert_eq!(short.unwrap_err().name, "EXECUTOR_REQUEST_STATE_KEY");
+        let mode = HostConfig::default().with_env(env(&[("EXECUTOR_ELICITATION_MODE", "pigeon")]));
+        assert_eq!(mode.unwrap_err().name, "EXECUTOR_ELICITATION_MODE");
         for bad in ["0", "-5", "5m", ""] {
             let pairs: &'static [(&'static str, &'static str)] =
                 Box::leak(Box::new([("EXECUTOR_PAUSED_LEASE_MS", bad)]));
