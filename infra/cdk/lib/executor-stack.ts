@@ -26,6 +26,7 @@ import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import { Construct } from 'constructs';
 
 import { ExecutorOptions, Resolved, resolve } from './options';
+import { isGranted, readSources } from './sources';
 
 /** The Rust binaries (`[[bin]]` names), each shipped as `bootstrap`. */
 export const BINARIES = {
@@ -81,10 +82,11 @@ export class ExecutorStack extends Stack {
     // --- Session alarms: docs/lifecycle.md -------------------------------------
     // Deleting the group (stack teardown) deletes the schedules left in it.
     this.scheduleGroup = new scheduler.CfnScheduleGroup(this, 'SessionAlarms', { name: groupName });
+    // The scheduler adapter names each session's schedule `executor-session-<sessionId>`.
     const schedulesArn = this.formatArn({
       service: 'scheduler',
       resource: 'schedule',
-      resourceName: `${groupName}/*`,
+      resourceName: `${groupName}/executor-session-*`,
       arnFormat: ArnFormat.SLASH_RESOURCE_NAME,
     });
     const alarmFunctionArn = this.formatArn({
@@ -140,7 +142,7 @@ export class ExecutorStack extends Stack {
     // The public URL is the API's, which the API knows only once created. The
     // functions may reference the API (its integrations reference the
     // functions' ARNs, not their configuration), so this is no cycle; the test
-    // "the template has no dependency cycle" checks it.
+    // "no dependency cycle" checks the template.
     this.api = new apigw.HttpApi(this, 'Api', {
       description: 'Executor: MCP endpoint and approval pages',
       createDefaultStage: false,
@@ -163,7 +165,15 @@ export class ExecutorStack extends Stack {
     }
     const layers: lambda.ILayerVersion[] = [];
     if (o.config) {
-      this.configLayer = configLayer(this, o.config.dir, o.config.file, architecture);
+      const sources = readSources(o.config.dir, o.config.file);
+      const unreadable = sources.secretRefs.filter((ref) => !isGranted(ref, o.secretArns));
+      if (unreadable.length > 0) {
+        throw new Error(
+          `config names secrets the functions could not read: ${unreadable.join(', ')}. ` +
+            'Add their complete ARNs to secretArns.',
+        );
+      }
+      this.configLayer = configLayer(this, o.config.dir, sources.files, architecture);
       layers.push(this.configLayer);
       // Layers are extracted under /opt.
       web.EXECUTOR_CONFIG = `/opt/executor/${o.config.file}`;
@@ -249,7 +259,7 @@ export class ExecutorStack extends Stack {
     // session's alarm and deletes it on `DELETE /mcp`; the alarm reschedules,
     // extends the paused lease, or deletes on destroy. Create falls back to
     // update when the schedule exists. Schedule names are per session, made at
-    // run time: the resource is the group's schedules, `<group>/*`.
+    // run time: the resource is `<group>/executor-session-*`.
     for (const fn of [this.mcpFunction, this.alarmFunction]) {
       this.grant(fn, [
         new iam.PolicyStatement({
@@ -266,10 +276,10 @@ export class ExecutorStack extends Stack {
         }),
       ]);
       Validations.of(fn.role!).acknowledge({
-        id: `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/${groupName}/*]`,
+        id: `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/${groupName}/executor-session-*]`,
         reason:
-          'One schedule per session, named at run time (executor-session-<id>); the grant is limited to ' +
-          "the schedules of this stack's group, the narrowest resource Scheduler offers.",
+          'One schedule per session, named at run time (executor-session-<sessionId>); the grant covers ' +
+          "only such schedules in this stack's group. Scheduler offers no narrower resource.",
       });
     }
 
@@ -344,8 +354,11 @@ export class ExecutorStack extends Stack {
       description: 'Base of the approval pages',
       value: `${this.publicUrl}/approvals/`,
     });
-    new CfnOutput(this, 'TableName', { description: 'The DynamoDB table (EXECUTOR_TABLE)', value: this.table.tableName });
-    new CfnOutput(this, 'ApiEndpoint', { description: 'The API\'s own endpoint', value: this.api.apiEndpoint });
+    new CfnOutput(this, 'TableName', {
+      description: 'The DynamoDB table (EXECUTOR_TABLE)',
+      value: this.table.tableName,
+    });
+    new CfnOutput(this, 'ApiEndpoint', { description: "The API's own endpoint", value: this.api.apiEndpoint });
     if (domain) {
       new CfnOutput(this, 'DomainTarget', {
         description: `DNS: point ${o.domain!.name} (CNAME or alias) at this name`,
@@ -393,7 +406,8 @@ export class ExecutorStack extends Stack {
       runtime: lambda.Runtime.PROVIDED_AL2023,
       architecture: props.architecture,
       handler: 'bootstrap',
-      code: lambda.Code.fromAsset(bootstrapDir(o.assetDir, binary, o.architecture)),
+      // Only the binary: a `bootstrap.zip` from `--output-format zip` may sit next to it.
+      code: lambda.Code.fromAsset(bootstrapDir(o.assetDir, binary, o.architecture), { exclude: ['*', '!bootstrap'] }),
       memorySize: props.memorySize,
       timeout: props.timeout,
       role,
@@ -419,7 +433,8 @@ export function bootstrapDir(assetDir: string, binary: string, architecture: 'ar
   if (!fs.existsSync(file)) {
     throw new Error(
       `no Lambda build of ${binary} at ${file}. Build the functions first (README, "Deploying"): ` +
-        `cargo lambda build --profile lambda ${architecture === 'arm64' ? '--arm64' : '--x86-64'} ...` +
+        `cargo lambda build --profile lambda ${architecture === 'arm64' ? '--arm64' : '--x86-64'} ` +
+        '--lambda-dir target/lambda-functions ...' +
         ', or point the assetDir context at the directory holding <binary>/bootstrap',
     );
   }
@@ -443,49 +458,35 @@ export function bootstrapDir(assetDir: string, binary: string, architecture: 'ar
   return dir;
 }
 
-/** Files and directories never shipped with the sources file. */
-const CONFIG_EXCLUDES = ['.git', 'node_modules', 'target', 'cdk.out', '.executor'];
-/** Lambda layers may hold 250 MB unzipped; a sources directory is far smaller. */
-const CONFIG_MAX_BYTES = 50 * 1024 * 1024;
-
 /**
- * The sources file's directory as a layer, under /opt/executor. A layer keeps
- * the functions' code exactly the cargo-lambda output (the same asset whatever
- * the sources), is shared by the MCP and approval functions, and changing the
- * sources publishes a new layer version without rebuilding anything.
+ * The sources file and the spec files it names, as a layer under
+ * /opt/executor. A layer keeps each function's code exactly the cargo-lambda
+ * output (the same asset whatever the sources), is shared by the MCP and
+ * approval functions, and changing the sources publishes a new layer version
+ * without rebuilding anything.
  */
-function configLayer(scope: Construct, dir: string, file: string, architecture: lambda.Architecture): lambda.LayerVersion {
-  if (!fs.statSync(path.join(dir, file), { throwIfNoEntry: false })?.isFile()) {
-    throw new Error(`config: no sources file at ${path.join(dir, file)}`);
-  }
+function configLayer(
+  scope: Construct,
+  dir: string,
+  files: string[],
+  architecture: lambda.Architecture,
+): lambda.LayerVersion {
   return new lambda.LayerVersion(scope, 'SourcesConfig', {
-    description: 'Executor: the sources file (EXECUTOR_CONFIG) and the specs next to it',
+    description: 'Executor: the sources file (EXECUTOR_CONFIG) and its local specs',
     compatibleRuntimes: [lambda.Runtime.PROVIDED_AL2023],
     compatibleArchitectures: [architecture],
     code: lambda.Code.fromAsset(dir, {
-      exclude: CONFIG_EXCLUDES,
+      // Hashed by what is shipped, not by the (possibly large) directory around the file.
       assetHashType: AssetHashType.OUTPUT,
       bundling: {
         // Copied locally; the image is never used (no Docker needed).
         image: DockerImage.fromRegistry('unused'),
         local: {
           tryBundle(outputDir: string) {
-            const target = path.join(outputDir, 'executor');
-            let bytes = 0;
-            fs.cpSync(dir, target, {
-              recursive: true,
-              filter: (source) => {
-                if (CONFIG_EXCLUDES.includes(path.basename(source))) return false;
-                const stat = fs.statSync(source);
-                if (stat.isFile()) bytes += stat.size;
-                return true;
-              },
-            });
-            if (bytes > CONFIG_MAX_BYTES) {
-              throw new Error(
-                `config: ${dir} holds ${Math.round(bytes / 1048576)} MB; put the sources file and its specs ` +
-                  'in a directory of their own (it is shipped whole)',
-              );
+            for (const file of files) {
+              const target = path.join(outputDir, 'executor', file);
+              fs.mkdirSync(path.dirname(target), { recursive: true });
+              fs.copyFileSync(path.join(dir, file), target);
             }
             return true;
           },

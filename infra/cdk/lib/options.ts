@@ -13,9 +13,9 @@ export type Removal = 'retain' | 'destroy';
 export interface ExecutorOptions {
   /**
    * Directory holding one `<binary>/bootstrap` per function, as written by
-   * `cargo lambda build` (`target/lambda`). Relative paths are relative to the
-   * working directory (infra/cdk for the CDK CLI).
-   * @default ../../target/lambda
+   * `cargo lambda build --lambda-dir target/lambda-functions`. Relative paths
+   * are relative to the working directory (infra/cdk for the CDK CLI).
+   * @default ../../target/lambda-functions
    */
   readonly assetDir?: string;
   /** @default 'arm64' */
@@ -23,15 +23,17 @@ export interface ExecutorOptions {
   /** Table and log groups on stack deletion. @default 'retain' */
   readonly removalPolicy?: Removal;
   /**
-   * The sources file (TOML, see executor.example.toml). Its directory is
-   * shipped as a Lambda layer so that spec files named relative to it come
-   * along; `EXECUTOR_CONFIG` points at the file inside the layer.
+   * The sources file (TOML, see executor.example.toml). It ships as a Lambda
+   * layer with the spec files it names (paths below its directory);
+   * `EXECUTOR_CONFIG` points at it inside the layer. Every Secrets Manager ARN
+   * it names must be in `secretArns`.
    * @default - no sources
    */
   readonly config?: string;
   /**
    * Secrets Manager secret ARNs the sources file refers to (complete ARNs,
-   * with the random suffix). The MCP and approval functions may read exactly these.
+   * with the random suffix). The MCP and approval functions may read exactly
+   * these.
    * @default - none
    */
   readonly secretArns?: string[];
@@ -103,7 +105,10 @@ function toList(raw: unknown): string[] {
   if (Array.isArray(raw)) return raw.map((v) => String(v).trim()).filter(Boolean);
   const text = String(raw).trim();
   if (text.startsWith('[')) return toList(JSON.parse(text));
-  return text.split(',').map((v) => v.trim()).filter(Boolean);
+  return text
+    .split(',')
+    .map((v) => v.trim())
+    .filter(Boolean);
 }
 
 /** The options with defaults applied, checked; throws a message naming the option. */
@@ -149,7 +154,10 @@ export function resolve(options: ExecutorOptions): Resolved {
   if (!!options.domainName !== !!options.certificateArn) {
     throw new Error('domainName and certificateArn go together: set both or neither');
   }
-  if (options.certificateArn && !/^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate\/[A-Za-z0-9-]+$/.test(options.certificateArn)) {
+  if (
+    options.certificateArn &&
+    !/^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate\/[A-Za-z0-9-]+$/.test(options.certificateArn)
+  ) {
     throw new Error(`certificateArn: ${JSON.stringify(options.certificateArn)} is not an ACM certificate ARN`);
   }
   if (!!options.oidcIssuer !== !!options.oidcAudience) {
@@ -160,7 +168,9 @@ export function resolve(options: ExecutorOptions): Resolved {
   }
   const logRetentionDays = options.logRetentionDays ?? 30;
   if (!(Object.values(RetentionDays) as unknown[]).includes(logRetentionDays)) {
-    throw new Error(`logRetentionDays: ${logRetentionDays} is not a CloudWatch Logs retention (1, 3, 5, 7, 14, 30, 60, 90, ...)`);
+    throw new Error(
+      `logRetentionDays: ${logRetentionDays} is not a CloudWatch Logs retention (1, 3, 5, 7, 14, 30, 60, 90, ...)`,
+    );
   }
   let config: Resolved['config'];
   if (options.config) {
@@ -168,7 +178,7 @@ export function resolve(options: ExecutorOptions): Resolved {
     config = { dir: path.dirname(file), file: path.basename(file) };
   }
   return {
-    assetDir: path.resolve(options.assetDir ?? path.join('..', '..', 'target', 'lambda')),
+    assetDir: path.resolve(options.assetDir ?? path.join('..', '..', 'target', 'lambda-functions')),
     architecture,
     removalPolicy,
     config,

@@ -14,7 +14,7 @@ import { allOptions, synth } from './helpers';
 /** Acknowledged findings: rule id -> how many constructs carry it. */
 const REVIEWED: Record<string, number> = {
   // Schedules are named per session at run time; the group's `/*` is the narrowest resource.
-  'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/ExecutorStack-sessions/*]': 2,
+  'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/ExecutorStack-sessions/executor-session-*]': 2,
   // The functions authenticate requests themselves (API keys cannot be checked by an authorizer).
   'AwsSolutions-APIG4': 5,
 };
@@ -42,15 +42,14 @@ describe('cdk-nag AwsSolutions', () => {
     test(`${name}: no unacknowledged finding, errors or warnings`, () => {
       const { stack } = synth(props);
       const report = new AwsSolutionsChecks().validateScope(stack);
-      const findings = report.violations.map((v) => `${v.severity} ${v.ruleName}: ${v.violatingResources.map((r) => r.resourceLogicalId).join(', ')}`);
+      const findings = report.violations.map(
+        (v) => `${v.severity} ${v.ruleName}: ${v.violatingResources.map((r) => r.resourceLogicalId).join(', ')}`,
+      );
       assert.deepEqual(findings, []);
       assert.equal(report.success, true);
 
       const acks = acknowledged(stack);
-      assert.deepEqual(
-        Object.fromEntries([...acks].map(([id, reasons]) => [id, reasons.length])),
-        REVIEWED,
-      );
+      assert.deepEqual(Object.fromEntries([...acks].map(([id, reasons]) => [id, reasons.length])), REVIEWED);
       for (const [id, reasons] of acks) {
         for (const reason of reasons) assert.ok(reason.length > 40, `${id} needs a real reason`);
       }
@@ -62,9 +61,9 @@ describe('cdk-nag AwsSolutions', () => {
     stack.mcpFunction.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:*'], resources: ['*'] }));
     const report = new AwsSolutionsChecks().validateScope(stack);
     assert.equal(report.success, false);
-    assert.deepEqual(
-      report.violations.map((v) => v.ruleName).sort(),
-      ['AwsSolutions-IAM5[Action::dynamodb:*]', 'AwsSolutions-IAM5[Resource::*]'],
-    );
+    assert.deepEqual(report.violations.map((v) => v.ruleName).sort(), [
+      'AwsSolutions-IAM5[Action::dynamodb:*]',
+      'AwsSolutions-IAM5[Resource::*]',
+    ]);
   });
 });

@@ -9,7 +9,8 @@ import { Asset } from 'aws-cdk-lib/aws-s3-assets';
 
 import { bootstrapDir } from '../lib/executor-stack';
 import { optionsFromContext, resolve } from '../lib/options';
-import { placeholderAssets, resources, synth, tempDir } from './helpers';
+import { readSources } from '../lib/sources';
+import { PROJECT_DIR, placeholderAssets, resources, synth, tempDir } from './helpers';
 
 describe('context', () => {
   const from = (context: Record<string, unknown>) => optionsFromContext((key) => context[key]);
@@ -24,11 +25,14 @@ describe('context', () => {
       logRetentionDays: 90,
       sessionTimeoutMs: 60000,
     });
-    assert.deepEqual(from({ secretArns: arns, logRetentionDays: 90, sessionTimeoutMs: 60000 }), from({
-      secretArns: JSON.stringify(arns),
-      logRetentionDays: '90',
-      sessionTimeoutMs: '60000',
-    }));
+    assert.deepEqual(
+      from({ secretArns: arns, logRetentionDays: 90, sessionTimeoutMs: 60000 }),
+      from({
+        secretArns: JSON.stringify(arns),
+        logRetentionDays: '90',
+        sessionTimeoutMs: '60000',
+      }),
+    );
   });
 
   test('empty values are unset; unknown keys are ignored', () => {
@@ -51,8 +55,16 @@ describe('validation', () => {
     ['architecture', { architecture: 'x86' }, /architecture: expected arm64 or x86_64/],
     ['removal policy', { removalPolicy: 'keep' }, /removalPolicy: expected retain or destroy/],
     ['domain without certificate', { domainName: 'mcp.example.com' }, /domainName and certificateArn go together/],
-    ['certificate without domain', { certificateArn: 'arn:aws:acm:eu-west-1:123456789012:certificate/abc' }, /go together/],
-    ['certificate ARN', { domainName: 'a.example', certificateArn: 'arn:aws:iam::1:role/x' }, /not an ACM certificate ARN/],
+    [
+      'certificate without domain',
+      { certificateArn: 'arn:aws:acm:eu-west-1:123456789012:certificate/abc' },
+      /go together/,
+    ],
+    [
+      'certificate ARN',
+      { domainName: 'a.example', certificateArn: 'arn:aws:iam::1:role/x' },
+      /not an ACM certificate ARN/,
+    ],
     ['issuer without audience', { oidcIssuer: 'https://idp.example' }, /oidcIssuer and oidcAudience go together/],
     ['JWKS URL without issuer', { oidcJwksUrl: 'https://idp.example/jwks' }, /need oidcIssuer/],
     [
@@ -81,6 +93,14 @@ describe('builds', () => {
     return header;
   };
 
+  test('a function ships its bootstrap and nothing else', () => {
+    const assets = placeholderAssets();
+    fs.writeFileSync(path.join(assets, 'mcp-function', 'bootstrap.zip'), 'zip');
+    const { stack, outdir } = synth({ assetDir: assets });
+    const code = stack.mcpFunction.node.findChild('Code') as Asset;
+    assert.deepEqual(fs.readdirSync(path.join(outdir, code.assetPath)), ['bootstrap']);
+  });
+
   test('a missing build names the command that makes it', () => {
     const empty = tempDir('empty');
     assert.throws(() => bootstrapDir(empty, 'mcp-function', 'arm64'), /cargo lambda build --profile lambda --arm64/);
@@ -92,21 +112,47 @@ describe('builds', () => {
     const arm = placeholderAssets(elf(0xb7));
     assert.equal(bootstrapDir(x86, 'mcp-function', 'x86_64'), path.join(x86, 'mcp-function'));
     assert.equal(bootstrapDir(arm, 'mcp-function', 'arm64'), path.join(arm, 'mcp-function'));
-    assert.throws(() => bootstrapDir(x86, 'mcp-function', 'arm64'), /built for x86_64, but the functions are deployed as arm64/);
+    assert.throws(
+      () => bootstrapDir(x86, 'mcp-function', 'arm64'),
+      /built for x86_64, but the functions are deployed as arm64/,
+    );
     assert.throws(() => synth({ assetDir: arm, architecture: 'x86_64' }), /built for arm64/);
   });
 });
 
 describe('sources file', () => {
-  test('its directory ships as a layer under /opt/executor; EXECUTOR_CONFIG points at the file', () => {
+  const SECRET = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:github-token-AbCdEf';
+  const sourcesDir = (toml: string, files: Record<string, string> = {}) => {
     const dir = tempDir('sources');
-    fs.writeFileSync(path.join(dir, 'executor.toml'), '[[sources]]\n');
-    fs.mkdirSync(path.join(dir, 'specs'));
-    fs.writeFileSync(path.join(dir, 'specs', 'github.yaml'), 'openapi: 3.0.0\n');
-    fs.mkdirSync(path.join(dir, 'node_modules'));
-    fs.writeFileSync(path.join(dir, 'node_modules', 'junk'), 'x');
+    fs.writeFileSync(path.join(dir, 'executor.toml'), toml);
+    for (const [name, content] of Object.entries(files)) {
+      fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+      fs.writeFileSync(path.join(dir, name), content);
+    }
+    return path.join(dir, 'executor.toml');
+  };
+  const GITHUB = `
+[[sources]]
+namespace = "github"
+kind = "openapi"
+spec = "specs/github.yaml"
+base_url = "https://api.github.example"
+auth = { type = "bearer", token = "${SECRET}" }
 
-    const { stack, rendered, outdir } = synth({ config: path.join(dir, 'executor.toml'), architecture: 'x86_64' });
+[[sources]]
+namespace = "billing"
+kind = "openapi"
+spec = "https://billing.example/openapi.json"
+base_url = "https://billing.example/api"
+`;
+
+  test('ships as a layer under /opt/executor with its local specs; EXECUTOR_CONFIG points at it', () => {
+    const config = sourcesDir(GITHUB, {
+      'specs/github.yaml': 'openapi: 3.0.0\n',
+      'notes.txt': 'not shipped',
+      'node_modules/junk': 'not shipped',
+    });
+    const { stack, rendered, outdir } = synth({ config, secretArns: [SECRET], architecture: 'x86_64' });
     const layer = rendered.Resources.ConfigLayer.Properties;
     assert.deepEqual(layer.CompatibleRuntimes, ['provided.al2023']);
     assert.deepEqual(layer.CompatibleArchitectures, ['x86_64']);
@@ -120,20 +166,58 @@ describe('sources file', () => {
     assert.equal(alarm.Layers, undefined);
     assert.equal(Object.keys(resources(rendered, 'AWS::Lambda::LayerVersion')).length, 1);
 
-    // What the layer holds: the file and its specs, without the excluded directories.
     const asset = stack.configLayer!.node.findChild('Code') as Asset;
-    const staged = path.join(outdir, asset.assetPath);
-    assert.deepEqual(listFiles(path.join(staged, 'executor')), ['executor.toml', 'specs/github.yaml']);
+    assert.deepEqual(listFiles(path.join(outdir, asset.assetPath)), [
+      'executor/executor.toml',
+      'executor/specs/github.yaml',
+    ]);
   });
 
-  test('a missing sources file is an error', () => {
+  test('a secret it names must be granted; a partial ARN matches its complete one', () => {
+    const config = sourcesDir(GITHUB, { 'specs/github.yaml': '' });
+    assert.throws(
+      () => synth({ config }),
+      /config names secrets the functions could not read: arn:aws:secretsmanager:.*github-token-AbCdEf/,
+    );
+    const partial = sourcesDir(GITHUB.replace(SECRET, SECRET.slice(0, -7)), { 'specs/github.yaml': '' });
+    assert.doesNotThrow(() => readSources(path.dirname(partial), 'executor.toml'));
+    synth({ config: partial, secretArns: [SECRET] });
+    assert.throws(
+      () => synth({ config: partial, secretArns: [SECRET.replace('github-token', 'github-token-old')] }),
+      /could not read/,
+    );
+  });
+
+  test('mistakes fail the synth', () => {
     assert.throws(() => synth({ config: path.join(tempDir('none'), 'executor.toml') }), /config: no sources file at/);
+    assert.throws(() => synth({ config: sourcesDir('[[sources]\n') }), /is not valid TOML/);
+    assert.throws(
+      () => synth({ config: sourcesDir(GITHUB), secretArns: [SECRET] }),
+      /spec file .*specs\/github.yaml does not exist/,
+    );
+    for (const spec of ['../specs/github.yaml', '/etc/github.yaml']) {
+      assert.throws(
+        () => synth({ config: sourcesDir(GITHUB.replace('specs/github.yaml', spec)), secretArns: [SECRET] }),
+        /must be a path below/,
+      );
+    }
+  });
+
+  test('the example sources file', () => {
+    const example = fs.readFileSync(path.join(PROJECT_DIR, '..', '..', 'executor.example.toml'), 'utf8');
+    const config = sourcesDir(example, { 'specs/github.yaml': '' });
+    assert.deepEqual(readSources(path.dirname(config), 'executor.toml'), {
+      files: ['executor.toml', 'specs/github.yaml'],
+      secretRefs: ['arn:aws:secretsmanager:eu-west-1:123456789012:secret:billing-AbCdEf'],
+    });
   });
 });
 
 function listFiles(dir: string, prefix = ''): string[] {
   return fs
     .readdirSync(dir, { withFileTypes: true })
-    .flatMap((e) => (e.isDirectory() ? listFiles(path.join(dir, e.name), `${prefix}${e.name}/`) : [`${prefix}${e.name}`]))
+    .flatMap((e) =>
+      e.isDirectory() ? listFiles(path.join(dir, e.name), `${prefix}${e.name}/`) : [`${prefix}${e.name}`],
+    )
     .sort();
 }

@@ -1,16 +1,18 @@
 // The synthesized template: resources, table, IAM, routes, environment, outputs.
 
 import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { describe, test } from 'node:test';
 
-import { ALL_OPTIONS, allOptions, normalise, resources, statementsOf, synth } from './helpers';
+import { ALL_OPTIONS, PROJECT_DIR, allOptions, normalise, resources, statementsOf, synth } from './helpers';
 
 const { template, rendered } = synth();
 
 const PARTITION_REGION_ACCOUNT = '${AWS::Partition}:%s:${AWS::Region}:${AWS::AccountId}';
 const arn = (service: string, rest: string) => `arn:${PARTITION_REGION_ACCOUNT.replace('%s', service)}:${rest}`;
 const ALARM_FUNCTION_ARN = arn('lambda', 'function:ExecutorStack-alarm');
-const SCHEDULES_ARN = arn('scheduler', 'schedule/ExecutorStack-sessions/*');
+const SCHEDULES_ARN = arn('scheduler', 'schedule/ExecutorStack-sessions/executor-session-*');
 const KEYS_CONDITION = { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['SESSION#*', 'EXEC#*'] } };
 
 describe('resources', () => {
@@ -166,8 +168,10 @@ describe('environment', () => {
 
     const domain = r.Resources.Domain.Properties;
     assert.equal(domain.DomainName, 'mcp.example.com');
-    assert.deepEqual(domain.DomainNameConfigurations[0].CertificateArn,
-      'arn:aws:acm:eu-west-1:123456789012:certificate/0a1b2c3d-aaaa-bbbb-cccc-0123456789ab');
+    assert.deepEqual(
+      domain.DomainNameConfigurations[0].CertificateArn,
+      'arn:aws:acm:eu-west-1:123456789012:certificate/0a1b2c3d-aaaa-bbbb-cccc-0123456789ab',
+    );
     const mappings = Object.values(resources(r, 'AWS::ApiGatewayV2::ApiMapping'));
     assert.equal(mappings.length, 1);
     assert.equal(mappings[0].Properties.DomainName, '${Domain}');
@@ -202,7 +206,10 @@ describe('routes', () => {
     for (const p of permissions) {
       assert.equal(p.Action, 'lambda:InvokeFunction');
       assert.equal(p.Principal, 'apigateway.amazonaws.com');
-      assert.match(p.SourceArn, /^arn:\$\{AWS::Partition\}:execute-api:\$\{AWS::Region\}:\$\{AWS::AccountId\}:\$\{Api\}\/\*\/\*\//);
+      assert.match(
+        p.SourceArn,
+        /^arn:\$\{AWS::Partition\}:execute-api:\$\{AWS::Region\}:\$\{AWS::AccountId\}:\$\{Api\}\/\*\/\*\//,
+      );
     }
     assert.deepEqual(permissions.map((p) => p.FunctionName).sort(), [
       '${ApprovalFunction.Arn}',
@@ -316,7 +323,12 @@ describe('IAM', () => {
 
   test('scheduler role: invoke the alarm function, assumed by Scheduler for this group only', () => {
     assert.deepEqual(statementsOf(rendered, 'SchedulerRole'), [
-      { Sid: 'InvokeAlarmFunction', Effect: 'Allow', Action: ['lambda:InvokeFunction'], Resource: [ALARM_FUNCTION_ARN] },
+      {
+        Sid: 'InvokeAlarmFunction',
+        Effect: 'Allow',
+        Action: ['lambda:InvokeFunction'],
+        Resource: [ALARM_FUNCTION_ARN],
+      },
     ]);
     assert.deepEqual(rendered.Resources.SchedulerRole.Properties.AssumeRolePolicyDocument.Statement, [
       {
@@ -375,13 +387,22 @@ describe('IAM', () => {
       Resource: [...secretArns].sort(),
     };
     for (const role of ['McpRole', 'ApprovalRole']) {
-      assert.deepEqual(statementsOf(r, role).filter((s) => s.Sid === 'ReadSourceSecrets'), [statement], role);
+      assert.deepEqual(
+        statementsOf(r, role).filter((s) => s.Sid === 'ReadSourceSecrets'),
+        [statement],
+        role,
+      );
     }
-    assert.deepEqual(statementsOf(r, 'AlarmRole').filter((s) => s.Sid === 'ReadSourceSecrets'), []);
-    assert.deepEqual(statementsOf(rendered, 'McpRole').filter((s) => s.Sid === 'ReadSourceSecrets'), []);
+    assert.deepEqual(
+      statementsOf(r, 'AlarmRole').filter((s) => s.Sid === 'ReadSourceSecrets'),
+      [],
+    );
+    assert.deepEqual(
+      statementsOf(rendered, 'McpRole').filter((s) => s.Sid === 'ReadSourceSecrets'),
+      [],
+    );
   });
 });
-
 
 describe('no dependency cycle', () => {
   // CloudFormation refuses a template whose resources depend on each other in
@@ -413,5 +434,35 @@ describe('no dependency cycle', () => {
       };
       for (const id of deps.keys()) visit(id, []);
     }
+  });
+});
+
+describe('the Rust code still matches the grants', () => {
+  // The IAM conditions and resources name things the Rust adapters choose; if
+  // those change, the deployed functions would be refused at run time.
+  const rust = (file: string) => fs.readFileSync(path.join(PROJECT_DIR, '..', '..', file), 'utf8');
+
+  test('partition keys of sessions and executions (dynamodb:LeadingKeys)', () => {
+    const records = rust('shared/store/src/records.rs');
+    assert.match(records, /format!\("SESSION#\{id\}"\)/);
+    assert.match(records, /format!\("EXEC#\{id\}"\)/);
+  });
+
+  test('schedule names (scheduler resource)', () => {
+    assert.match(rust('shared/store/src/scheduler/eventbridge.rs'), /format!\("executor-session-\{session\}"\)/);
+  });
+
+  test('the DynamoDB calls the adapter makes', () => {
+    const calls = [
+      ...rust('shared/store/src/dynamodb/mod.rs').matchAll(/\.(\w+)\(\)\s*\.(?:table_name|set_transact_items)/g),
+    ]
+      .map((m) => m[1])
+      .sort();
+    // get_item, put_item, query, transact_*: granted. scan: local host only
+    // (armed_sessions). delete_item: `executor keys revoke` only.
+    assert.deepEqual(
+      [...new Set(calls)],
+      ['delete_item', 'get_item', 'put_item', 'query', 'scan', 'transact_get_items', 'transact_write_items'],
+    );
   });
 });
