@@ -23,6 +23,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as scheduler from 'aws-cdk-lib/aws-scheduler';
+import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 
 import { ExecutorOptions, Resolved, resolve } from './options';
@@ -49,6 +50,7 @@ export class ExecutorStack extends Stack {
   readonly approvalFunction: lambda.Function;
   readonly alarmFunction: lambda.Function;
   readonly configLayer?: lambda.LayerVersion;
+  readonly requestStateKey: secretsmanager.Secret;
   readonly api: apigw.HttpApi;
   /** Where clients connect: the custom domain when set, else the API's own endpoint. No trailing slash. */
   readonly publicUrl: string;
@@ -157,6 +159,7 @@ export class ExecutorStack extends Stack {
     this.publicUrl = domain ? `https://${o.domain!.name}` : this.api.apiEndpoint;
 
     const web: Record<string, string> = { ...common, EXECUTOR_PUBLIC_URL: this.publicUrl };
+    if (o.approvalWaitMs) web.EXECUTOR_APPROVAL_WAIT_MS = String(o.approvalWaitMs);
     if (o.oidc) {
       web.EXECUTOR_OIDC_ISSUER = o.oidc.issuer;
       web.EXECUTOR_OIDC_AUDIENCE = o.oidc.audience;
@@ -179,6 +182,23 @@ export class ExecutorStack extends Stack {
       web.EXECUTOR_CONFIG = `/opt/executor/${o.config.file}`;
     }
 
+    // Native approval mode (2026-07-28 clients) seals request states with one
+    // HMAC key that every MCP instance shares: generated once, and resolved
+    // into the function's environment by CloudFormation at deploy time (the
+    // template holds only a reference). Not rotated: a new value reaches the
+    // function only with its next deployment.
+    this.requestStateKey = new secretsmanager.Secret(this, 'RequestStateKey', {
+      description: 'Executor: HMAC key sealing native-mode request states (EXECUTOR_REQUEST_STATE_KEY)',
+      generateSecretString: { passwordLength: 64, excludePunctuation: true },
+    });
+    Validations.of(this.requestStateKey).acknowledge({
+      id: 'AwsSolutions-SMG4',
+      reason:
+        'The key is resolved into the MCP function environment at deploy time, so a rotation would not reach ' +
+        'the function; request states it seals live one approval window. Replace it by updating the secret and ' +
+        'redeploying.',
+    });
+
     this.mcpFunction = this.rustFunction('McpFunction', BINARIES.mcp, o, {
       description: 'Executor: MCP endpoint (/mcp, /.well-known, /healthz)',
       // QuickJS gets 64 MiB per execution; Lambda's CPU share grows with
@@ -188,7 +208,11 @@ export class ExecutorStack extends Stack {
       architecture,
       removal,
       layers,
-      environment: { ...web, ...scheduling },
+      environment: {
+        ...web,
+        ...scheduling,
+        EXECUTOR_REQUEST_STATE_KEY: this.requestStateKey.secretValue.unsafeUnwrap(),
+      },
     });
     this.approvalFunction = this.rustFunction('ApprovalFunction', BINARIES.approval, o, {
       description: 'Executor: approval pages and API (/approvals, /api)',
@@ -198,8 +222,9 @@ export class ExecutorStack extends Stack {
       architecture,
       removal,
       layers,
-      // No scheduler wiring: approvals settle executions, they never arm alarms.
-      environment: web,
+      // The shared HTTP shell reads the scheduler wiring at start-up, but
+      // approvals never arm or cancel alarms: no Scheduler permissions.
+      environment: { ...web, ...scheduling },
     });
 
     // --- Least privilege: what each function's code calls ----------------------

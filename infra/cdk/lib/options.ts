@@ -51,6 +51,12 @@ export interface ExecutorOptions {
   readonly sessionTimeoutMs?: number;
   readonly pausedLeaseMs?: number;
   readonly approvalWindowMs?: number;
+  /**
+   * How long `resume` and the approval API wait for a browser decision
+   * (`EXECUTOR_APPROVAL_WAIT_MS`), at most 25 s so that API Gateway's 30 s holds.
+   * @default - the functions' own (20 s)
+   */
+  readonly approvalWaitMs?: number;
   /** @default 30 */
   readonly logRetentionDays?: number;
 }
@@ -71,10 +77,17 @@ export const CONTEXT_KEYS = [
   'sessionTimeoutMs',
   'pausedLeaseMs',
   'approvalWindowMs',
+  'approvalWaitMs',
   'logRetentionDays',
 ] as const;
 
-const NUMBER_KEYS = new Set(['sessionTimeoutMs', 'pausedLeaseMs', 'approvalWindowMs', 'logRetentionDays']);
+const NUMBER_KEYS = new Set([
+  'sessionTimeoutMs',
+  'pausedLeaseMs',
+  'approvalWindowMs',
+  'approvalWaitMs',
+  'logRetentionDays',
+]);
 
 /**
  * Options from context values. `-c` always gives strings, cdk.json may give
@@ -123,6 +136,7 @@ export interface Resolved {
   sessionTimeoutMs: number;
   pausedLeaseMs: number;
   approvalWindowMs: number;
+  approvalWaitMs?: number;
   logRetentionDays: number;
 }
 
@@ -131,6 +145,8 @@ export interface Resolved {
 export const DEFAULT_SESSION_TIMEOUT_MS = 300_000;
 export const DEFAULT_PAUSED_LEASE_MS = 600_000;
 export const DEFAULT_APPROVAL_WINDOW_MS = 600_000;
+/** The HTTP functions time out at 29 s; a wait leaves room for the rest of the request. */
+export const MAX_APPROVAL_WAIT_MS = 25_000;
 
 export function resolve(options: ExecutorOptions): Resolved {
   const architecture = options.architecture ?? 'arm64';
@@ -166,6 +182,12 @@ export function resolve(options: ExecutorOptions): Resolved {
   if ((options.oidcJwksUrl || options.oidcOwnerClaim) && !options.oidcIssuer) {
     throw new Error('oidcJwksUrl and oidcOwnerClaim need oidcIssuer and oidcAudience');
   }
+  if (options.approvalWaitMs !== undefined && options.approvalWaitMs > MAX_APPROVAL_WAIT_MS) {
+    throw new Error(
+      `approvalWaitMs: ${options.approvalWaitMs} is over ${MAX_APPROVAL_WAIT_MS}; a waiting request must end ` +
+        "well inside API Gateway's 30 s",
+    );
+  }
   const logRetentionDays = options.logRetentionDays ?? 30;
   if (!(Object.values(RetentionDays) as unknown[]).includes(logRetentionDays)) {
     throw new Error(
@@ -195,6 +217,7 @@ export function resolve(options: ExecutorOptions): Resolved {
     sessionTimeoutMs: options.sessionTimeoutMs ?? DEFAULT_SESSION_TIMEOUT_MS,
     pausedLeaseMs: options.pausedLeaseMs ?? DEFAULT_PAUSED_LEASE_MS,
     approvalWindowMs: options.approvalWindowMs ?? DEFAULT_APPROVAL_WINDOW_MS,
+    approvalWaitMs: options.approvalWaitMs,
     logRetentionDays,
   };
 }

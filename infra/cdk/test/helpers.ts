@@ -80,6 +80,7 @@ export function names(stack: ExecutorStack): Map<string, string> {
     ['ApiAccessLogs', stack.node.findChild('ApiAccessLogs')],
     ['Api', stack.api],
     ['ConfigLayer', stack.configLayer],
+    ['RequestStateKey', stack.requestStateKey],
     ['Domain', stack.node.tryFindChild('Domain')],
   ];
   const map = new Map<string, string>();

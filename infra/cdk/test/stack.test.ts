@@ -31,6 +31,7 @@ describe('resources', () => {
       'AWS::ApiGatewayV2::Route': 5,
       'AWS::ApiGatewayV2::Integration': 2,
       'AWS::ApiGatewayV2::DomainName': 0,
+      'AWS::SecretsManager::Secret': 1, // the native-mode request-state key
     };
     for (const [type, count] of Object.entries(counts)) template.resourceCountIs(type, count);
     const types = new Set(Object.values(rendered.Resources as Record<string, any>).map((r) => r.Type));
@@ -116,6 +117,9 @@ describe('environment', () => {
     EXECUTOR_ALARM_TARGET_ARN: ALARM_FUNCTION_ARN,
     EXECUTOR_SCHEDULER_ROLE_ARN: '${SchedulerRole.Arn}',
   };
+  const REQUEST_STATE_KEY = {
+    EXECUTOR_REQUEST_STATE_KEY: '{{resolve:secretsmanager:${RequestStateKey}:SecretString:::}}',
+  };
   const env = (r: Record<string, any>, name: string) => r.Resources[name].Properties.Environment.Variables;
 
   test('each function gets exactly what it reads', () => {
@@ -124,11 +128,15 @@ describe('environment', () => {
       EXECUTOR_PUBLIC_URL: '${Api.ApiEndpoint}',
       ...timing,
       ...scheduling,
+      ...REQUEST_STATE_KEY,
     });
+    // The approval function's shell reads the scheduler wiring at start-up
+    // (it may not call Scheduler: see the IAM tests).
     assert.deepEqual(env(rendered, 'ApprovalFunction'), {
       EXECUTOR_TABLE: '${Table}',
       EXECUTOR_PUBLIC_URL: '${Api.ApiEndpoint}',
       ...timing,
+      ...scheduling,
     });
     assert.deepEqual(env(rendered, 'AlarmFunction'), { EXECUTOR_TABLE: '${Table}', ...timing, ...scheduling });
   });
@@ -145,6 +153,7 @@ describe('environment', () => {
       sessionTimeoutMs: 60_000,
       pausedLeaseMs: 120_000,
       approvalWindowMs: 90_000,
+      approvalWaitMs: 15_000,
       oidcIssuer: 'https://idp.example',
       oidcAudience: 'executor',
       oidcOwnerClaim: 'email',
@@ -161,9 +170,15 @@ describe('environment', () => {
       EXECUTOR_OIDC_AUDIENCE: 'executor',
       EXECUTOR_OIDC_OWNER_CLAIM: 'email',
     };
-    const web = { EXECUTOR_TABLE: '${Table}', EXECUTOR_PUBLIC_URL: 'https://mcp.example.com', ...knobs, ...oidc };
-    assert.deepEqual(env(r, 'McpFunction'), { ...web, ...scheduling });
-    assert.deepEqual(env(r, 'ApprovalFunction'), web);
+    const web = {
+      EXECUTOR_TABLE: '${Table}',
+      EXECUTOR_PUBLIC_URL: 'https://mcp.example.com',
+      EXECUTOR_APPROVAL_WAIT_MS: '15000',
+      ...knobs,
+      ...oidc,
+    };
+    assert.deepEqual(env(r, 'McpFunction'), { ...web, ...scheduling, ...REQUEST_STATE_KEY });
+    assert.deepEqual(env(r, 'ApprovalFunction'), { ...web, ...scheduling });
     assert.deepEqual(env(r, 'AlarmFunction'), { EXECUTOR_TABLE: '${Table}', ...knobs, ...scheduling });
 
     const domain = r.Resources.Domain.Properties;
