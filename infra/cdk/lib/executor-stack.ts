@@ -1,0 +1,522 @@
+// Executor on Lambda: three functions behind an HTTP API, one DynamoDB table,
+// one EventBridge Scheduler group for session alarms (DESIGN.md sections 1, 5-8).
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import {
+  ArnFormat,
+  AssetHashType,
+  CfnOutput,
+  DockerImage,
+  Duration,
+  RemovalPolicy,
+  Stack,
+  StackProps,
+  Validations,
+} from 'aws-cdk-lib';
+import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
+import * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
+import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
+import * as acm from 'aws-cdk-lib/aws-certificatemanager';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as scheduler from 'aws-cdk-lib/aws-scheduler';
+import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
+import { Construct } from 'constructs';
+
+import { ExecutorOptions, Resolved, resolve } from './options';
+import { isGranted, readSources } from './sources';
+
+/** The Rust binaries (`[[bin]]` names), each shipped as `bootstrap`. */
+export const BINARIES = {
+  mcp: 'mcp-function',
+  approval: 'approval-function',
+  alarm: 'alarm-function',
+} as const;
+
+/** API Gateway cuts HTTP integrations at 30 s; the functions answer before that. */
+export const HTTP_FUNCTION_TIMEOUT = Duration.seconds(29);
+
+export interface ExecutorStackProps extends StackProps, ExecutorOptions {}
+
+export class ExecutorStack extends Stack {
+  readonly options: Resolved;
+  readonly table: dynamodb.Table;
+  readonly scheduleGroup: scheduler.CfnScheduleGroup;
+  readonly schedulerRole: iam.Role;
+  readonly mcpFunction: lambda.Function;
+  readonly approvalFunction: lambda.Function;
+  readonly alarmFunction: lambda.Function;
+  readonly configLayer?: lambda.LayerVersion;
+  readonly requestStateKey: secretsmanager.Secret;
+  readonly api: apigw.HttpApi;
+  /** Where clients connect: the custom domain when set, else the API's own endpoint. No trailing slash. */
+  readonly publicUrl: string;
+
+  constructor(scope: Construct, id: string, props: ExecutorStackProps = {}) {
+    super(scope, id, props);
+    const o = (this.options = resolve(props));
+    const removal = o.removalPolicy === 'destroy' ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN;
+    const architecture = o.architecture === 'arm64' ? lambda.Architecture.ARM_64 : lambda.Architecture.X86_64;
+
+    // Names derived from the stack name, so that two stacks (prod, staging) can
+    // live in one account. The alarm function needs a known name: it schedules
+    // its own next alarm, and its ARN in its own environment would otherwise be
+    // a self-reference CloudFormation cannot resolve.
+    const alarmFunctionName = `${this.stackName}-alarm`;
+    const groupName = `${this.stackName}-sessions`;
+    if (alarmFunctionName.length > 64) {
+      throw new Error(`stack name ${this.stackName} is too long: Lambda function names are at most 64 characters`);
+    }
+
+    // --- Storage: docs/storage.md ---------------------------------------------
+    this.table = new dynamodb.Table(this, 'Table', {
+      partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING },
+      sortKey: { name: 'sk', type: dynamodb.AttributeType.STRING },
+      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      timeToLiveAttribute: 'expires_at',
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      removalPolicy: removal,
+    });
+
+    // --- Session alarms: docs/lifecycle.md -------------------------------------
+    // Deleting the group (stack teardown) deletes the schedules left in it.
+    this.scheduleGroup = new scheduler.CfnScheduleGroup(this, 'SessionAlarms', { name: groupName });
+    // The scheduler adapter names each session's schedule `executor-session-<sessionId>`.
+    const schedulesArn = this.formatArn({
+      service: 'scheduler',
+      resource: 'schedule',
+      resourceName: `${groupName}/executor-session-*`,
+      arnFormat: ArnFormat.SLASH_RESOURCE_NAME,
+    });
+    const alarmFunctionArn = this.formatArn({
+      service: 'lambda',
+      resource: 'function',
+      resourceName: alarmFunctionName,
+      arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+    });
+
+    // The role Scheduler assumes to deliver an alarm: invoke the alarm function
+    // and nothing else, and only for schedules of this group (confused deputy).
+    this.schedulerRole = new iam.Role(this, 'SchedulerRole', {
+      description: 'EventBridge Scheduler delivers session alarms to the alarm function',
+      assumedBy: new iam.ServicePrincipal('scheduler.amazonaws.com', {
+        conditions: {
+          StringEquals: { 'aws:SourceAccount': this.account, 'aws:SourceArn': this.scheduleGroup.attrArn },
+        },
+      }),
+    });
+    this.schedulerRole.addToPolicy(
+      new iam.PolicyStatement({
+        sid: 'InvokeAlarmFunction',
+        actions: ['lambda:InvokeFunction'],
+        resources: [alarmFunctionArn],
+      }),
+    );
+
+    // --- Functions -------------------------------------------------------------
+    const common = {
+      EXECUTOR_TABLE: this.table.tableName,
+      EXECUTOR_SESSION_TIMEOUT_MS: String(o.sessionTimeoutMs),
+      EXECUTOR_PAUSED_LEASE_MS: String(o.pausedLeaseMs),
+      EXECUTOR_APPROVAL_WINDOW_MS: String(o.approvalWindowMs),
+    };
+    const scheduling = {
+      EXECUTOR_SCHEDULE_GROUP: groupName,
+      EXECUTOR_ALARM_TARGET_ARN: alarmFunctionArn,
+      EXECUTOR_SCHEDULER_ROLE_ARN: this.schedulerRole.roleArn,
+    };
+
+    this.alarmFunction = this.rustFunction('AlarmFunction', BINARIES.alarm, o, {
+      functionName: alarmFunctionName,
+      description: 'Executor: session alarms from EventBridge Scheduler',
+      memorySize: 256,
+      // Destroy expires each paused execution of the session: a few store
+      // writes each. Invoked asynchronously, so no API Gateway limit applies.
+      timeout: Duration.seconds(60),
+      architecture,
+      removal,
+      environment: { ...common, ...scheduling },
+    });
+
+    // The public URL is the API's, which the API knows only once created. The
+    // functions may reference the API (its integrations reference the
+    // functions' ARNs, not their configuration), so this is no cycle; the test
+    // "no dependency cycle" checks the template.
+    this.api = new apigw.HttpApi(this, 'Api', {
+      description: 'Executor: MCP endpoint and approval pages',
+      createDefaultStage: false,
+    });
+    let domain: apigw.DomainName | undefined;
+    if (o.domain) {
+      domain = new apigw.DomainName(this, 'Domain', {
+        domainName: o.domain.name,
+        certificate: acm.Certificate.fromCertificateArn(this, 'Certificate', o.domain.certificateArn),
+      });
+    }
+    this.publicUrl = domain ? `https://${o.domain!.name}` : this.api.apiEndpoint;
+
+    const web: Record<string, string> = { ...common, EXECUTOR_PUBLIC_URL: this.publicUrl };
+    if (o.approvalWaitMs) web.EXECUTOR_APPROVAL_WAIT_MS = String(o.approvalWaitMs);
+    if (o.oidc) {
+      web.EXECUTOR_OIDC_ISSUER = o.oidc.issuer;
+      web.EXECUTOR_OIDC_AUDIENCE = o.oidc.audience;
+      if (o.oidc.jwksUrl) web.EXECUTOR_OIDC_JWKS_URL = o.oidc.jwksUrl;
+      if (o.oidc.ownerClaim) web.EXECUTOR_OIDC_OWNER_CLAIM = o.oidc.ownerClaim;
+    }
+    const layers: lambda.ILayerVersion[] = [];
+    if (o.config) {
+      const sources = readSources(o.config.dir, o.config.file);
+      const unreadable = sources.secretRefs.filter((ref) => !isGranted(ref, o.secretArns));
+      if (unreadable.length > 0) {
+        throw new Error(
+          `config names secrets the functions could not read: ${unreadable.join(', ')}. ` +
+            'Add their complete ARNs to secretArns.',
+        );
+      }
+      this.configLayer = configLayer(this, o.config.dir, sources.files, architecture);
+      layers.push(this.configLayer);
+      // Layers are extracted under /opt.
+      web.EXECUTOR_CONFIG = `/opt/executor/${o.config.file}`;
+    }
+
+    // Native approval mode (2026-07-28 clients) seals request states with one
+    // HMAC key that every MCP instance shares: generated once, and resolved
+    // into the function's environment by CloudFormation at deploy time (the
+    // template holds only a reference). Not rotated: a new value reaches the
+    // function only with its next deployment.
+    this.requestStateKey = new secretsmanager.Secret(this, 'RequestStateKey', {
+      description: 'Executor: HMAC key sealing native-mode request states (EXECUTOR_REQUEST_STATE_KEY)',
+      generateSecretString: { passwordLength: 64, excludePunctuation: true },
+    });
+    Validations.of(this.requestStateKey).acknowledge({
+      id: 'AwsSolutions-SMG4',
+      reason:
+        'The key is resolved into the MCP function environment at deploy time, so a rotation would not reach ' +
+        'the function; request states it seals live one approval window. Replace it by updating the secret and ' +
+        'redeploying.',
+    });
+
+    this.mcpFunction = this.rustFunction('McpFunction', BINARIES.mcp, o, {
+      description: 'Executor: MCP endpoint (/mcp, /.well-known, /healthz)',
+      // QuickJS gets 64 MiB per execution; Lambda's CPU share grows with
+      // memory, and the sandbox is CPU-bound.
+      memorySize: 1024,
+      timeout: HTTP_FUNCTION_TIMEOUT,
+      architecture,
+      removal,
+      layers,
+      environment: {
+        ...web,
+        ...scheduling,
+        EXECUTOR_REQUEST_STATE_KEY: this.requestStateKey.secretValue.unsafeUnwrap(),
+      },
+    });
+    this.approvalFunction = this.rustFunction('ApprovalFunction', BINARIES.approval, o, {
+      description: 'Executor: approval pages and API (/approvals, /api)',
+      // Runs the approved execution's continuation: same sandbox as MCP.
+      memorySize: 1024,
+      timeout: HTTP_FUNCTION_TIMEOUT,
+      architecture,
+      removal,
+      layers,
+      // The shared HTTP shell reads the scheduler wiring at start-up, but
+      // approvals never arm or cancel alarms: no Scheduler permissions.
+      environment: { ...web, ...scheduling },
+    });
+
+    // --- Least privilege: what each function's code calls ----------------------
+    // DynamoDB (shared/store/src/dynamodb): GetItem (single reads and, through
+    // TransactGetItems, chunked executions), PutItem (sessions; execution, chunk
+    // and paused-marker puts inside TransactWriteItems), DeleteItem (the paused
+    // marker inside TransactWriteItems), Query (a session's paused markers).
+    // Transactions have no IAM action of their own: each item is authorised as
+    // the underlying GetItem/PutItem/DeleteItem. UpdateItem, Scan (only the
+    // local host's `armed_sessions`) and the API-key writes (`executor keys`)
+    // are not granted.
+    //
+    // Writes are limited to the session and execution partitions: a function
+    // reads API keys (partition `KEYS`) but can never mint one.
+    const sessionAndExecutionKeys = {
+      'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['SESSION#*', 'EXEC#*'] },
+    };
+    const readTable = (sid: string) =>
+      new iam.PolicyStatement({ sid, actions: ['dynamodb:GetItem'], resources: [this.table.tableArn] });
+    const writeSessionsAndExecutions = (sid: string, actions: string[]) =>
+      new iam.PolicyStatement({
+        sid,
+        actions,
+        resources: [this.table.tableArn],
+        conditions: sessionAndExecutionKeys,
+      });
+
+    // MCP: API keys, sessions and executions read; sessions and executions
+    // written; a session's paused work queried when `DELETE /mcp` destroys it.
+    this.grant(this.mcpFunction, [
+      readTable('ReadTable'),
+      writeSessionsAndExecutions('WriteSessionsAndExecutions', [
+        'dynamodb:PutItem',
+        'dynamodb:DeleteItem',
+        'dynamodb:Query',
+      ]),
+    ]);
+    // Approval: the API key (`/api` bearer auth) and the execution read; the
+    // execution settled or paused again, its session's paused marker written
+    // or deleted in the same transaction.
+    this.grant(this.approvalFunction, [
+      readTable('ReadTable'),
+      writeSessionsAndExecutions('WriteExecutions', ['dynamodb:PutItem', 'dynamodb:DeleteItem']),
+    ]);
+    // Alarm (shared/service/src/alarms.rs): session read and updated, paused
+    // markers queried, paused executions read and expired. Never an API key.
+    this.grant(this.alarmFunction, [
+      writeSessionsAndExecutions('SessionsAndExecutions', [
+        'dynamodb:GetItem',
+        'dynamodb:PutItem',
+        'dynamodb:DeleteItem',
+        'dynamodb:Query',
+      ]),
+    ]);
+
+    // Scheduler (shared/store/src/scheduler/eventbridge.rs): MCP arms a new
+    // session's alarm and deletes it on `DELETE /mcp`; the alarm reschedules,
+    // extends the paused lease, or deletes on destroy. Create falls back to
+    // update when the schedule exists. Schedule names are per session, made at
+    // run time: the resource is `<group>/executor-session-*`.
+    for (const fn of [this.mcpFunction, this.alarmFunction]) {
+      this.grant(fn, [
+        new iam.PolicyStatement({
+          sid: 'ManageSessionAlarms',
+          actions: ['scheduler:CreateSchedule', 'scheduler:UpdateSchedule', 'scheduler:DeleteSchedule'],
+          resources: [schedulesArn],
+        }),
+        // Creating a schedule passes its target role: only the scheduler's, only to Scheduler.
+        new iam.PolicyStatement({
+          sid: 'PassSchedulerRole',
+          actions: ['iam:PassRole'],
+          resources: [this.schedulerRole.roleArn],
+          conditions: { StringEquals: { 'iam:PassedToService': 'scheduler.amazonaws.com' } },
+        }),
+      ]);
+      Validations.of(fn.role!).acknowledge({
+        id: `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/${groupName}/executor-session-*]`,
+        reason:
+          'One schedule per session, named at run time (executor-session-<sessionId>); the grant covers ' +
+          "only such schedules in this stack's group. Scheduler offers no narrower resource.",
+      });
+    }
+
+    // Secrets named by the sources file (catalog auth): the functions that call tools.
+    if (o.secretArns.length > 0) {
+      for (const fn of [this.mcpFunction, this.approvalFunction]) {
+        this.grant(fn, [
+          new iam.PolicyStatement({
+            sid: 'ReadSourceSecrets',
+            actions: ['secretsmanager:GetSecretValue'],
+            resources: o.secretArns,
+          }),
+        ]);
+      }
+    }
+
+    // --- HTTP API ----------------------------------------------------------------
+    const accessLogs = new logs.LogGroup(this, 'ApiAccessLogs', {
+      retention: o.logRetentionDays as logs.RetentionDays,
+      removalPolicy: removal,
+    });
+    new apigw.HttpStage(this, 'DefaultStage', {
+      httpApi: this.api,
+      stageName: '$default',
+      autoDeploy: true,
+      domainMapping: domain ? { domainName: domain } : undefined,
+      accessLogSettings: {
+        destination: new apigw.LogGroupLogDestination(accessLogs),
+        // The path without the query string: approval links carry their token there.
+        format: AccessLogFormat.custom(
+          JSON.stringify({
+            requestId: '$context.requestId',
+            time: '$context.requestTime',
+            ip: '$context.identity.sourceIp',
+            method: '$context.httpMethod',
+            path: '$context.path',
+            route: '$context.routeKey',
+            status: '$context.status',
+            bytes: '$context.responseLength',
+            latencyMs: '$context.responseLatency',
+            integrationError: '$context.integrationErrorMessage',
+          }),
+        ),
+      },
+    });
+
+    const mcp = new HttpLambdaIntegration('Mcp', this.mcpFunction);
+    const approval = new HttpLambdaIntegration('Approval', this.approvalFunction);
+    const routes: [string, HttpLambdaIntegration][] = [
+      ['/mcp', mcp],
+      ['/.well-known/{proxy+}', mcp],
+      ['/healthz', mcp],
+      ['/approvals/{proxy+}', approval],
+      ['/api/{proxy+}', approval],
+    ];
+    for (const [routePath, integration] of routes) {
+      // ANY: the functions answer each method themselves (405, CORS preflight).
+      for (const route of this.api.addRoutes({ path: routePath, methods: [apigw.HttpMethod.ANY], integration })) {
+        Validations.of(route).acknowledge({
+          id: 'AwsSolutions-APIG4',
+          reason:
+            'The functions authenticate every request themselves: API keys (hashed in the table) or OIDC ' +
+            'JWTs on /mcp and /api, single-use approval tokens on /approvals; /healthz and the RFC 9728 ' +
+            'metadata under /.well-known are public by design. An API Gateway authorizer cannot check API keys.',
+        });
+      }
+    }
+
+    // --- Outputs -------------------------------------------------------------------
+    new CfnOutput(this, 'McpUrl', { description: 'MCP endpoint for clients', value: `${this.publicUrl}/mcp` });
+    new CfnOutput(this, 'ApprovalBaseUrl', {
+      description: 'Base of the approval pages',
+      value: `${this.publicUrl}/approvals/`,
+    });
+    new CfnOutput(this, 'TableName', {
+      description: 'The DynamoDB table (EXECUTOR_TABLE)',
+      value: this.table.tableName,
+    });
+    new CfnOutput(this, 'ApiEndpoint', { description: "The API's own endpoint", value: this.api.apiEndpoint });
+    if (domain) {
+      new CfnOutput(this, 'DomainTarget', {
+        description: `DNS: point ${o.domain!.name} (CNAME or alias) at this name`,
+        value: domain.regionalDomainName,
+      });
+    }
+  }
+
+  /** A Rust function: its own role and log group, nothing else granted. */
+  private rustFunction(
+    id: string,
+    binary: string,
+    o: Resolved,
+    props: {
+      functionName?: string;
+      description: string;
+      memorySize: number;
+      timeout: Duration;
+      architecture: lambda.Architecture;
+      removal: RemovalPolicy;
+      layers?: lambda.ILayerVersion[];
+      environment: Record<string, string>;
+    },
+  ): lambda.Function {
+    const logGroup = new logs.LogGroup(this, `${id}Logs`, {
+      retention: o.logRetentionDays as logs.RetentionDays,
+      removalPolicy: props.removal,
+    });
+    // Not AWSLambdaBasicExecutionRole: its logs grant is on every log group.
+    const role = new iam.Role(this, `${id}Role`, {
+      description: `${props.description} (function role)`,
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+    });
+    role.addToPolicy(
+      new iam.PolicyStatement({
+        sid: 'WriteOwnLogs',
+        actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+        // The log group's Arn attribute ends in `:*` (its streams).
+        resources: [logGroup.logGroupArn],
+      }),
+    );
+    return new lambda.Function(this, id, {
+      functionName: props.functionName,
+      description: props.description,
+      runtime: lambda.Runtime.PROVIDED_AL2023,
+      architecture: props.architecture,
+      handler: 'bootstrap',
+      // Only the binary: a `bootstrap.zip` from `--output-format zip` may sit next to it.
+      code: lambda.Code.fromAsset(bootstrapDir(o.assetDir, binary, o.architecture), { exclude: ['*', '!bootstrap'] }),
+      memorySize: props.memorySize,
+      timeout: props.timeout,
+      role,
+      logGroup,
+      layers: props.layers,
+      environment: props.environment,
+    });
+  }
+
+  private grant(fn: lambda.Function, statements: iam.PolicyStatement[]) {
+    for (const statement of statements) fn.role!.addToPrincipalPolicy(statement);
+  }
+}
+
+/**
+ * The directory holding `<assetDir>/<binary>/bootstrap`, checked: it must
+ * exist, and an ELF binary must match the architecture (an x86_64 build on
+ * arm64 would fail only at the first request, with "exec format error").
+ */
+export function bootstrapDir(assetDir: string, binary: string, architecture: 'arm64' | 'x86_64'): string {
+  const dir = path.join(assetDir, binary);
+  const file = path.join(dir, 'bootstrap');
+  if (!fs.existsSync(file)) {
+    throw new Error(
+      `no Lambda build of ${binary} at ${file}. Build the functions first (README, "Deploying"): ` +
+        `cargo lambda build --profile lambda ${architecture === 'arm64' ? '--arm64' : '--x86-64'} ` +
+        '--lambda-dir target/lambda-functions ...' +
+        ', or point the assetDir context at the directory holding <binary>/bootstrap',
+    );
+  }
+  const header = Buffer.alloc(20);
+  const fd = fs.openSync(file, 'r');
+  try {
+    fs.readSync(fd, header, 0, 20, 0);
+  } finally {
+    fs.closeSync(fd);
+  }
+  if (header.subarray(0, 4).equals(Buffer.from([0x7f, 0x45, 0x4c, 0x46]))) {
+    const machine = header.readUInt16LE(18); // e_machine, little-endian ELF
+    const found = machine === 0xb7 ? 'arm64' : machine === 0x3e ? 'x86_64' : `machine 0x${machine.toString(16)}`;
+    if (found !== architecture) {
+      throw new Error(
+        `${file} is built for ${found}, but the functions are deployed as ${architecture}: ` +
+          `rebuild with ${architecture === 'arm64' ? '--arm64' : '--x86-64'} or set -c architecture=${found}`,
+      );
+    }
+  }
+  return dir;
+}
+
+/**
+ * The sources file and the spec files it names, as a layer under
+ * /opt/executor. A layer keeps each function's code exactly the cargo-lambda
+ * output (the same asset whatever the sources), is shared by the MCP and
+ * approval functions, and changing the sources publishes a new layer version
+ * without rebuilding anything.
+ */
+function configLayer(
+  scope: Construct,
+  dir: string,
+  files: string[],
+  architecture: lambda.Architecture,
+): lambda.LayerVersion {
+  return new lambda.LayerVersion(scope, 'SourcesConfig', {
+    description: 'Executor: the sources file (EXECUTOR_CONFIG) and its local specs',
+    compatibleRuntimes: [lambda.Runtime.PROVIDED_AL2023],
+    compatibleArchitectures: [architecture],
+    code: lambda.Code.fromAsset(dir, {
+      // Hashed by what is shipped, not by the (possibly large) directory around the file.
+      assetHashType: AssetHashType.OUTPUT,
+      bundling: {
+        // Copied locally; the image is never used (no Docker needed).
+        image: DockerImage.fromRegistry('unused'),
+        local: {
+          tryBundle(outputDir: string) {
+            for (const file of files) {
+              const target = path.join(outputDir, 'executor', file);
+              fs.mkdirSync(path.dirname(target), { recursive: true });
+              fs.copyFileSync(path.join(dir, file), target);
+            }
+            return true;
+          },
+        },
+      },
+    }),
+  });
+}

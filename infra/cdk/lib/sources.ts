@@ -1,0 +1,65 @@
+// The sources file (EXECUTOR_CONFIG): what must ship with it, and which
+// Secrets Manager secrets it names. Read at synth time so that a mistake
+// (a spec file that is not there, a secret nobody may read) fails the deploy
+// instead of the first request.
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { parse } from 'smol-toml';
+
+export interface Sources {
+  /** The files to ship, relative to the sources file's directory: the file itself and its local specs. */
+  files: string[];
+  /** Every `arn:...:secretsmanager:...` value in the file (auth, headers). */
+  secretRefs: string[];
+}
+
+export function readSources(dir: string, file: string): Sources {
+  const where = path.join(dir, file);
+  if (!fs.statSync(where, { throwIfNoEntry: false })?.isFile()) {
+    throw new Error(`config: no sources file at ${where}`);
+  }
+  let toml: Record<string, unknown>;
+  try {
+    toml = parse(fs.readFileSync(where, 'utf8'));
+  } catch (e) {
+    throw new Error(`config: ${where} is not valid TOML: ${(e as Error).message}`);
+  }
+  const files = [file];
+  const sources = Array.isArray(toml.sources) ? (toml.sources as Record<string, unknown>[]) : [];
+  for (const source of sources) {
+    const spec = source.spec;
+    if (typeof spec !== 'string' || /^https?:\/\//.test(spec)) continue;
+    // The function sees the layer's copy under /opt/executor, so the spec must
+    // sit below the sources file's directory, where the relative path still holds.
+    const relative = path.normalize(spec);
+    if (path.isAbsolute(spec) || relative.startsWith('..')) {
+      throw new Error(
+        `config: source ${String(source.namespace)}: spec ${JSON.stringify(spec)} must be a path below ` +
+          `${dir} (or an http(s) URL) to be deployed with the sources file`,
+      );
+    }
+    if (!fs.statSync(path.join(dir, relative), { throwIfNoEntry: false })?.isFile()) {
+      throw new Error(
+        `config: source ${String(source.namespace)}: spec file ${path.join(dir, relative)} does not exist`,
+      );
+    }
+    files.push(relative);
+  }
+  const secretRefs = new Set<string>();
+  const collect = (value: unknown) => {
+    if (typeof value === 'string' && /^arn:aws[a-z-]*:secretsmanager:/.test(value)) secretRefs.add(value);
+    else if (Array.isArray(value)) value.forEach(collect);
+    else if (value && typeof value === 'object') Object.values(value).forEach(collect);
+  };
+  collect(toml);
+  return { files: [...new Set(files)], secretRefs: [...secretRefs] };
+}
+
+/**
+ * Whether `ref` (as written in the sources file: a complete ARN, or one
+ * without the random suffix) names one of the `granted` complete ARNs.
+ */
+export function isGranted(ref: string, granted: string[]): boolean {
+  return granted.some((arn) => arn === ref || (arn.startsWith(`${ref}-`) && arn.length === ref.length + 7));
+}

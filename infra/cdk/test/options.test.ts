@@ -1,0 +1,224 @@
+// Options: context parsing, validation, the build check, the sources layer.
+
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { describe, test } from 'node:test';
+
+import { Asset } from 'aws-cdk-lib/aws-s3-assets';
+
+import { bootstrapDir } from '../lib/executor-stack';
+import { optionsFromContext, resolve } from '../lib/options';
+import { readSources } from '../lib/sources';
+import { PROJECT_DIR, placeholderAssets, resources, synth, tempDir } from './helpers';
+
+describe('context', () => {
+  const from = (context: Record<string, unknown>) => optionsFromContext((key) => context[key]);
+
+  test('-c strings and cdk.json values give the same options', () => {
+    const arns = [
+      'arn:aws:secretsmanager:eu-west-1:123456789012:secret:a-AbCdEf',
+      'arn:aws:secretsmanager:eu-west-1:123456789012:secret:b-123456',
+    ];
+    assert.deepEqual(from({ secretArns: arns.join(', '), logRetentionDays: '90', sessionTimeoutMs: '60000' }), {
+      secretArns: arns,
+      logRetentionDays: 90,
+      sessionTimeoutMs: 60000,
+    });
+    assert.deepEqual(
+      from({ secretArns: arns, logRetentionDays: 90, sessionTimeoutMs: 60000 }),
+      from({
+        secretArns: JSON.stringify(arns),
+        logRetentionDays: '90',
+        sessionTimeoutMs: '60000',
+      }),
+    );
+  });
+
+  test('empty values are unset; unknown keys are ignored', () => {
+    assert.deepEqual(from({ config: '', domainName: undefined, somethingElse: 'x' }), {});
+    assert.deepEqual(from({ architecture: ' x86_64 ', removalPolicy: 'destroy' }), {
+      architecture: 'x86_64',
+      removalPolicy: 'destroy',
+    });
+  });
+
+  test('numbers must be positive whole numbers', () => {
+    for (const bad of ['abc', '-1', '1.5', '0']) {
+      assert.throws(() => from({ pausedLeaseMs: bad }), /context pausedLeaseMs: expected a positive whole number/);
+    }
+  });
+});
+
+describe('validation', () => {
+  const cases: [string, object, RegExp][] = [
+    ['architecture', { architecture: 'x86' }, /architecture: expected arm64 or x86_64/],
+    ['removal policy', { removalPolicy: 'keep' }, /removalPolicy: expected retain or destroy/],
+    ['domain without certificate', { domainName: 'mcp.example.com' }, /domainName and certificateArn go together/],
+    [
+      'certificate without domain',
+      { certificateArn: 'arn:aws:acm:eu-west-1:123456789012:certificate/abc' },
+      /go together/,
+    ],
+    [
+      'certificate ARN',
+      { domainName: 'a.example', certificateArn: 'arn:aws:iam::1:role/x' },
+      /not an ACM certificate ARN/,
+    ],
+    ['issuer without audience', { oidcIssuer: 'https://idp.example' }, /oidcIssuer and oidcAudience go together/],
+    ['JWKS URL without issuer', { oidcJwksUrl: 'https://idp.example/jwks' }, /need oidcIssuer/],
+    [
+      'partial secret ARN',
+      { secretArns: ['arn:aws:secretsmanager:eu-west-1:123456789012:secret:github-token'] },
+      /not a complete Secrets Manager secret ARN/,
+    ],
+    ['secret name', { secretArns: ['github-token'] }, /not a complete Secrets Manager secret ARN/],
+    ['log retention', { logRetentionDays: 10 }, /logRetentionDays: 10 is not a CloudWatch Logs retention/],
+    ['approval wait', { approvalWaitMs: 28_000 }, /approvalWaitMs: 28000 is over 25000/],
+  ];
+  for (const [name, options, message] of cases) {
+    test(name, () => assert.throws(() => resolve(options), message));
+  }
+
+  test('a stack name too long for the alarm function name', () => {
+    assert.throws(() => synth({}, 'S'.repeat(60)), /too long: Lambda function names are at most 64 characters/);
+  });
+});
+
+describe('builds', () => {
+  // ELF header: magic, class 64-bit, little-endian, ..., e_machine at byte 18.
+  const elf = (machine: number) => {
+    const header = Buffer.alloc(64);
+    header.set([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1], 0);
+    header.writeUInt16LE(machine, 18);
+    return header;
+  };
+
+  test('a function ships its bootstrap and nothing else', () => {
+    const assets = placeholderAssets();
+    fs.writeFileSync(path.join(assets, 'mcp-function', 'bootstrap.zip'), 'zip');
+    const { stack, outdir } = synth({ assetDir: assets });
+    const code = stack.mcpFunction.node.findChild('Code') as Asset;
+    assert.deepEqual(fs.readdirSync(path.join(outdir, code.assetPath)), ['bootstrap']);
+  });
+
+  test('a missing build names the command that makes it', () => {
+    const empty = tempDir('empty');
+    assert.throws(() => bootstrapDir(empty, 'mcp-function', 'arm64'), /cargo lambda build --profile lambda --arm64/);
+    assert.throws(() => synth({ assetDir: empty }), /no Lambda build of/);
+  });
+
+  test('an ELF build must match the architecture', () => {
+    const x86 = placeholderAssets(elf(0x3e));
+    const arm = placeholderAssets(elf(0xb7));
+    assert.equal(bootstrapDir(x86, 'mcp-function', 'x86_64'), path.join(x86, 'mcp-function'));
+    assert.equal(bootstrapDir(arm, 'mcp-function', 'arm64'), path.join(arm, 'mcp-function'));
+    assert.throws(
+      () => bootstrapDir(x86, 'mcp-function', 'arm64'),
+      /built for x86_64, but the functions are deployed as arm64/,
+    );
+    assert.throws(() => synth({ assetDir: arm, architecture: 'x86_64' }), /built for arm64/);
+  });
+});
+
+describe('sources file', () => {
+  const SECRET = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:github-token-AbCdEf';
+  const sourcesDir = (toml: string, files: Record<string, string> = {}) => {
+    const dir = tempDir('sources');
+    fs.writeFileSync(path.join(dir, 'executor.toml'), toml);
+    for (const [name, content] of Object.entries(files)) {
+      fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+      fs.writeFileSync(path.join(dir, name), content);
+    }
+    return path.join(dir, 'executor.toml');
+  };
+  const GITHUB = `
+[[sources]]
+namespace = "github"
+kind = "openapi"
+spec = "specs/github.yaml"
+base_url = "https://api.github.example"
+auth = { type = "bearer", token = "${SECRET}" }
+
+[[sources]]
+namespace = "billing"
+kind = "openapi"
+spec = "https://billing.example/openapi.json"
+base_url = "https://billing.example/api"
+`;
+
+  test('ships as a layer under /opt/executor with its local specs; EXECUTOR_CONFIG points at it', () => {
+    const config = sourcesDir(GITHUB, {
+      'specs/github.yaml': 'openapi: 3.0.0\n',
+      'notes.txt': 'not shipped',
+      'node_modules/junk': 'not shipped',
+    });
+    const { stack, rendered, outdir } = synth({ config, secretArns: [SECRET], architecture: 'x86_64' });
+    const layer = rendered.Resources.ConfigLayer.Properties;
+    assert.deepEqual(layer.CompatibleRuntimes, ['provided.al2023']);
+    assert.deepEqual(layer.CompatibleArchitectures, ['x86_64']);
+    for (const name of ['McpFunction', 'ApprovalFunction']) {
+      const fn = rendered.Resources[name].Properties;
+      assert.equal(fn.Environment.Variables.EXECUTOR_CONFIG, '/opt/executor/executor.toml', name);
+      assert.deepEqual(fn.Layers, ['${ConfigLayer}'], name);
+    }
+    const alarm = rendered.Resources.AlarmFunction.Properties;
+    assert.equal(alarm.Environment.Variables.EXECUTOR_CONFIG, undefined);
+    assert.equal(alarm.Layers, undefined);
+    assert.equal(Object.keys(resources(rendered, 'AWS::Lambda::LayerVersion')).length, 1);
+
+    const asset = stack.configLayer!.node.findChild('Code') as Asset;
+    assert.deepEqual(listFiles(path.join(outdir, asset.assetPath)), [
+      'executor/executor.toml',
+      'executor/specs/github.yaml',
+    ]);
+  });
+
+  test('a secret it names must be granted; a partial ARN matches its complete one', () => {
+    const config = sourcesDir(GITHUB, { 'specs/github.yaml': '' });
+    assert.throws(
+      () => synth({ config }),
+      /config names secrets the functions could not read: arn:aws:secretsmanager:.*github-token-AbCdEf/,
+    );
+    const partial = sourcesDir(GITHUB.replace(SECRET, SECRET.slice(0, -7)), { 'specs/github.yaml': '' });
+    assert.doesNotThrow(() => readSources(path.dirname(partial), 'executor.toml'));
+    synth({ config: partial, secretArns: [SECRET] });
+    assert.throws(
+      () => synth({ config: partial, secretArns: [SECRET.replace('github-token', 'github-token-old')] }),
+      /could not read/,
+    );
+  });
+
+  test('mistakes fail the synth', () => {
+    assert.throws(() => synth({ config: path.join(tempDir('none'), 'executor.toml') }), /config: no sources file at/);
+    assert.throws(() => synth({ config: sourcesDir('[[sources]\n') }), /is not valid TOML/);
+    assert.throws(
+      () => synth({ config: sourcesDir(GITHUB), secretArns: [SECRET] }),
+      /spec file .*specs\/github.yaml does not exist/,
+    );
+    for (const spec of ['../specs/github.yaml', '/etc/github.yaml']) {
+      assert.throws(
+        () => synth({ config: sourcesDir(GITHUB.replace('specs/github.yaml', spec)), secretArns: [SECRET] }),
+        /must be a path below/,
+      );
+    }
+  });
+
+  test('the example sources file', () => {
+    const example = fs.readFileSync(path.join(PROJECT_DIR, '..', '..', 'executor.example.toml'), 'utf8');
+    const config = sourcesDir(example, { 'specs/github.yaml': '' });
+    assert.deepEqual(readSources(path.dirname(config), 'executor.toml'), {
+      files: ['executor.toml', 'specs/github.yaml'],
+      secretRefs: ['arn:aws:secretsmanager:eu-west-1:123456789012:secret:billing-AbCdEf'],
+    });
+  });
+});
+
+function listFiles(dir: string, prefix = ''): string[] {
+  return fs
+    .readdirSync(dir, { withFileTypes: true })
+    .flatMap((e) =>
+      e.isDirectory() ? listFiles(path.join(dir, e.name), `${prefix}${e.name}/`) : [`${prefix}${e.name}`],
+    )
+    .sort();
+}
