@@ -160,6 +160,7 @@ export class ExecutorStack extends Stack {
 
     const web: Record<string, string> = { ...common, EXECUTOR_PUBLIC_URL: this.publicUrl };
     if (o.approvalWaitMs) web.EXECUTOR_APPROVAL_WAIT_MS = String(o.approvalWaitMs);
+    if (o.elicitationMode) web.EXECUTOR_ELICITATION_MODE = o.elicitationMode;
     if (o.oidc) {
       web.EXECUTOR_OIDC_ISSUER = o.oidc.issuer;
       web.EXECUTOR_OIDC_AUDIENCE = o.oidc.audience;

@@ -57,6 +57,12 @@ export interface ExecutorOptions {
    * @default - the functions' own (20 s)
    */
   readonly approvalWaitMs?: number;
+  /**
+   * How approvals reach a human when the MCP URL has no `?elicitation_mode=`
+   * (`EXECUTOR_ELICITATION_MODE`): model, browser or native.
+   * @default 'model'
+   */
+  readonly elicitationMode?: string;
   /** @default 30 */
   readonly logRetentionDays?: number;
 }
@@ -78,6 +84,7 @@ export const CONTEXT_KEYS = [
   'pausedLeaseMs',
   'approvalWindowMs',
   'approvalWaitMs',
+  'elicitationMode',
   'logRetentionDays',
 ] as const;
 
@@ -137,6 +144,7 @@ export interface Resolved {
   pausedLeaseMs: number;
   approvalWindowMs: number;
   approvalWaitMs?: number;
+  elicitationMode?: string;
   logRetentionDays: number;
 }
 
@@ -188,6 +196,9 @@ export function resolve(options: ExecutorOptions): Resolved {
         "well inside API Gateway's 30 s",
     );
   }
+  if (options.elicitationMode !== undefined && !['model', 'browser', 'native'].includes(options.elicitationMode)) {
+    throw new Error(`elicitationMode: expected model, browser or native, got ${JSON.stringify(options.elicitationMode)}`);
+  }
   const logRetentionDays = options.logRetentionDays ?? 30;
   if (!(Object.values(RetentionDays) as unknown[]).includes(logRetentionDays)) {
     throw new Error(
@@ -218,6 +229,7 @@ export function resolve(options: ExecutorOptions): Resolved {
     pausedLeaseMs: options.pausedLeaseMs ?? DEFAULT_PAUSED_LEASE_MS,
     approvalWindowMs: options.approvalWindowMs ?? DEFAULT_APPROVAL_WINDOW_MS,
     approvalWaitMs: options.approvalWaitMs,
+    elicitationMode: options.elicitationMode,
     logRetentionDays,
   };
 }

@@ -75,6 +75,7 @@ describe('validation', () => {
     ['secret name', { secretArns: ['github-token'] }, /not a complete Secrets Manager secret ARN/],
     ['log retention', { logRetentionDays: 10 }, /logRetentionDays: 10 is not a CloudWatch Logs retention/],
     ['approval wait', { approvalWaitMs: 28_000 }, /approvalWaitMs: 28000 is over 25000/],
+    ['elicitation mode', { elicitationMode: 'pigeon' }, /elicitationMode: expected model, browser or native/],
   ];
   for (const [name, options, message] of cases) {
     test(name, () => assert.throws(() => resolve(options), message));

@@ -154,6 +154,7 @@ describe('environment', () => {
       pausedLeaseMs: 120_000,
       approvalWindowMs: 90_000,
       approvalWaitMs: 15_000,
+      elicitationMode: 'browser',
       oidcIssuer: 'https://idp.example',
       oidcAudience: 'executor',
       oidcOwnerClaim: 'email',
@@ -174,6 +175,7 @@ describe('environment', () => {
       EXECUTOR_TABLE: '${Table}',
       EXECUTOR_PUBLIC_URL: 'https://mcp.example.com',
       EXECUTOR_APPROVAL_WAIT_MS: '15000',
+      EXECUTOR_ELICITATION_MODE: 'browser',
       ...knobs,
       ...oidc,
     };
