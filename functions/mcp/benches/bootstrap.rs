@@ -1,7 +1,8 @@
 //! The MCP bootstrap's cold start: from process start to its first answered
 //! request, under a local mock of the Lambda Runtime API; and its size.
-//! `cargo bench -p executor-mcp-function --bench bootstrap` (the bench profile
-//! is optimised; the deployed build uses `--profile lambda`, smaller still).
+//! `cargo bench -p executor-mcp-function --bench bootstrap` times the bench
+//! profile's binary; `BOOTSTRAP=<path>` times another, e.g. the deployed
+//! `--profile lambda` build.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -66,7 +67,9 @@ fn mock_runtime(listener: TcpListener, answered: mpsc::Sender<(Instant, String)>
 }
 
 fn main() {
-    let bootstrap = env!("CARGO_BIN_EXE_mcp-function");
+    // The deployed build (`--profile lambda`) when named, else the bench profile's.
+    let bootstrap = std::env::var("BOOTSTRAP").unwrap_or_else(|_| env!("CARGO_BIN_EXE_mcp-function").to_owned());
+    let bootstrap = bootstrap.as_str();
     let mut times = Vec::new();
     for _ in 0..RUNS {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
