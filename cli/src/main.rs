@@ -149,6 +149,7 @@ async fn run_serve<S: Store + 'static>(
     data_dir: &Path,
     store: Arc<S>,
 ) -> Result<(), String> {
+    let telemetry = executor_telemetry::Telemetry::local().map_err(|e| e.to_string())?;
     let catalog = Catalog::load(sources).await.map_err(|e| e.to_string())?;
     let mut namespaces = Vec::new();
     for source in catalog.namespaces() {
@@ -184,5 +185,7 @@ async fn run_serve<S: Store + 'static>(
         let _ = tokio::signal::ctrl_c().await;
         eprintln!("executor: shutting down");
     };
-    serve::serve(listener, host, shutdown).await.map_err(|e| e.to_string())
+    let served = serve::serve(listener, host, shutdown).await.map_err(|e| e.to_string());
+    telemetry.shutdown().await;
+    served
 }

@@ -13,6 +13,7 @@ mod error;
 mod ports;
 mod records;
 mod scheduler;
+mod traced;
 
 pub use dynamodb::DynamoStore;
 pub use embedded::EmbeddedStore;
