@@ -16,10 +16,10 @@ use opentelemetry_otlp::{ExporterBuildError, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 
-/// Where spans go, from the environment: `None` when `OTEL_EXPORTER_OTLP_ENDPOINT`
-/// (or its traces variant) is unset, and then nothing is built and nothing
-/// connects anywhere.
-pub(crate) fn otlp_provider(
+/// Where spans go, from the environment (`lookup`, e.g. `std::env::var`):
+/// `None` when `OTEL_EXPORTER_OTLP_ENDPOINT` (or its traces variant) is unset,
+/// and then nothing is built and nothing connects anywhere. Call it on a tokio runtime.
+pub fn otlp_provider(
     service: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Option<SdkTracerProvider>, ExporterBuildError> {

@@ -40,6 +40,7 @@ use tracing_subscriber::filter::{EnvFilter, FilterExt, Targets};
 use tracing_subscriber::layer::{Layer, SubscriberExt};
 
 pub use context::{TRACE_ID_FIELD, adopt, link, remote_parent, traceparent, xray_parent};
+pub use export::otlp_provider;
 pub use metrics::{Metric, TARGET as METRICS_TARGET, add, count};
 
 use crate::json_logs::JsonLogs;
@@ -301,4 +302,59 @@ fn env_filter(filter: &str) -> Result<EnvFilter, TelemetryError> {
     EnvFilter::builder()
         .parse(filter)
         .map_err(|e| TelemetryError::Filter { filter: filter.to_owned(), reason: e.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use opentelemetry_sdk::error::OTelSdkResult;
+    use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+    use tokio::sync::Semaphore;
+
+    use super::*;
+
+    /// An exporter that answers only once the test opens its gate.
+    #[derive(Debug)]
+    struct Gated(Arc<Semaphore>);
+
+    impl SpanExporter for Gated {
+        async fn export(&self, _batch: Vec<SpanData>) -> OTelSdkResult {
+            self.0
+                .acquire()
+                .await
+                .map(|permit| permit.forget())
+                .map_err(|e| opentelemetry_sdk::error::OTelSdkError::InternalFailure(e.to_string()))
+        }
+    }
+
+    /// A collector that does not answer holds a flush no longer than its
+    /// bound, and the metrics are written before the flush waits at all.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stuck_exporter_holds_a_flush_only_for_its_bound() {
+        let gate = Arc::new(Semaphore::new(0));
+        let provider = SdkTracerProvider::builder().with_batch_exporter(Gated(gate.clone())).build();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        let (dispatch, telemetry) = Builder::new("mcp")
+            .emf_metrics("Executor", Arc::new(move |line: &str| sink.lock().unwrap().push(line.to_owned())))
+            .spans(provider)
+            .flush_within(Duration::from_millis(50))
+            .build();
+        tracing::dispatcher::with_default(&dispatch, || {
+            let _span = tracing::info_span!("execution.run").entered();
+            count(Metric::ExecutionsStarted);
+        });
+        assert_eq!(telemetry.flush().await, Flushed::TimedOut);
+        let lines = lines.lock().unwrap().clone();
+        assert_eq!(lines.len(), 1);
+        assert!(lines[0].contains("\"ExecutionsStarted\":1"), "{lines:?}");
+        gate.add_permits(Semaphore::MAX_PERMITS / 2);
+    }
+
+    #[test]
+    fn bad_filters_are_refused() {
+        assert!(Builder::new("mcp").json_logs("executor=loud", stdout_lines()).is_err());
+        assert!(Builder::new("mcp").json_logs(DEFAULT_LOG_FILTER, stdout_lines()).is_ok());
+    }
 }
