@@ -335,8 +335,7 @@ impl Host {
             Ok(mode) => mode,
             Err(message) => return rpc_error(StatusCode::BAD_REQUEST, -32602, &message),
         };
-        let method = message.get("method").and_then(Value::as_str);
-        let initialize = method == Some("initialize");
+        let initialize = message.get("method").and_then(Value::as_str) == Some("initialize");
         record_request(&message, &parts.headers);
         let session = match parts.headers.get(SESSION_HEADER) {
             Some(_) if initialize => None,
