@@ -36,7 +36,7 @@ use opentelemetry_otlp::ExporterBuildError;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::Dispatch;
 use tracing::level_filters::LevelFilter;
-use tracing_subscriber::filter::{EnvFilter, FilterExt, Targets};
+use tracing_subscriber::filter::{FilterExt, Targets};
 use tracing_subscriber::layer::{Layer, SubscriberExt};
 
 pub use context::{TRACE_ID_FIELD, adopt, link, remote_parent, traceparent, xray_parent};
@@ -192,9 +192,9 @@ fn flush_within(env: &dyn Fn(&str) -> Option<String>) -> Duration {
 
 enum Logs {
     None,
-    Json(Lines, Box<EnvFilter>),
+    Json(Lines, Box<Targets>),
     #[cfg(feature = "human")]
-    Human(Box<EnvFilter>),
+    Human(Box<Targets>),
 }
 
 /// Telemetry put together piece by piece: the hosts use [`Telemetry::lambda`]
@@ -213,16 +213,16 @@ impl Builder {
         Self { service, logs: Logs::None, provider: None, metrics: None, flush_within: DEFAULT_FLUSH_WITHIN }
     }
 
-    /// JSON log lines, filtered by `filter` (`RUST_LOG` syntax).
+    /// JSON log lines, filtered by `filter` (`warn,executor=debug`: see [`DEFAULT_LOG_FILTER`]).
     pub fn json_logs(mut self, filter: &str, lines: Lines) -> Result<Self, TelemetryError> {
-        self.logs = Logs::Json(lines, Box::new(env_filter(filter)?));
+        self.logs = Logs::Json(lines, Box::new(log_filter(filter)?));
         Ok(self)
     }
 
-    /// Human-readable log lines on stderr, filtered by `filter` (`RUST_LOG` syntax).
+    /// Human-readable log lines on stderr, filtered by `filter` (as for [`Builder::json_logs`]).
     #[cfg(feature = "human")]
     pub fn human_logs(mut self, filter: &str) -> Result<Self, TelemetryError> {
-        self.logs = Logs::Human(Box::new(env_filter(filter)?));
+        self.logs = Logs::Human(Box::new(log_filter(filter)?));
         Ok(self)
     }
 
@@ -298,10 +298,13 @@ impl Builder {
 /// The target of the Lambda invocation span.
 pub(crate) const LAMBDA_TARGET: &str = "executor::lambda";
 
-fn env_filter(filter: &str) -> Result<EnvFilter, TelemetryError> {
-    EnvFilter::builder()
-        .parse(filter)
-        .map_err(|e| TelemetryError::Filter { filter: filter.to_owned(), reason: e.to_string() })
+/// `RUST_LOG`'s common form: a default level and `target=level` directives,
+/// comma-separated (span and field filters are not supported).
+fn log_filter(filter: &str) -> Result<Targets, TelemetryError> {
+    filter.parse().map_err(|e: tracing_subscriber::filter::ParseError| TelemetryError::Filter {
+        filter: filter.to_owned(),
+        reason: e.to_string(),
+    })
 }
 
 #[cfg(test)]
