@@ -158,6 +158,7 @@ async fn run_serve<S: Store + 'static>(
         }
         eprintln!("executor: conformance build: requests without a token are served as owner `conformance`");
     }
+    let telemetry = executor_telemetry::Telemetry::local().map_err(|e| e.to_string())?;
     let catalog = Catalog::load(sources).await.map_err(|e| e.to_string())?;
     let mut namespaces = Vec::new();
     for source in catalog.namespaces() {
@@ -193,5 +194,7 @@ async fn run_serve<S: Store + 'static>(
         let _ = tokio::signal::ctrl_c().await;
         eprintln!("executor: shutting down");
     };
-    serve::serve(listener, host, shutdown).await.map_err(|e| e.to_string())
+    let served = serve::serve(listener, host, shutdown).await.map_err(|e| e.to_string());
+    telemetry.shutdown().await;
+    served
 }

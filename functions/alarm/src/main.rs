@@ -6,23 +6,25 @@ use std::sync::Arc;
 use executor_sandbox::{Limits, Sandbox, SystemClock};
 use executor_service::{Alarms, Executions, HostConfig};
 use executor_store::{DynamoStore, EventBridgeScheduler};
-use lambda_runtime::{Error, LambdaEvent, service_fn};
+use executor_telemetry::Telemetry;
+use lambda_runtime::{Error, LambdaEvent, Runtime, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
+    let telemetry = Telemetry::lambda("alarm")?;
     let store = Arc::new(DynamoStore::from_env().await?);
     let scheduler = Arc::new(EventBridgeScheduler::from_env().await?);
     let timeouts = HostConfig::default().with_env(|n| std::env::var(n).ok())?.timeouts;
     let executions =
         Arc::new(Executions::new(store.clone(), Sandbox::new(Limits::default()), timeouts, Arc::new(SystemClock)));
     let alarms = Arc::new(Alarms::new(store.clone(), store, executions, scheduler, timeouts));
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| {
+    let handler = service_fn(move |event: LambdaEvent<serde_json::Value>| {
         let alarms = alarms.clone();
         async move {
             let now = std::time::SystemTime::now().into();
             let decision = executor_alarm_function::handle(&alarms, event.payload, now).await?;
             Ok::<_, Error>(serde_json::json!({ "decision": format!("{decision:?}") }))
         }
-    }))
-    .await
+    });
+    Runtime::new(handler).layer(telemetry.invocations()).run().await
 }

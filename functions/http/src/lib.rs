@@ -11,6 +11,7 @@ use executor_catalog::Catalog;
 use executor_sandbox::{Limits, Sandbox};
 use executor_service::{Host, HostConfig};
 use executor_store::{DynamoStore, EventBridgeScheduler};
+use executor_telemetry::Telemetry;
 use lambda_http::{Body, Error, Request, Response, service_fn};
 
 /// Which of the host's routes a function serves (API Gateway sends it only those).
@@ -22,8 +23,19 @@ pub enum Routes {
     Approvals,
 }
 
+impl Routes {
+    /// The function's name in telemetry (the `Service` metric dimension).
+    pub fn service(self) -> &'static str {
+        match self {
+            Routes::Mcp => "mcp",
+            Routes::Approvals => "approval",
+        }
+    }
+}
+
 /// Wire the host from the environment and serve Lambda invocations until the runtime stops.
 pub async fn run(routes: Routes) -> Result<(), Error> {
+    let telemetry = Telemetry::lambda(routes.service())?;
     let store = Arc::new(DynamoStore::from_env().await?);
     let scheduler = Arc::new(EventBridgeScheduler::from_env().await?);
     // API Gateway routes by host already; DNS-rebinding checks are for loopback.
@@ -31,11 +43,11 @@ pub async fn run(routes: Routes) -> Result<(), Error> {
     let catalog = Catalog::load(None).await?;
     let namespaces: Vec<String> = catalog.namespaces().into_iter().map(|n| n.namespace).collect();
     let host = Host::new(store, Arc::new(catalog), &namespaces, Sandbox::new(Limits::default()), scheduler, config);
-    lambda_http::run(service_fn(move |request: Request| {
+    let handler = service_fn(move |request: Request| {
         let host = host.clone();
         async move { Ok::<_, Infallible>(handle(&host, routes, request).await) }
-    }))
-    .await
+    });
+    lambda_http::runtime(handler).layer(telemetry.invocations()).run().await
 }
 
 /// Answer one API Gateway request.

@@ -35,6 +35,14 @@ impl ApprovalAction {
             other => Err(format!("the action must be accept, decline or cancel, not {other:?}")),
         }
     }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Accept => "accept",
+            Self::Decline => "decline",
+            Self::Cancel => "cancel",
+        }
+    }
 }
 
 /// Why an execution failed, as reported to the client (`error:{code, message}`).
@@ -204,6 +212,10 @@ pub struct Execution {
     /// read back (a browser-mode `resume` returns what the approval page ran).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub logs: Vec<String>,
+    /// The W3C `traceparent` of the span that recorded the latest pause, when
+    /// traces are exported: the resume that follows links its trace to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_trace: Option<String>,
     /// Bumped by every stored write; writes are conditional on it.
     pub version: u64,
 }
@@ -232,6 +244,7 @@ impl Execution {
             mode,
             links: ApprovalLinks::default(),
             logs: Vec::new(),
+            pause_trace: None,
             version: 0,
         }
     }

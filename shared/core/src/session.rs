@@ -17,6 +17,17 @@ pub enum ElicitationMode {
     Native,
 }
 
+impl ElicitationMode {
+    /// As in `?elicitation_mode=`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Model => "model",
+            Self::Browser => "browser",
+            Self::Native => "native",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStatus {

@@ -41,21 +41,32 @@ impl Sandbox {
     /// Run `segment` until the code completes, fails or pauses. Each run gets a
     /// fresh QuickJS context, driven synchronously off the async scheduler, so
     /// hostile code cannot starve other requests or see another execution's state.
+    ///
+    /// The segment runs in an `execution.run` span (new code) or an
+    /// `execution.replay` span (a resume), with its tool calls as children.
     pub async fn run(&self, segment: Segment, tools: Arc<dyn Tools>) -> Outcome {
-        let (limits, clock) = (self.limits.clone(), self.clock.clone());
+        let span = run::segment_span(&segment);
+        let (limits, clock, in_span) = (self.limits.clone(), self.clock.clone(), span.clone());
         let runtime = tokio::runtime::Handle::current();
-        let drive = move || run::drive(segment, tools, &limits, &*clock, &runtime);
-        // On a multi-threaded runtime the worker itself turns blocking (no thread
-        // hand-off, which costs more than a small execution); elsewhere a blocking
-        // thread takes the work.
-        let crashed = |what: String| Outcome::Failed {
-            error: SandboxError::Internal { message: format!("the sandbox failed: {what}") },
-            logs: Vec::new(),
-        };
-        if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
-            let caught = tokio::task::block_in_place(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(drive)));
-            return caught.unwrap_or_else(|_| crashed("it panicked".into()));
-        }
-        tokio::task::spawn_blocking(drive).await.unwrap_or_else(|e| crashed(e.to_string()))
+        let outcome =
+            off_the_scheduler(move || in_span.in_scope(|| run::drive(segment, tools, &limits, &*clock, &runtime)))
+                .await;
+        run::record_outcome(&span, &outcome);
+        outcome
     }
+}
+
+/// On a multi-threaded runtime the worker itself turns blocking (no thread
+/// hand-off, which costs more than a small execution); elsewhere a blocking
+/// thread takes the work.
+async fn off_the_scheduler(drive: impl FnOnce() -> Outcome + Send + 'static) -> Outcome {
+    let crashed = |what: String| Outcome::Failed {
+        error: SandboxError::Internal { message: format!("the sandbox failed: {what}") },
+        logs: Vec::new(),
+    };
+    if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+        let caught = tokio::task::block_in_place(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(drive)));
+        return caught.unwrap_or_else(|_| crashed("it panicked".into()));
+    }
+    tokio::task::spawn_blocking(drive).await.unwrap_or_else(|e| crashed(e.to_string()))
 }

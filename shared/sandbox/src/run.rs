@@ -15,6 +15,8 @@ use executor_core::{ApprovalAction, ExecutionId, Journal, JournalStep, PendingCa
 use futures_util::FutureExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use tracing::field::Empty;
+use tracing::{Instrument, Span};
 
 use crate::engine::{Delivery, Engine, IssuedCall, MainState};
 use crate::source;
@@ -158,14 +160,97 @@ fn delivery(path: &str, outcome: &StepOutcome) -> Delivery {
     }
 }
 
+/// The span a segment runs in: `execution.run` for new code, `execution.replay`
+/// for a resume (which starts from a journal).
+pub(crate) fn segment_span(segment: &Segment) -> Span {
+    let id = segment.execution_id.as_str();
+    if segment.journal.steps.is_empty() && segment.journal.pending.is_empty() {
+        tracing::info_span!(
+            "execution.run",
+            executor.execution.id = id,
+            executor.execution.outcome = Empty,
+            executor.execution.error_code = Empty,
+            executor.steps.called = Empty,
+            executor.steps.pending = Empty,
+        )
+    } else {
+        tracing::info_span!(
+            "execution.replay",
+            executor.execution.id = id,
+            executor.execution.outcome = Empty,
+            executor.execution.error_code = Empty,
+            executor.steps.journaled = segment.journal.steps.len() as i64,
+            executor.steps.replayed = Empty,
+            executor.steps.called = Empty,
+            executor.steps.pending = Empty,
+        )
+    }
+}
+
+/// How the segment ended, on its span: `completed`, `failed` (with the error code) or `paused`.
+pub(crate) fn record_outcome(span: &Span, outcome: &Outcome) {
+    match outcome {
+        Outcome::Completed { .. } => span.record("executor.execution.outcome", "completed"),
+        Outcome::Paused { .. } => span.record("executor.execution.outcome", "paused"),
+        Outcome::Failed { error, .. } => {
+            span.record("executor.execution.error_code", error.code());
+            span.record("executor.execution.outcome", "failed")
+        }
+    };
+}
+
+/// A `tool.call` span: which tool, never its arguments.
+fn tool_span(path: &str, step: u32) -> Span {
+    let namespace = if is_builtin(path) { "tools" } else { path.split('.').next().unwrap_or(path) };
+    tracing::info_span!(
+        "tool.call",
+        executor.tool.path = path,
+        executor.tool.namespace = namespace,
+        executor.tool.step = i64::from(step),
+        executor.tool.outcome = Empty,
+        executor.tool.error_code = Empty,
+        executor.tool.http_status = Empty,
+        executor.tool.duration_ms = Empty,
+    )
+}
+
+/// The tool calls of a segment, by what happened to them.
+#[derive(Default)]
+struct Steps {
+    replayed: usize,
+    called: usize,
+    pending: usize,
+}
+
 /// Run one segment to completion or the next pause. Blocking: call it on a
-/// blocking thread; tool calls are awaited on `runtime`.
+/// blocking thread; tool calls are awaited on `runtime`. The step counts go
+/// on the current (segment) span.
 pub(crate) fn drive(
     segment: Segment,
     tools: Arc<dyn Tools>,
     limits: &Limits,
     clock: &dyn Clock,
     runtime: &tokio::runtime::Handle,
+) -> Outcome {
+    let mut steps = Steps::default();
+    let outcome = drive_counting(segment, tools, limits, clock, runtime, &mut steps);
+    let span = Span::current();
+    if !span.is_disabled() {
+        // `execution.run` has no replayed field: recording it there does nothing.
+        span.record("executor.steps.replayed", steps.replayed as i64);
+        span.record("executor.steps.called", steps.called as i64);
+        span.record("executor.steps.pending", steps.pending as i64);
+    }
+    outcome
+}
+
+fn drive_counting(
+    segment: Segment,
+    tools: Arc<dyn Tools>,
+    limits: &Limits,
+    clock: &dyn Clock,
+    runtime: &tokio::runtime::Handle,
+    steps: &mut Steps,
 ) -> Outcome {
     let deadline = Instant::now() + limits.wall_clock;
     let Segment { execution_id, code, mut journal, decisions } = segment;
@@ -213,18 +298,39 @@ pub(crate) fn drive(
         }
 
         // Calling: the runnable calls, concurrently; CPU time is not counted meanwhile.
+        steps.replayed += actions.iter().filter(|a| matches!(a, Action::Replay(_))).count();
         let calls = batch.iter().zip(&actions).filter(|(_, a)| **a == Action::Call).map(|(call, _)| {
+            steps.called += 1;
             let tools = tools.clone();
             let ctx = CallContext { execution_id: execution_id.clone(), step: call.step };
             let call = call.clone();
+            let span = tool_span(&call.path, call.step);
             async move {
+                let started = Instant::now();
                 let outcome = match call.path.as_str() {
                     SEARCH_PATH => tools.search(call.args).await.map(ToolSuccess::plain),
                     DESCRIBE_PATH => tools.describe(call.args).await.map(ToolSuccess::plain),
                     path => tools.call_with_status(path, call.args, &ctx).await,
                 };
+                let span = Span::current();
+                if !span.is_disabled() {
+                    span.record("executor.tool.duration_ms", started.elapsed().as_micros() as f64 / 1000.0);
+                    match &outcome {
+                        Ok(success) => {
+                            span.record("executor.tool.outcome", "ok");
+                            if let Some(status) = success.http_status {
+                                span.record("executor.tool.http_status", i64::from(status));
+                            }
+                        }
+                        Err(error) => {
+                            span.record("executor.tool.outcome", "error");
+                            span.record("executor.tool.error_code", error.code.as_str());
+                        }
+                    }
+                }
                 (ctx.step, outcome)
             }
+            .instrument(span)
         });
         let mut all = futures_util::future::join_all(calls);
         // Calls that finish at once (in-process tools) need no timer or runtime hand-off.
@@ -244,11 +350,22 @@ pub(crate) fn drive(
         // Journaling: record what happened to each call.
         let mut paused = false;
         for (call, action) in batch.iter().zip(&actions) {
+            // Calls that were not made still get a span, saying why.
+            let not_made = match action {
+                Action::Await(_) => Some("approval_required"),
+                Action::Decline => Some("declined"),
+                Action::Block(_) => Some("blocked"),
+                Action::Replay(_) | Action::Cancel | Action::Call => None,
+            };
+            if let Some(why) = not_made {
+                tool_span(&call.path, call.step).record("executor.tool.outcome", why);
+            }
             let outcome = match action {
                 Action::Replay(_) | Action::Cancel => continue,
                 Action::Await(message) => {
                     journal.add_pending(PendingCall::new(call.step, &call.path, call.args.clone(), message));
                     paused = true;
+                    steps.pending += 1;
                     continue;
                 }
                 Action::Call => match results.remove(&call.step) {

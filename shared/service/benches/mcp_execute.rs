@@ -1,8 +1,13 @@
 //! What the MCP layer adds to an execution: a `tools/call` of `execute` with
 //! trivial code through `Host::handle` (auth lookup, rmcp, result shaping)
 //! next to the same code run by the sandbox alone; no sources are connected.
+//! The same call again under the Lambda functions' telemetry: without an OTLP
+//! endpoint (JSON logs and EMF metrics, written to a sink that drops them),
+//! and with spans exported over OTLP/HTTP to a loopback collector that
+//! answers 200 to everything.
 //! `cargo bench -p executor-service --bench mcp_execute`
 
+use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -12,6 +17,9 @@ use executor_core::{ApiKey, ExecutionId, Principal, Timestamp, TokenHash};
 use executor_sandbox::{Limits, Outcome, Sandbox, Segment};
 use executor_service::{Host, HostConfig};
 use executor_store::{EmbeddedStore, KeyStore};
+use executor_telemetry::{Builder, DEFAULT_LOG_FILTER, Lines};
+use tokio::runtime::Runtime;
+use tracing::Dispatch;
 
 const TOKEN: &str = "exk_bench";
 
@@ -27,8 +35,57 @@ fn request() -> http::Request<Bytes> {
         .unwrap()
 }
 
+/// A runtime like the others (one worker), whose threads report to `dispatch`.
+fn runtime_with(dispatch: Option<Dispatch>) -> Runtime {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(1).enable_all();
+    if let Some(dispatch) = dispatch {
+        builder.on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&dispatch)));
+    }
+    builder.build().unwrap()
+}
+
+/// An OTLP collector on loopback that accepts every export: its URL.
+fn collector() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                loop {
+                    let mut length = 0;
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    loop {
+                        let mut header = String::new();
+                        reader.read_line(&mut header).unwrap();
+                        if header.trim().is_empty() {
+                            break;
+                        }
+                        if let Some(v) = header.to_ascii_lowercase().strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    reader.read_exact(&mut body).unwrap();
+                    let answer =
+                        b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+                    if stream.write_all(answer).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
 fn mcp_execute(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let runtime = runtime_with(None);
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
     let key = ApiKey {
@@ -57,16 +114,45 @@ fn mcp_execute(c: &mut Criterion) {
             }
         })
     });
-    group.bench_function("tools/call execute: return 1 + 2", |b| {
-        b.to_async(&runtime).iter(|| {
+    let execute = |b: &mut criterion::Bencher, runtime: &Runtime| {
+        b.to_async(runtime).iter(|| {
             let host = host.clone();
             async move {
                 let response = host.handle(request()).await;
                 assert_eq!(response.status(), 200);
             }
         })
+    };
+    group.bench_function("tools/call execute: return 1 + 2", |b| execute(b, &runtime));
+
+    // Lambda telemetry without an endpoint: log lines and EMF, nowhere to export.
+    let dropped: Lines = Arc::new(|_: &str| {});
+    let builder = || {
+        Builder::new("mcp")
+            .json_logs(DEFAULT_LOG_FILTER, dropped.clone())
+            .unwrap()
+            .emf_metrics("Executor", dropped.clone())
+    };
+    let (logs_only, _telemetry) = builder().build();
+    let with_logs = runtime_with(Some(logs_only.clone()));
+    group.bench_function("tools/call execute, telemetry without endpoint", |b| {
+        tracing::dispatcher::with_default(&logs_only, || execute(b, &with_logs))
+    });
+
+    // And with every span exported over OTLP/HTTP to the loopback collector.
+    // The exporter's HTTP requests run on a runtime of their own, alive to the end.
+    let endpoint = collector();
+    let export_runtime = runtime_with(None);
+    let lookup = |name: &str| (name == "OTEL_EXPORTER_OTLP_ENDPOINT").then(|| endpoint.clone());
+    let provider =
+        export_runtime.block_on(async { executor_telemetry::otlp_provider("bench", &lookup) }).unwrap().unwrap();
+    let (with_spans, telemetry) = builder().spans(provider).build();
+    let exporting = runtime_with(Some(with_spans.clone()));
+    group.bench_function("tools/call execute, spans exported over OTLP", |b| {
+        tracing::dispatcher::with_default(&with_spans, || execute(b, &exporting))
     });
     group.finish();
+    export_runtime.block_on(telemetry.shutdown());
 }
 
 criterion_group!(benches, mcp_execute);

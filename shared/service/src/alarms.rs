@@ -6,6 +6,9 @@ use std::sync::Arc;
 
 use executor_core::{AlarmDecision, Session, SessionId, Timeouts, Timestamp, decide_session_alarm};
 use executor_store::{Access, AlarmScheduler, ExecutionStore, SessionStore, StoreError};
+use executor_telemetry::{Metric, count};
+use tracing::field::Empty;
+use tracing::{Instrument, Span};
 
 use crate::Executions;
 
@@ -42,11 +45,46 @@ impl Alarms {
         self.scheduler.schedule(session, at).await
     }
 
-    /// The alarm of `session` fired at `now`: decide and act. Every write is
-    /// conditional on the version the decision was made from, so a stale alarm
-    /// never destroys a session that became active: it decides again.
+    /// The alarm of `session` fired at `now`: decide and act, in an `alarm.fire`
+    /// span. Every write is conditional on the version the decision was made
+    /// from, so a stale alarm never destroys a session that became active: it
+    /// decides again.
     pub async fn fire(&self, session_id: &SessionId, now: Timestamp) -> Result<AlarmDecision, StoreError> {
-        for _ in 0..RACES {
+        let span = tracing::info_span!(
+            "alarm.fire",
+            mcp.session.id = session_id.as_str(),
+            executor.alarm.decision = Empty,
+            executor.alarm.paused = Empty,
+            executor.alarm.attempts = Empty,
+            otel.status_code = Empty,
+            trace_id = Empty,
+        );
+        executor_telemetry::adopt(&span, None);
+        let result = self.decide_and_act(session_id, now).instrument(span.clone()).await;
+        let _in_span = span.enter();
+        match &result {
+            Ok(decision) => {
+                let (name, metric) = match decision {
+                    AlarmDecision::Ignore => ("ignore", Metric::AlarmsIgnored),
+                    AlarmDecision::Reschedule { .. } => ("reschedule", Metric::AlarmsRescheduled),
+                    AlarmDecision::ExtendPausedLease { .. } => ("extend_paused_lease", Metric::AlarmsLeaseExtended),
+                    AlarmDecision::Destroy => ("destroy", Metric::AlarmsDestroyed),
+                };
+                span.record("executor.alarm.decision", name);
+                count(metric);
+                tracing::info!(decision = name, "alarm decided");
+            }
+            Err(error) => {
+                span.record("otel.status_code", "error");
+                tracing::warn!(%error, "alarm failed");
+            }
+        }
+        result
+    }
+
+    async fn decide_and_act(&self, session_id: &SessionId, now: Timestamp) -> Result<AlarmDecision, StoreError> {
+        for attempt in 1..=RACES {
+            Span::current().record("executor.alarm.attempts", attempt as i64);
             let session = match self.sessions.get_session(Access::Internal, session_id).await {
                 Ok(session) => Some(session),
                 Err(StoreError::NotFound { .. }) => None,
@@ -58,6 +96,7 @@ impl Alarms {
                 }
                 _ => 0,
             };
+            Span::current().record("executor.alarm.paused", paused as i64);
             let decision = decide_session_alarm(now, session.as_ref(), paused, &self.timeouts);
             let acted = match (decision, session) {
                 (AlarmDecision::Ignore, _) | (_, None) => return Ok(AlarmDecision::Ignore),
@@ -87,6 +126,8 @@ impl Alarms {
         }
         session.alarm_at = None;
         self.sessions.update_session(session).await?;
+        count(Metric::SessionsDestroyed);
+        tracing::info!(mcp.session.id = session.id.as_str(), "session destroyed");
         for id in self.executions_store.paused_executions(Access::Internal, &session.id).await? {
             if let Ok(mut execution) = self.executions_store.get_execution(Access::Internal, &id).await {
                 self.executions.expire(&mut execution, now).await?;

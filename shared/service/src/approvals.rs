@@ -35,6 +35,7 @@ impl ApprovalRoutes {
     /// `secure` marks the CSRF cookie `Secure` (the page is served over HTTPS).
     pub async fn page(&self, request: &Request<Bytes>, secure: bool) -> Response<Bytes> {
         let Some(id) = path_id(request.uri().path(), "/approvals/") else { return not_found_page() };
+        crate::spans::record("executor.execution.id", id.as_str());
         match *request.method() {
             Method::GET => {
                 let token = query_param(request.uri().query(), "token").unwrap_or_default();
@@ -187,6 +188,7 @@ impl ApprovalRoutes {
                 &json!({"error": {"code": "not_found", "message": "no such route"}}),
             );
         };
+        crate::spans::record("executor.execution.id", id.as_str());
         let result = match (request.method(), resume) {
             (&Method::GET, false) => self.executions.view(owner, &id).await,
             (&Method::POST, true) => {

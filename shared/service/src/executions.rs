@@ -10,11 +10,14 @@ use std::time::Duration;
 
 use executor_core::{
     ApprovalAction, ElicitationMode, Execution, ExecutionEvent, ExecutionFailure, ExecutionId, ExecutionState,
-    LinkStatus, PendingCall, Principal, SessionId, Timeouts, Timestamp, TokenHash, TransitionError,
+    ExecutionStatus, LinkStatus, PendingCall, Principal, SessionId, Timeouts, Timestamp, TokenHash, TransitionError,
 };
 use executor_sandbox::{Clock, Outcome, Sandbox, SandboxError, Segment, Snapshot, Tools};
 use executor_store::{Access, ExecutionStore, StoreError};
+use executor_telemetry::{Metric, count};
 use serde_json::Value;
+use tracing::field::Empty;
+use tracing::{Instrument, Span};
 
 use crate::ids::ApprovalToken;
 
@@ -109,20 +112,22 @@ impl Executions {
         let id = crate::ids::execution_id().map_err(no_randomness)?;
         let now = self.clock.now();
         let segment = Segment::start(id.clone(), code.clone(), now, crate::ids::seed().map_err(no_randomness)?);
+        count(Metric::ExecutionsStarted);
         let outcome = self.sandbox.run(segment, tools).await;
         let (snapshot, logs) = match outcome {
             Outcome::Paused { snapshot, logs } => (snapshot, logs),
             Outcome::Completed { result, logs } => {
+                count(Metric::ExecutionsCompleted);
                 return Ok(ExecutionResult::Completed { execution_id: id, result, logs });
             }
             Outcome::Failed { error, logs } => {
+                count(Metric::ExecutionsFailed);
                 return Ok(ExecutionResult::Failed { execution_id: id, error: (&error).into(), logs });
             }
         };
         let mut execution =
             Execution::start(id.clone(), owner.clone(), session.cloned(), mode, code, snapshot.journal.clone(), now);
-        let link = self.pause(&mut execution, snapshot, logs, now)?;
-        self.store.create_execution(&execution).await?;
+        let link = self.pause(&mut execution, snapshot, logs, now, Write::Create).await?;
         Ok(paused_result(&execution, link))
     }
 
@@ -137,7 +142,16 @@ impl Executions {
     ) -> Result<ExecutionResult, ResumeError> {
         let execution = self.load(Access::Owner(owner), id).await?;
         match execution.mode {
-            ElicitationMode::Browser => self.await_decision(execution).await,
+            ElicitationMode::Browser => {
+                let span = tracing::info_span!(
+                    "execution.await_decision",
+                    executor.execution.id = id.as_str(),
+                    executor.execution.outcome = Empty,
+                );
+                let result = self.await_decision(execution).instrument(span.clone()).await;
+                span.record("executor.execution.outcome", outcome_name(&result));
+                result
+            }
             ElicitationMode::Model | ElicitationMode::Native => self.decide(execution, action, None, tools).await,
         }
     }
@@ -193,8 +207,30 @@ impl Executions {
         self.store.get_execution(access, id).await.map_err(|e| not_found(id, e))
     }
 
-    /// Claim the pause with `action` (one winner), replay, and settle or pause again.
+    /// Claim the pause with `action` (one winner), replay, and settle or pause
+    /// again, in an `execution.resume` span linked to the span of the pause.
     async fn decide(
+        &self,
+        execution: Execution,
+        action: ApprovalAction,
+        link: Option<TokenHash>,
+        tools: Arc<dyn Tools>,
+    ) -> Result<ExecutionResult, ResumeError> {
+        let span = tracing::info_span!(
+            "execution.resume",
+            executor.execution.id = execution.id.as_str(),
+            executor.approval.action = action.as_str(),
+            executor.execution.outcome = Empty,
+        );
+        if let Some(paused_by) = &execution.pause_trace {
+            executor_telemetry::link(&span, paused_by, "paused_by");
+        }
+        let result = self.claim_and_replay(execution, action, link, tools).instrument(span.clone()).await;
+        span.record("executor.execution.outcome", outcome_name(&result));
+        result
+    }
+
+    async fn claim_and_replay(
         &self,
         mut execution: Execution,
         action: ApprovalAction,
@@ -219,17 +255,21 @@ impl Executions {
             Err(StoreError::Conflict { .. }) => return Err(ResumeError::AlreadySettled(id)),
             Err(e) => return Err(not_found(&id, e)),
         }
+        let approval =
+            if action == ApprovalAction::Accept { Metric::ApprovalsAccepted } else { Metric::ApprovalsDeclined };
+        count(approval);
+        tracing::info!(executor.execution.id = id.as_str(), action = action.as_str(), "approval decided");
 
         // Replayed: the only winner runs the continuation.
         let snapshot = Snapshot { code: execution.code.clone(), journal: execution.journal.clone() };
+        executor_telemetry::add(Metric::ReplaySteps, snapshot.journal.steps.len() as u64);
         let outcome = self.sandbox.run(Segment::resume(id.clone(), snapshot, action), tools).await;
         let now = self.clock.now();
 
         // Settled, or paused again at the next approval.
         let (result, event) = match outcome {
             Outcome::Paused { snapshot, logs } => {
-                let link = self.pause(&mut execution, snapshot, logs, now)?;
-                self.store.update_execution(&mut execution).await?;
+                let link = self.pause(&mut execution, snapshot, logs, now, Write::Update).await?;
                 return Ok(paused_result(&execution, link));
             }
             Outcome::Completed { result, logs } => {
@@ -253,6 +293,13 @@ impl Executions {
             execution.logs.clone_from(logs);
         }
         self.store.update_execution(&mut execution).await?;
+        let settled = execution.status();
+        count(if settled == ExecutionStatus::Completed {
+            Metric::ExecutionsCompleted
+        } else {
+            Metric::ExecutionsFailed
+        });
+        tracing::info!(executor.execution.id = id.as_str(), status = settled.as_str(), "execution settled");
         Ok(result)
     }
 
@@ -292,11 +339,19 @@ impl Executions {
     /// Expire a paused execution (its approval window or session ended). A lost
     /// race means someone else settled it first, which is fine.
     pub async fn expire(&self, execution: &mut Execution, now: Timestamp) -> Result<(), StoreError> {
+        let was_paused = execution.status() == ExecutionStatus::Paused;
         if execution.apply(ExecutionEvent::Expire, now).is_err() {
             return Ok(());
         }
         match self.store.update_execution(execution).await {
-            Ok(()) | Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => Ok(()),
+            Ok(()) => {
+                if was_paused {
+                    count(Metric::ApprovalsExpired);
+                }
+                tracing::info!(executor.execution.id = execution.id.as_str(), "execution expired");
+                Ok(())
+            }
+            Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -309,24 +364,69 @@ impl Executions {
         }
     }
 
-    /// Record the pause; in browser mode, open its first approval link.
-    fn pause(
+    /// Record the pause and store it, in an `execution.pause` span whose
+    /// traceparent the execution keeps (its resume links to it); in browser
+    /// mode, open its first approval link.
+    async fn pause(
         &self,
         execution: &mut Execution,
         snapshot: Snapshot,
         logs: Vec<String>,
         now: Timestamp,
+        write: Write,
     ) -> Result<Option<ApprovalToken>, StoreError> {
-        let deadline = now.plus(self.timeouts.approval_window);
-        execution.apply(ExecutionEvent::Pause { journal: snapshot.journal, deadline }, now).map_err(transition_bug)?;
-        execution.expires_at = deadline.plus(RETENTION);
-        execution.logs = logs;
-        if execution.mode != ElicitationMode::Browser {
-            return Ok(None);
+        // The tools waiting for a decision, by path: never their arguments.
+        let pending: Vec<&str> = snapshot.journal.pending.iter().map(|call| call.path.as_str()).collect();
+        let pending = pending.join(",");
+        let span = tracing::info_span!(
+            "execution.pause",
+            executor.execution.id = execution.id.as_str(),
+            executor.steps.completed = snapshot.journal.steps.len() as i64,
+            executor.steps.pending = snapshot.journal.pending.len() as i64,
+            executor.pending.paths = pending.as_str(),
+        );
+        async {
+            let deadline = now.plus(self.timeouts.approval_window);
+            let journal = snapshot.journal;
+            execution.apply(ExecutionEvent::Pause { journal, deadline }, now).map_err(transition_bug)?;
+            execution.expires_at = deadline.plus(RETENTION);
+            execution.logs = logs;
+            execution.pause_trace = executor_telemetry::traceparent(&Span::current());
+            let token = match execution.mode {
+                ElicitationMode::Browser => {
+                    let token = ApprovalToken::generate().map_err(no_randomness)?;
+                    execution.links.open(token.hash());
+                    Some(token)
+                }
+                ElicitationMode::Model | ElicitationMode::Native => None,
+            };
+            match write {
+                Write::Create => self.store.create_execution(execution).await?,
+                Write::Update => self.store.update_execution(execution).await?,
+            }
+            count(Metric::ExecutionsPaused);
+            tracing::info!(executor.execution.id = execution.id.as_str(), pending, "execution paused");
+            Ok(token)
         }
-        let token = ApprovalToken::generate().map_err(no_randomness)?;
-        execution.links.open(token.hash());
-        Ok(Some(token))
+        .instrument(span)
+        .await
+    }
+}
+
+/// Whether a pause stores a new execution or updates the one it resumed.
+enum Write {
+    Create,
+    Update,
+}
+
+/// How a resume ended, for its span: the result's status or the resume error's code.
+fn outcome_name(result: &Result<ExecutionResult, ResumeError>) -> &'static str {
+    match result {
+        Ok(ExecutionResult::Completed { .. }) => "completed",
+        Ok(ExecutionResult::Failed { .. }) => "failed",
+        Ok(ExecutionResult::Paused { .. }) => "paused",
+        Ok(ExecutionResult::Running { .. }) => "running",
+        Err(error) => error.code(),
     }
 }
 

@@ -11,23 +11,25 @@
 //! (exists, active, same owner, else 404) and marks activity, coalesced.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use executor_core::{ClientInfo, ElicitationMode, Principal, Session, SessionId, Timeouts, Timestamp, TokenHash};
 use executor_sandbox::{Sandbox, Tools};
 use executor_store::{Access, AlarmScheduler, KeyStore, SessionStore, Store, StoreError};
+use executor_telemetry::Metric;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
+use tracing::{Instrument, Span};
 
 use crate::approvals::ApprovalRoutes;
 use crate::mcp::{Caller, McpServer};
 use crate::native::{NativeApprovals, RequestStateKey};
 use crate::oidc::{Oidc, OidcConfig};
-use crate::{Alarms, Executions};
+use crate::{Alarms, Executions, spans};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 /// Sessions of this protocol version and later have none (served statelessly).
@@ -206,8 +208,17 @@ impl Host {
         }
     }
 
-    /// The MCP function's routes: `/mcp`, `/.well-known/...`, `/healthz`.
+    /// The MCP function's routes: `/mcp`, `/.well-known/...`, `/healthz`,
+    /// each request in an `mcp.request` span.
     pub async fn handle_mcp(&self, request: Request<Bytes>) -> Response<Bytes> {
+        let span = spans::mcp_request(&request);
+        let started = Instant::now();
+        let response = self.route_mcp(request).instrument(span.clone()).await;
+        spans::finish(&span, response.status(), started);
+        response
+    }
+
+    async fn route_mcp(&self, request: Request<Bytes>) -> Response<Bytes> {
         let path = request.uri().path().trim_end_matches('/');
         match (request.method(), path) {
             (&Method::GET, "/healthz") => text(StatusCode::OK, "ok"),
@@ -229,8 +240,17 @@ impl Host {
     }
 
     /// The approval function's routes: `/approvals/{id}` (link token) and
-    /// `/api/executions/...` (bearer token of the owner).
+    /// `/api/executions/...` (bearer token of the owner), each request in an
+    /// `approval.request` span.
     pub async fn handle_approvals(&self, request: Request<Bytes>) -> Response<Bytes> {
+        let span = spans::approval_request(&request);
+        let started = Instant::now();
+        let response = self.route_approvals(request).instrument(span.clone()).await;
+        spans::finish(&span, response.status(), started);
+        response
+    }
+
+    async fn route_approvals(&self, request: Request<Bytes>) -> Response<Bytes> {
         let path = request.uri().path();
         if path.starts_with("/approvals/") {
             let secure = self.base_url(request.headers()).starts_with("https://");
@@ -296,10 +316,15 @@ impl Host {
             ));
         };
         if let Some(oidc) = self.oidc.as_ref().filter(|_| Oidc::looks_like_jwt(token)) {
-            return oidc.principal(token).await.map_err(|e| challenge(&format!("Unauthorized: {e}")));
+            let owner = oidc.principal(token).await.map_err(|e| challenge(&format!("Unauthorized: {e}")))?;
+            spans::record_owner(&owner);
+            return Ok(owner);
         }
         match self.keys.find_key(&TokenHash::of_token(token)).await {
-            Ok(key) => Ok(key.owner),
+            Ok(key) => {
+                spans::record_owner(&key.owner);
+                Ok(key.owner)
+            }
             Err(StoreError::NotFound { .. }) => Err(challenge("Unauthorized: the API key is not valid")),
             Err(e) => Err(rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &e.to_string())),
         }
@@ -321,17 +346,22 @@ impl Host {
             Err(message) => return rpc_error(StatusCode::BAD_REQUEST, -32602, &message),
         };
         let initialize = message.get("method").and_then(Value::as_str) == Some("initialize");
+        record_request(&message, &parts.headers);
         let session = match parts.headers.get(SESSION_HEADER) {
             Some(_) if initialize => None,
             Some(value) => match self.check_session(value, &owner).await {
-                Ok(session) => Some(session),
+                Ok(session) => {
+                    spans::record("mcp.session.id", session.as_str());
+                    Some(session)
+                }
                 Err(response) => return response,
             },
             None => None,
         };
         let base_url = self.base_url(&parts.headers);
         let mode = self.effective_mode(mode, &parts.headers);
-        parts.extensions.insert(Caller { owner: owner.clone(), session, mode, base_url });
+        spans::record("executor.elicitation_mode", mode.as_str());
+        parts.extensions.insert(Caller { owner: owner.clone(), session, mode, base_url, span: Span::current() });
         let response = self.forward(Request::from_parts(parts, body)).await;
         if !initialize || response.status() != StatusCode::OK {
             return response;
@@ -376,6 +406,9 @@ impl Host {
         if let Err(e) = self.sessions.create_session(&session).await {
             return rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &format!("could not start a session: {e}"));
         }
+        spans::record("mcp.session.id", session.id.as_str());
+        executor_telemetry::count(Metric::SessionsCreated);
+        tracing::info!(mcp.protocol.version = version, "session created");
         if let Err(e) = self.alarms.arm(&session.id, alarm).await {
             return rpc_error(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -454,6 +487,29 @@ impl Host {
 
 fn now() -> Timestamp {
     SystemTime::now().into()
+}
+
+/// What the request span may say about a JSON-RPC message: its method, the
+/// tool it calls, the protocol version (the header, or what `initialize` asks for).
+fn record_request(message: &Value, headers: &HeaderMap) {
+    let span = Span::current();
+    if span.is_disabled() {
+        return;
+    }
+    let method = message.get("method").and_then(Value::as_str).unwrap_or_default();
+    span.record("mcp.method.name", method);
+    if method == "tools/call"
+        && let Some(tool) = message["params"]["name"].as_str()
+    {
+        span.record("gen_ai.tool.name", tool);
+    }
+    let version = match method {
+        "initialize" => message["params"]["protocolVersion"].as_str(),
+        _ => headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok()),
+    };
+    if let Some(version) = version {
+        span.record("mcp.protocol.version", version);
+    }
 }
 
 /// `?elicitation_mode=model|browser|native`.

@@ -13,6 +13,7 @@ mod mcp;
 mod native;
 mod oidc;
 mod results;
+mod spans;
 
 pub use alarms::Alarms;
 pub use executions::{ExecutionResult, Executions, ResumeError};

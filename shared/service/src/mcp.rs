@@ -15,6 +15,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
+use tracing::{Instrument, Span};
 
 use crate::native::NativeApprovals;
 use crate::{ExecutionResult, Executions, ResumeError, results};
@@ -28,6 +29,9 @@ pub(crate) struct Caller {
     pub mode: ElicitationMode,
     /// Where approval links point.
     pub base_url: String,
+    /// The request's span: rmcp runs the handler on a task of its own, which
+    /// would otherwise lose it.
+    pub span: Span,
 }
 
 /// At most this many namespaces are named in `execute`'s description.
@@ -106,6 +110,11 @@ impl McpServer {
 
     /// In native mode a pause asks the client; otherwise the result says what to do.
     fn render(&self, caller: &Caller, result: &ExecutionResult) -> CallToolResponse {
+        let (ExecutionResult::Completed { execution_id, .. }
+        | ExecutionResult::Failed { execution_id, .. }
+        | ExecutionResult::Paused { execution_id, .. }
+        | ExecutionResult::Running { execution_id }) = result;
+        crate::spans::record("executor.execution.id", execution_id.as_str());
         if let (ElicitationMode::Native, Some(native), ExecutionResult::Paused { execution_id, pending, .. }) =
             (caller.mode, &self.native, result)
         {
@@ -221,13 +230,15 @@ impl ServerHandler for McpServer {
         if let Some(result) = crate::conformance::call(&request.name, &args) {
             return Ok(result.into());
         }
-        Ok(match (request.name.as_ref(), request.request_state.as_deref()) {
-            ("execute" | "resume", Some(state)) => self.answer(&caller, &request, state).await,
-            ("execute", None) => self.execute(&caller, &args).await,
-            ("resume", None) => self.resume(&caller, &args).await,
+        let span = caller.span.clone();
+        let response = match (request.name.as_ref(), request.request_state.as_deref()) {
+            ("execute" | "resume", Some(state)) => self.answer(&caller, &request, state).instrument(span).await,
+            ("execute", None) => self.execute(&caller, &args).instrument(span).await,
+            ("resume", None) => self.resume(&caller, &args).instrument(span).await,
             (other, _) => {
                 return Err(ErrorData::invalid_params(format!("unknown tool {other:?}; use execute or resume"), None));
             }
-        })
+        };
+        Ok(response)
     }
 }

@@ -16,7 +16,11 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTran
 use serde::{Deserialize, Serialize};
 
 use crate::records::{self, API_KEY, EXECUTION, SESSION};
+use crate::traced::traced;
 use crate::{Access, ExecutionStore, KeyStore, SessionStore, StoreError};
+
+/// The backend named in store spans.
+const BACKEND: &str = "redb";
 
 /// All items, keyed like the DynamoDB table: (partition key, sort key).
 const ITEMS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("items");
@@ -331,104 +335,128 @@ fn visible<T: Versioned>(bytes: Option<Vec<u8>>, access: Access<'_>) -> Result<T
 #[async_trait]
 impl SessionStore for EmbeddedStore {
     async fn create_session(&self, session: &Session) -> Result<(), StoreError> {
-        self.create("create a session", session).await
+        traced("store.create_session", BACKEND, async { self.create("create a session", session).await }).await
     }
 
     async fn get_session(&self, access: Access<'_>, id: &SessionId) -> Result<Session, StoreError> {
-        self.read("read a session", (records::session_pk(id), records::SESSION_SK), access).await
+        traced("store.get_session", BACKEND, async {
+            self.read("read a session", (records::session_pk(id), records::SESSION_SK), access).await
+        })
+        .await
     }
 
     async fn update_session(&self, session: &mut Session) -> Result<(), StoreError> {
-        self.update("update a session", session).await
+        traced("store.update_session", BACKEND, async { self.update("update a session", session).await }).await
     }
 
     async fn armed_sessions(&self) -> Result<Vec<(SessionId, Timestamp)>, StoreError> {
-        let values = self
-            .read_items("list armed sessions", |table| {
-                let mut values = Vec::new();
-                for entry in table.iter()? {
-                    let (key, value) = entry?;
-                    if key.value().1 == records::SESSION_SK {
-                        values.push(value.value().to_vec());
+        traced("store.armed_sessions", BACKEND, async {
+            let values = self
+                .read_items("list armed sessions", |table| {
+                    let mut values = Vec::new();
+                    for entry in table.iter()? {
+                        let (key, value) = entry?;
+                        if key.value().1 == records::SESSION_SK {
+                            values.push(value.value().to_vec());
+                        }
                     }
+                    Ok(values)
+                })
+                .await?;
+            let now = records::now();
+            let mut armed = Vec::new();
+            for bytes in values {
+                let session: Session = records::decode(SESSION, &bytes)?;
+                if let (true, true, Some(at)) = (session.is_active(), now < session.expires_at, session.alarm_at) {
+                    armed.push((session.id, at));
                 }
-                Ok(values)
-            })
-            .await?;
-        let now = records::now();
-        let mut armed = Vec::new();
-        for bytes in values {
-            let session: Session = records::decode(SESSION, &bytes)?;
-            if let (true, true, Some(at)) = (session.is_active(), now < session.expires_at, session.alarm_at) {
-                armed.push((session.id, at));
             }
-        }
-        Ok(armed)
+            Ok(armed)
+        })
+        .await
     }
 }
 
 #[async_trait]
 impl ExecutionStore for EmbeddedStore {
     async fn create_execution(&self, execution: &Execution) -> Result<(), StoreError> {
-        self.create("create an execution", execution).await
+        traced("store.create_execution", BACKEND, async { self.create("create an execution", execution).await }).await
     }
 
     async fn get_execution(&self, access: Access<'_>, id: &ExecutionId) -> Result<Execution, StoreError> {
-        self.read("read an execution", (records::execution_pk(id), records::EXECUTION_SK), access).await
+        traced("store.get_execution", BACKEND, async {
+            self.read("read an execution", (records::execution_pk(id), records::EXECUTION_SK), access).await
+        })
+        .await
     }
 
     async fn update_execution(&self, execution: &mut Execution) -> Result<(), StoreError> {
-        self.update("update an execution", execution).await
+        traced("store.update_execution", BACKEND, async { self.update("update an execution", execution).await }).await
     }
 
     async fn paused_executions(&self, access: Access<'_>, session: &SessionId) -> Result<Vec<ExecutionId>, StoreError> {
-        let markers =
-            self.range("list paused executions", records::session_pk(session), records::PAUSED_PREFIX).await?;
-        let now = records::now();
-        let mut ids = Vec::new();
-        for (sk, bytes) in markers {
-            let marker: PausedMarker = records::decode("paused-execution index", &bytes)?;
-            if now < marker.expires_at && access.permits(&marker.owner) {
-                ids.push(records::paused_id_from_sk(&sk)?);
+        traced("store.paused_executions", BACKEND, async {
+            let markers =
+                self.range("list paused executions", records::session_pk(session), records::PAUSED_PREFIX).await?;
+            let now = records::now();
+            let mut ids = Vec::new();
+            for (sk, bytes) in markers {
+                let marker: PausedMarker = records::decode("paused-execution index", &bytes)?;
+                if now < marker.expires_at && access.permits(&marker.owner) {
+                    ids.push(records::paused_id_from_sk(&sk)?);
+                }
             }
-        }
-        Ok(ids)
+            Ok(ids)
+        })
+        .await
     }
 }
 
 #[async_trait]
 impl KeyStore for EmbeddedStore {
     async fn create_key(&self, key: &ApiKey) -> Result<(), StoreError> {
-        let body = records::encode_small(API_KEY, key)?;
-        let sk = records::key_sk(&key.hash);
-        self.write("create an API key", move |txn| {
-            let mut table = txn.open_table(ITEMS)?;
-            if table.get((records::KEYS_PK, sk.as_str()))?.is_some() {
-                return Err(Failure::Store(StoreError::AlreadyExists { what: API_KEY }));
-            }
-            table.insert((records::KEYS_PK, sk.as_str()), body.as_slice())?;
-            Ok(())
+        traced("store.create_key", BACKEND, async {
+            let body = records::encode_small(API_KEY, key)?;
+            let sk = records::key_sk(&key.hash);
+            self.write("create an API key", move |txn| {
+                let mut table = txn.open_table(ITEMS)?;
+                if table.get((records::KEYS_PK, sk.as_str()))?.is_some() {
+                    return Err(Failure::Store(StoreError::AlreadyExists { what: API_KEY }));
+                }
+                table.insert((records::KEYS_PK, sk.as_str()), body.as_slice())?;
+                Ok(())
+            })
+            .await
         })
         .await
     }
 
     async fn find_key(&self, hash: &TokenHash) -> Result<ApiKey, StoreError> {
-        let bytes = self.get("read an API key", records::KEYS_PK.to_owned(), records::key_sk(hash)).await?;
-        records::decode(API_KEY, &bytes.ok_or(StoreError::NotFound { what: API_KEY })?)
+        traced("store.find_key", BACKEND, async {
+            let bytes = self.get("read an API key", records::KEYS_PK.to_owned(), records::key_sk(hash)).await?;
+            records::decode(API_KEY, &bytes.ok_or(StoreError::NotFound { what: API_KEY })?)
+        })
+        .await
     }
 
     async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
-        let values = self.range("list API keys", records::KEYS_PK.to_owned(), records::KEY_PREFIX).await?;
-        values.iter().map(|(_, bytes)| records::decode(API_KEY, bytes)).collect()
+        traced("store.list_keys", BACKEND, async {
+            let values = self.range("list API keys", records::KEYS_PK.to_owned(), records::KEY_PREFIX).await?;
+            values.iter().map(|(_, bytes)| records::decode(API_KEY, bytes)).collect()
+        })
+        .await
     }
 
     async fn revoke_key(&self, hash: &TokenHash) -> Result<(), StoreError> {
-        let sk = records::key_sk(hash);
-        self.write("revoke an API key", move |txn| {
-            match txn.open_table(ITEMS)?.remove((records::KEYS_PK, sk.as_str()))? {
-                Some(_) => Ok(()),
-                None => Err(Failure::Store(StoreError::NotFound { what: API_KEY })),
-            }
+        traced("store.revoke_key", BACKEND, async {
+            let sk = records::key_sk(hash);
+            self.write("revoke an API key", move |txn| {
+                match txn.open_table(ITEMS)?.remove((records::KEYS_PK, sk.as_str()))? {
+                    Some(_) => Ok(()),
+                    None => Err(Failure::Store(StoreError::NotFound { what: API_KEY })),
+                }
+            })
+            .await
         })
         .await
     }

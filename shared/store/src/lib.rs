@@ -14,6 +14,7 @@ mod error;
 mod ports;
 mod records;
 mod scheduler;
+mod traced;
 
 pub use aws::sdk_config;
 pub use dynamodb::DynamoStore;

@@ -26,7 +26,11 @@ use item::{
 };
 
 use crate::records::{self, API_KEY, EXECUTION, MAX_ITEM_BODY_BYTES, SESSION};
+use crate::traced::traced;
 use crate::{Access, ExecutionStore, KeyStore, SessionStore, StoreError};
+
+/// The backend named in store spans.
+const BACKEND: &str = "dynamodb";
 
 /// How often a transaction cancelled by a concurrent transaction is retried
 /// before the writer is told it lost (`Conflict`).
@@ -351,156 +355,197 @@ fn session_item(session: &Session) -> Result<Item, StoreError> {
 #[async_trait]
 impl SessionStore for DynamoStore {
     async fn create_session(&self, session: &Session) -> Result<(), StoreError> {
-        self.put(SESSION, "create a session", session_item(session)?, Expect::Absent).await
+        traced("store.create_session", BACKEND, async {
+            self.put(SESSION, "create a session", session_item(session)?, Expect::Absent).await
+        })
+        .await
     }
 
     async fn get_session(&self, access: Access<'_>, id: &SessionId) -> Result<Session, StoreError> {
-        let item =
-            self.get_visible(SESSION, "read a session", records::session_pk(id), records::SESSION_SK, access).await?;
-        records::decode(SESSION, get_b(&item, BODY, SESSION)?)
+        traced("store.get_session", BACKEND, async {
+            let item = self
+                .get_visible(SESSION, "read a session", records::session_pk(id), records::SESSION_SK, access)
+                .await?;
+            records::decode(SESSION, get_b(&item, BODY, SESSION)?)
+        })
+        .await
     }
 
     async fn armed_sessions(&self) -> Result<Vec<(SessionId, Timestamp)>, StoreError> {
-        const OPERATION: &str = "list armed sessions";
-        let mut armed = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .scan()
-                .table_name(&self.table)
-                .filter_expression("sk = :session AND #status = :active")
-                .expression_attribute_names("#status", STATUS)
-                .expression_attribute_values(":session", s(records::SESSION_SK))
-                .expression_attribute_values(":active", s("active"))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| StoreError::backend(OPERATION, DisplayErrorContext(e)))?;
-            for item in page.items() {
-                if !is_live(item, SESSION)? {
-                    continue;
+        traced("store.armed_sessions", BACKEND, async {
+            const OPERATION: &str = "list armed sessions";
+            let mut armed = Vec::new();
+            let mut start = None;
+            loop {
+                let page = self
+                    .client
+                    .scan()
+                    .table_name(&self.table)
+                    .filter_expression("sk = :session AND #status = :active")
+                    .expression_attribute_names("#status", STATUS)
+                    .expression_attribute_values(":session", s(records::SESSION_SK))
+                    .expression_attribute_values(":active", s("active"))
+                    .consistent_read(true)
+                    .set_exclusive_start_key(start)
+                    .send()
+                    .await
+                    .map_err(|e| StoreError::backend(OPERATION, DisplayErrorContext(e)))?;
+                for item in page.items() {
+                    if !is_live(item, SESSION)? {
+                        continue;
+                    }
+                    let session: Session = records::decode(SESSION, get_b(item, BODY, SESSION)?)?;
+                    if let Some(at) = session.alarm_at {
+                        armed.push((session.id, at));
+                    }
                 }
-                let session: Session = records::decode(SESSION, get_b(item, BODY, SESSION)?)?;
-                if let Some(at) = session.alarm_at {
-                    armed.push((session.id, at));
+                start = page.last_evaluated_key;
+                if start.is_none() {
+                    return Ok(armed);
                 }
             }
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                return Ok(armed);
-            }
-        }
+        })
+        .await
     }
 
     async fn update_session(&self, session: &mut Session) -> Result<(), StoreError> {
-        let expected = session.version;
-        let mut next = session.clone();
-        next.version = expected + 1;
-        self.put(SESSION, "update a session", session_item(&next)?, Expect::Version(expected)).await?;
-        session.version = next.version;
-        Ok(())
+        traced("store.update_session", BACKEND, async {
+            let expected = session.version;
+            let mut next = session.clone();
+            next.version = expected + 1;
+            self.put(SESSION, "update a session", session_item(&next)?, Expect::Version(expected)).await?;
+            session.version = next.version;
+            Ok(())
+        })
+        .await
     }
 }
 
 #[async_trait]
 impl ExecutionStore for DynamoStore {
     async fn create_execution(&self, execution: &Execution) -> Result<(), StoreError> {
-        self.write_execution("create an execution", execution, Expect::Absent).await
+        traced("store.create_execution", BACKEND, async {
+            self.write_execution("create an execution", execution, Expect::Absent).await
+        })
+        .await
     }
 
     async fn get_execution(&self, access: Access<'_>, id: &ExecutionId) -> Result<Execution, StoreError> {
-        let pk = records::execution_pk(id);
-        let meta = self.get_visible(EXECUTION, "read an execution", pk.clone(), records::EXECUTION_SK, access).await?;
-        let count = get_n(&meta, CHUNKS, EXECUTION)? as usize;
-        let execution: Execution = if count <= 1 {
-            records::decode(EXECUTION, get_b(&meta, BODY, EXECUTION)?)?
-        } else {
-            records::decode(EXECUTION, &self.read_chunked(&pk, count).await?)?
-        };
-        // The chunked read may have seen a newer write; check it again.
-        if !access.permits(&execution.owner) || records::now() >= execution.expires_at {
-            return Err(StoreError::NotFound { what: EXECUTION });
-        }
-        Ok(execution)
+        traced("store.get_execution", BACKEND, async {
+            let pk = records::execution_pk(id);
+            let meta =
+                self.get_visible(EXECUTION, "read an execution", pk.clone(), records::EXECUTION_SK, access).await?;
+            let count = get_n(&meta, CHUNKS, EXECUTION)? as usize;
+            let execution: Execution = if count <= 1 {
+                records::decode(EXECUTION, get_b(&meta, BODY, EXECUTION)?)?
+            } else {
+                records::decode(EXECUTION, &self.read_chunked(&pk, count).await?)?
+            };
+            // The chunked read may have seen a newer write; check it again.
+            if !access.permits(&execution.owner) || records::now() >= execution.expires_at {
+                return Err(StoreError::NotFound { what: EXECUTION });
+            }
+            Ok(execution)
+        })
+        .await
     }
 
     async fn update_execution(&self, execution: &mut Execution) -> Result<(), StoreError> {
-        let expected = execution.version;
-        let mut next = execution.clone();
-        next.version = expected + 1;
-        self.write_execution("update an execution", &next, Expect::Version(expected)).await?;
-        execution.version = next.version;
-        Ok(())
+        traced("store.update_execution", BACKEND, async {
+            let expected = execution.version;
+            let mut next = execution.clone();
+            next.version = expected + 1;
+            self.write_execution("update an execution", &next, Expect::Version(expected)).await?;
+            execution.version = next.version;
+            Ok(())
+        })
+        .await
     }
 
     async fn paused_executions(&self, access: Access<'_>, session: &SessionId) -> Result<Vec<ExecutionId>, StoreError> {
-        const WHAT: &str = "paused-execution index";
-        let markers =
-            self.query_prefix("list paused executions", records::session_pk(session), records::PAUSED_PREFIX).await?;
-        let mut ids = Vec::new();
-        for marker in &markers {
-            if is_live(marker, WHAT)? && access.permits(&parse_owner(marker, WHAT)?) {
-                ids.push(records::paused_id_from_sk(get_s(marker, SK, WHAT)?)?);
+        traced("store.paused_executions", BACKEND, async {
+            const WHAT: &str = "paused-execution index";
+            let markers = self
+                .query_prefix("list paused executions", records::session_pk(session), records::PAUSED_PREFIX)
+                .await?;
+            let mut ids = Vec::new();
+            for marker in &markers {
+                if is_live(marker, WHAT)? && access.permits(&parse_owner(marker, WHAT)?) {
+                    ids.push(records::paused_id_from_sk(get_s(marker, SK, WHAT)?)?);
+                }
             }
-        }
-        Ok(ids)
+            Ok(ids)
+        })
+        .await
     }
 }
 
 #[async_trait]
 impl KeyStore for DynamoStore {
     async fn create_key(&self, key: &ApiKey) -> Result<(), StoreError> {
-        let body = records::encode_small(API_KEY, key)?;
-        let mut item = item::key(records::KEYS_PK.to_owned(), &records::key_sk(&key.hash));
-        item.insert(KIND.into(), s("api_key"));
-        item.insert(OWNER.into(), s(key.owner.as_str()));
-        item.insert(BODY.into(), b(&body));
-        // Keys never expire, so "absent" is simply "no item".
-        let request = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression(format!("attribute_not_exists({SK})"));
-        match request.send().await {
-            Ok(_) => Ok(()),
-            Err(SdkError::ServiceError(e)) if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) => {
-                Err(StoreError::AlreadyExists { what: API_KEY })
+        traced("store.create_key", BACKEND, async {
+            let body = records::encode_small(API_KEY, key)?;
+            let mut item = item::key(records::KEYS_PK.to_owned(), &records::key_sk(&key.hash));
+            item.insert(KIND.into(), s("api_key"));
+            item.insert(OWNER.into(), s(key.owner.as_str()));
+            item.insert(BODY.into(), b(&body));
+            // Keys never expire, so "absent" is simply "no item".
+            let request = self
+                .client
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(item))
+                .condition_expression(format!("attribute_not_exists({SK})"));
+            match request.send().await {
+                Ok(_) => Ok(()),
+                Err(SdkError::ServiceError(e))
+                    if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) =>
+                {
+                    Err(StoreError::AlreadyExists { what: API_KEY })
+                }
+                Err(e) => Err(StoreError::backend("create an API key", DisplayErrorContext(e))),
             }
-            Err(e) => Err(StoreError::backend("create an API key", DisplayErrorContext(e))),
-        }
+        })
+        .await
     }
 
     async fn find_key(&self, hash: &TokenHash) -> Result<ApiKey, StoreError> {
-        let item = self.get_item("read an API key", records::KEYS_PK.to_owned(), &records::key_sk(hash)).await?;
-        let item = item.ok_or(StoreError::NotFound { what: API_KEY })?;
-        records::decode(API_KEY, get_b(&item, BODY, API_KEY)?)
+        traced("store.find_key", BACKEND, async {
+            let item = self.get_item("read an API key", records::KEYS_PK.to_owned(), &records::key_sk(hash)).await?;
+            let item = item.ok_or(StoreError::NotFound { what: API_KEY })?;
+            records::decode(API_KEY, get_b(&item, BODY, API_KEY)?)
+        })
+        .await
     }
 
     async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
-        let items = self.query_prefix("list API keys", records::KEYS_PK.to_owned(), records::KEY_PREFIX).await?;
-        items.iter().map(|item| records::decode(API_KEY, get_b(item, BODY, API_KEY)?)).collect()
+        traced("store.list_keys", BACKEND, async {
+            let items = self.query_prefix("list API keys", records::KEYS_PK.to_owned(), records::KEY_PREFIX).await?;
+            items.iter().map(|item| records::decode(API_KEY, get_b(item, BODY, API_KEY)?)).collect()
+        })
+        .await
     }
 
     async fn revoke_key(&self, hash: &TokenHash) -> Result<(), StoreError> {
-        let deleted = self
-            .client
-            .delete_item()
-            .table_name(&self.table)
-            .set_key(Some(item::key(records::KEYS_PK.to_owned(), &records::key_sk(hash))))
-            .condition_expression(format!("attribute_exists({SK})"))
-            .send()
-            .await;
-        match deleted {
-            Ok(_) => Ok(()),
-            Err(SdkError::ServiceError(e))
-                if matches!(e.err(), DeleteItemError::ConditionalCheckFailedException(_)) =>
-            {
-                Err(StoreError::NotFound { what: API_KEY })
+        traced("store.revoke_key", BACKEND, async {
+            let deleted = self
+                .client
+                .delete_item()
+                .table_name(&self.table)
+                .set_key(Some(item::key(records::KEYS_PK.to_owned(), &records::key_sk(hash))))
+                .condition_expression(format!("attribute_exists({SK})"))
+                .send()
+                .await;
+            match deleted {
+                Ok(_) => Ok(()),
+                Err(SdkError::ServiceError(e))
+                    if matches!(e.err(), DeleteItemError::ConditionalCheckFailedException(_)) =>
+                {
+                    Err(StoreError::NotFound { what: API_KEY })
+                }
+                Err(e) => Err(StoreError::backend("revoke an API key", DisplayErrorContext(e))),
             }
-            Err(e) => Err(StoreError::backend("revoke an API key", DisplayErrorContext(e))),
-        }
+        })
+        .await
     }
 }

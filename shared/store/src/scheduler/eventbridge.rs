@@ -10,6 +10,7 @@ use aws_sdk_scheduler::types::{ActionAfterCompletion, FlexibleTimeWindow, Flexib
 use executor_core::{SessionId, Timestamp};
 
 use super::AlarmPayload;
+use crate::traced::traced;
 use crate::{AlarmScheduler, StoreError};
 
 /// Where schedules go and what they invoke (`EXECUTOR_SCHEDULE_GROUP`,
@@ -42,6 +43,9 @@ pub struct EventBridgeScheduler {
     client: Client,
     target: SchedulerTarget,
 }
+
+/// The backend named in store spans.
+const BACKEND: &str = "eventbridge_scheduler";
 
 /// Throttled calls are retried this often, with doubling waits, on top of the SDK's own retries.
 const THROTTLE_RETRIES: u32 = 4;
@@ -125,45 +129,51 @@ fn code(failure: &Failure) -> Option<&str> {
 impl AlarmScheduler for EventBridgeScheduler {
     /// Create, or update when it exists: arming twice is not an error.
     async fn schedule(&self, session: &SessionId, at: Timestamp) -> Result<(), StoreError> {
-        let mut wait = Duration::from_millis(100);
-        let mut update = false;
-        for attempt in 0..=THROTTLE_RETRIES {
-            match self.put(session, at, update).await {
-                Ok(()) => return Ok(()),
-                Err(e) if code(&e) == Some("ConflictException") && !update => update = true,
-                Err(e) if code(&e) == Some("ResourceNotFoundException") && update => update = false,
-                Err(e) if code(&e) == Some("ThrottlingException") && attempt < THROTTLE_RETRIES => {
-                    tokio::time::sleep(wait).await;
-                    wait *= 2;
+        traced("scheduler.schedule", BACKEND, async {
+            let mut wait = Duration::from_millis(100);
+            let mut update = false;
+            for attempt in 0..=THROTTLE_RETRIES {
+                match self.put(session, at, update).await {
+                    Ok(()) => return Ok(()),
+                    Err(e) if code(&e) == Some("ConflictException") && !update => update = true,
+                    Err(e) if code(&e) == Some("ResourceNotFoundException") && update => update = false,
+                    Err(e) if code(&e) == Some("ThrottlingException") && attempt < THROTTLE_RETRIES => {
+                        tokio::time::sleep(wait).await;
+                        wait *= 2;
+                    }
+                    Err(e) => return Err(StoreError::backend("schedule a session alarm", e.detail)),
                 }
-                Err(e) => return Err(StoreError::backend("schedule a session alarm", e.detail)),
             }
-        }
-        Err(StoreError::backend("schedule a session alarm", "still throttled after retries"))
+            Err(StoreError::backend("schedule a session alarm", "still throttled after retries"))
+        })
+        .await
     }
 
     async fn cancel(&self, session: &SessionId) -> Result<(), StoreError> {
-        let mut wait = Duration::from_millis(100);
-        for attempt in 0..=THROTTLE_RETRIES {
-            let deleted = self
-                .client
-                .delete_schedule()
-                .name(Self::name(session))
-                .group_name(&self.target.group)
-                .send()
-                .await
-                .map_err(Failure::from);
-            match deleted {
-                Ok(_) => return Ok(()),
-                Err(e) if code(&e) == Some("ResourceNotFoundException") => return Ok(()),
-                Err(e) if code(&e) == Some("ThrottlingException") && attempt < THROTTLE_RETRIES => {
-                    tokio::time::sleep(wait).await;
-                    wait *= 2;
+        traced("scheduler.cancel", BACKEND, async {
+            let mut wait = Duration::from_millis(100);
+            for attempt in 0..=THROTTLE_RETRIES {
+                let deleted = self
+                    .client
+                    .delete_schedule()
+                    .name(Self::name(session))
+                    .group_name(&self.target.group)
+                    .send()
+                    .await
+                    .map_err(Failure::from);
+                match deleted {
+                    Ok(_) => return Ok(()),
+                    Err(e) if code(&e) == Some("ResourceNotFoundException") => return Ok(()),
+                    Err(e) if code(&e) == Some("ThrottlingException") && attempt < THROTTLE_RETRIES => {
+                        tokio::time::sleep(wait).await;
+                        wait *= 2;
+                    }
+                    Err(e) => return Err(StoreError::backend("cancel a session alarm", e.detail)),
                 }
-                Err(e) => return Err(StoreError::backend("cancel a session alarm", e.detail)),
             }
-        }
-        Err(StoreError::backend("cancel a session alarm", "still throttled after retries"))
+            Err(StoreError::backend("cancel a session alarm", "still throttled after retries"))
+        })
+        .await
     }
 }
 

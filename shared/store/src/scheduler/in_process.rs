@@ -11,7 +11,11 @@ use async_trait::async_trait;
 use executor_core::{SessionId, Timestamp};
 use tokio::task::JoinHandle;
 
+use crate::traced::traced;
 use crate::{AlarmScheduler, StoreError};
+
+/// The backend named in store spans.
+const BACKEND: &str = "in_process";
 
 type Fire = Arc<dyn Fn(SessionId, Timestamp) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
@@ -58,30 +62,36 @@ impl InProcessScheduler {
 #[async_trait]
 impl AlarmScheduler for InProcessScheduler {
     async fn schedule(&self, session: &SessionId, at: Timestamp) -> Result<(), StoreError> {
-        let (id, armed, fire) = (session.clone(), self.armed.clone(), self.fire.clone());
-        let timer = tokio::spawn(async move {
-            let now: Timestamp = SystemTime::now().into();
-            tokio::time::sleep(at.since(now)).await;
-            // Disarm first: whatever the handler arms next is a new alarm.
-            let current = armed.lock().unwrap().get(&id).map(|a| a.at);
-            if current == Some(at) {
-                armed.lock().unwrap().remove(&id);
+        traced("scheduler.schedule", BACKEND, async {
+            let (id, armed, fire) = (session.clone(), self.armed.clone(), self.fire.clone());
+            let timer = tokio::spawn(async move {
+                let now: Timestamp = SystemTime::now().into();
+                tokio::time::sleep(at.since(now)).await;
+                // Disarm first: whatever the handler arms next is a new alarm.
+                let current = armed.lock().unwrap().get(&id).map(|a| a.at);
+                if current == Some(at) {
+                    armed.lock().unwrap().remove(&id);
+                }
+                let handler = fire.lock().unwrap().clone();
+                if let Some(handler) = handler {
+                    handler(id, at).await;
+                }
+            });
+            if let Some(previous) = self.armed.lock().unwrap().insert(session.clone(), Armed { at, timer }) {
+                previous.timer.abort();
             }
-            let handler = fire.lock().unwrap().clone();
-            if let Some(handler) = handler {
-                handler(id, at).await;
-            }
-        });
-        if let Some(previous) = self.armed.lock().unwrap().insert(session.clone(), Armed { at, timer }) {
-            previous.timer.abort();
-        }
-        Ok(())
+            Ok(())
+        })
+        .await
     }
 
     async fn cancel(&self, session: &SessionId) -> Result<(), StoreError> {
-        if let Some(armed) = self.armed.lock().unwrap().remove(session) {
-            armed.timer.abort();
-        }
-        Ok(())
+        traced("scheduler.cancel", BACKEND, async {
+            if let Some(armed) = self.armed.lock().unwrap().remove(session) {
+                armed.timer.abort();
+            }
+            Ok(())
+        })
+        .await
     }
 }

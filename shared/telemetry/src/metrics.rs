@@ -1,0 +1,221 @@
+//! Counters an operator can alarm on, written as CloudWatch Embedded Metric
+//! Format (EMF) lines: CloudWatch Logs turns them into metrics, so counting
+//! costs no API call.
+//!
+//! Code calls [`count`] or [`add`], which emit a `tracing` event on the
+//! [`TARGET`] target. In Lambda the [`Emf`] layer adds the events up and
+//! [`crate::Telemetry::flush`] writes one EMF document per invocation (only
+//! the metrics that moved). Without that layer nothing listens to the target,
+//! so `executor serve` and tests pay only `tracing`'s disabled-callsite check.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::{Map, Value, json};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::layer::{Context, Layer};
+
+/// The `tracing` target of metric events; no log or span layer shows them.
+pub const TARGET: &str = "executor::metrics";
+
+/// What is counted. The names are the CloudWatch metric names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Metric {
+    /// `execute` ran new code.
+    ExecutionsStarted,
+    /// An execution returned a result (first run or after an approval).
+    ExecutionsCompleted,
+    /// An execution ended with an error, a declined approval included.
+    ExecutionsFailed,
+    /// An execution paused for approval (each pause counts).
+    ExecutionsPaused,
+    /// A pause was claimed with `accept`.
+    ApprovalsAccepted,
+    /// A pause was claimed with `decline` or `cancel`.
+    ApprovalsDeclined,
+    /// A paused execution expired without a decision (approval window or session end).
+    ApprovalsExpired,
+    /// Journaled tool calls answered from the journal by resumes.
+    ReplaySteps,
+    /// Alarm decisions (DESIGN.md section 5), by kind.
+    AlarmsIgnored,
+    AlarmsRescheduled,
+    AlarmsLeaseExtended,
+    AlarmsDestroyed,
+    SessionsCreated,
+    /// Ended by their alarm or by `DELETE /mcp`.
+    SessionsDestroyed,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 14] = [
+        Metric::ExecutionsStarted,
+        Metric::ExecutionsCompleted,
+        Metric::ExecutionsFailed,
+        Metric::ExecutionsPaused,
+        Metric::ApprovalsAccepted,
+        Metric::ApprovalsDeclined,
+        Metric::ApprovalsExpired,
+        Metric::ReplaySteps,
+        Metric::AlarmsIgnored,
+        Metric::AlarmsRescheduled,
+        Metric::AlarmsLeaseExtended,
+        Metric::AlarmsDestroyed,
+        Metric::SessionsCreated,
+        Metric::SessionsDestroyed,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::ExecutionsStarted => "ExecutionsStarted",
+            Metric::ExecutionsCompleted => "ExecutionsCompleted",
+            Metric::ExecutionsFailed => "ExecutionsFailed",
+            Metric::ExecutionsPaused => "ExecutionsPaused",
+            Metric::ApprovalsAccepted => "ApprovalsAccepted",
+            Metric::ApprovalsDeclined => "ApprovalsDeclined",
+            Metric::ApprovalsExpired => "ApprovalsExpired",
+            Metric::ReplaySteps => "ReplaySteps",
+            Metric::AlarmsIgnored => "AlarmsIgnored",
+            Metric::AlarmsRescheduled => "AlarmsRescheduled",
+            Metric::AlarmsLeaseExtended => "AlarmsLeaseExtended",
+            Metric::AlarmsDestroyed => "AlarmsDestroyed",
+            Metric::SessionsCreated => "SessionsCreated",
+            Metric::SessionsDestroyed => "SessionsDestroyed",
+        }
+    }
+
+    fn index(self) -> usize {
+        Self::ALL.iter().position(|m| *m == self).unwrap_or_default()
+    }
+}
+
+/// Count one occurrence.
+pub fn count(metric: Metric) {
+    add(metric, 1);
+}
+
+/// Count `n` occurrences.
+pub fn add(metric: Metric, n: u64) {
+    tracing::event!(target: TARGET, tracing::Level::INFO, metric = metric.name(), value = n);
+}
+
+/// Sums of the metric events seen since the last [`Emf::take`].
+#[derive(Clone, Default)]
+pub(crate) struct Emf {
+    counts: Arc<[AtomicU64; Metric::ALL.len()]>,
+}
+
+impl Emf {
+    /// What was counted since the last call, and reset.
+    pub fn take(&self) -> Vec<(Metric, u64)> {
+        Metric::ALL
+            .iter()
+            .map(|m| (*m, self.counts[m.index()].swap(0, Ordering::Relaxed)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+}
+
+impl<S: Subscriber> Layer<S> for Emf {
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        #[derive(Default)]
+        struct Read {
+            metric: Option<Metric>,
+            value: u64,
+        }
+        impl Visit for Read {
+            fn record_str(&mut self, field: &Field, value: &str) {
+                if field.name() == "metric" {
+                    self.metric = Metric::ALL.into_iter().find(|m| m.name() == value);
+                }
+            }
+            fn record_u64(&mut self, field: &Field, value: u64) {
+                if field.name() == "value" {
+                    self.value = value;
+                }
+            }
+            fn record_debug(&mut self, _field: &Field, _value: &dyn std::fmt::Debug) {}
+        }
+        let mut read = Read::default();
+        event.record(&mut read);
+        if let Some(metric) = read.metric {
+            self.counts[metric.index()].fetch_add(read.value, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One EMF document: `counts` under `namespace`, with the one dimension
+/// `Service` (mcp, approval, alarm), stamped `timestamp_ms`.
+pub(crate) fn emf_document(namespace: &str, service: &str, counts: &[(Metric, u64)], timestamp_ms: u64) -> Value {
+    let definitions: Vec<Value> = counts.iter().map(|(m, _)| json!({ "Name": m.name(), "Unit": "Count" })).collect();
+    let mut document = Map::new();
+    document.insert(
+        "_aws".into(),
+        json!({
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{ "Namespace": namespace, "Dimensions": [["Service"]], "Metrics": definitions }],
+        }),
+    );
+    document.insert("Service".into(), json!(service));
+    for (metric, n) in counts {
+        document.insert(metric.name().into(), json!(n));
+    }
+    Value::Object(document)
+}
+
+#[cfg(test)]
+mod tests {
+    use tracing_subscriber::layer::SubscriberExt;
+
+    use super::*;
+
+    #[test]
+    fn events_are_summed_per_metric_and_taken_once() {
+        let emf = Emf::default();
+        let subscriber = tracing_subscriber::registry().with(emf.clone());
+        tracing::subscriber::with_default(subscriber, || {
+            count(Metric::ExecutionsStarted);
+            count(Metric::ExecutionsStarted);
+            add(Metric::ReplaySteps, 7);
+            add(Metric::ReplaySteps, 0);
+        });
+        assert_eq!(emf.take(), [(Metric::ExecutionsStarted, 2), (Metric::ReplaySteps, 7)]);
+        assert_eq!(emf.take(), []);
+    }
+
+    #[test]
+    fn names_are_unique() {
+        for (i, a) in Metric::ALL.iter().enumerate() {
+            assert_eq!(a.index(), i);
+            assert!(Metric::ALL[i + 1..].iter().all(|b| a.name() != b.name()), "{a:?}");
+        }
+    }
+
+    /// The shape CloudWatch's EMF specification asks for: the metric values
+    /// at the root, their definitions and dimension keys under `_aws`.
+    #[test]
+    fn emf_document_shape() {
+        let counts = [(Metric::ExecutionsPaused, 1), (Metric::ApprovalsAccepted, 2)];
+        let document = emf_document("Executor", "mcp", &counts, 1_700_000_000_123);
+        assert_eq!(
+            document,
+            json!({
+                "_aws": {
+                    "Timestamp": 1_700_000_000_123u64,
+                    "CloudWatchMetrics": [{
+                        "Namespace": "Executor",
+                        "Dimensions": [["Service"]],
+                        "Metrics": [
+                            { "Name": "ExecutionsPaused", "Unit": "Count" },
+                            { "Name": "ApprovalsAccepted", "Unit": "Count" },
+                        ],
+                    }],
+                },
+                "Service": "mcp",
+                "ExecutionsPaused": 1,
+                "ApprovalsAccepted": 2,
+            })
+        );
+    }
+}
