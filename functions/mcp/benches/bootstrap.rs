@@ -4,8 +4,11 @@
 //! profile's binary; `BOOTSTRAP=<path>` times another, e.g. the deployed
 //! `--profile lambda` build.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+#[path = "../tests/runtime_http/mod.rs"]
+mod runtime_http;
+
+use std::io::Write;
+use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -15,33 +18,12 @@ const RUNS: usize = 20;
 /// An API Gateway v2 event for `GET /healthz`.
 const EVENT: &str = r#"{"version":"2.0","routeKey":"$default","rawPath":"/healthz","rawQueryString":"","headers":{"host":"abc.execute-api.eu-west-1.amazonaws.com"},"requestContext":{"accountId":"1","apiId":"abc","domainName":"abc.execute-api.eu-west-1.amazonaws.com","domainPrefix":"abc","http":{"method":"GET","path":"/healthz","protocol":"HTTP/1.1","sourceIp":"203.0.113.9","userAgent":"bench"},"requestId":"r","routeKey":"$default","stage":"$default","time":"29/Nov/2026:19:46:21 +0000","timeEpoch":0},"isBase64Encoded":false}"#;
 
-/// Read one HTTP/1.1 request: (request line, body).
-fn read_request(stream: &mut TcpStream) -> Option<(String, String)> {
-    let mut reader = BufReader::new(stream.try_clone().ok()?);
-    let mut line = String::new();
-    reader.read_line(&mut line).ok()?;
-    let mut length = 0;
-    loop {
-        let mut header = String::new();
-        reader.read_line(&mut header).ok()?;
-        if header.trim().is_empty() {
-            break;
-        }
-        if let Some(v) = header.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = v.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).ok()?;
-    Some((line.trim().to_owned(), String::from_utf8_lossy(&body).into_owned()))
-}
-
 /// Serve `next` once with the event, report the answer, then hold further `next`s.
 fn mock_runtime(listener: TcpListener, answered: mpsc::Sender<(Instant, String)>) {
     let mut served = false;
     for stream in listener.incoming() {
         let Ok(mut stream) = stream else { return };
-        while let Some((line, body)) = read_request(&mut stream) {
+        while let Some((line, body)) = runtime_http::read_request(&mut stream) {
             if line.starts_with("GET /2018-06-01/runtime/invocation/next") {
                 if served {
                     return; // The bench is done with this process.
@@ -59,7 +41,7 @@ fn mock_runtime(listener: TcpListener, answered: mpsc::Sender<(Instant, String)>
                 let _ = stream.write_all(head.as_bytes());
                 let _ = stream.write_all(EVENT.as_bytes());
             } else {
-                let _ = answered.send((Instant::now(), format!("{line} {body}")));
+                let _ = answered.send((Instant::now(), format!("{line} {}", String::from_utf8_lossy(&body))));
                 let _ = stream.write_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n");
             }
         }

@@ -3,8 +3,10 @@
 //! first, the spans are exported before the next invocation is asked for, and
 //! stdout has a JSON log line with the request id and the caller's trace id.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+mod runtime_http;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -16,29 +18,6 @@ fn event() -> String {
     format!(
         r#"{{"version":"2.0","routeKey":"$default","rawPath":"/healthz","rawQueryString":"","headers":{{"host":"abc.execute-api.eu-west-1.amazonaws.com","traceparent":"00-{TRACE}-00f067aa0ba902b7-01"}},"requestContext":{{"accountId":"1","apiId":"abc","domainName":"abc.execute-api.eu-west-1.amazonaws.com","domainPrefix":"abc","http":{{"method":"GET","path":"/healthz","protocol":"HTTP/1.1","sourceIp":"203.0.113.9","userAgent":"test"}},"requestId":"r","routeKey":"$default","stage":"$default","time":"29/Nov/2026:19:46:21 +0000","timeEpoch":0}},"isBase64Encoded":false}}"#
     )
-}
-
-/// Read one HTTP/1.1 request: (request line, body).
-fn read_request(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
-    let mut reader = BufReader::new(stream.try_clone().ok()?);
-    let mut line = String::new();
-    if reader.read_line(&mut line).ok()? == 0 {
-        return None;
-    }
-    let mut length = 0;
-    loop {
-        let mut header = String::new();
-        reader.read_line(&mut header).ok()?;
-        if header.trim().is_empty() {
-            break;
-        }
-        if let Some(v) = header.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = v.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).ok()?;
-    Some((line.trim().to_owned(), body))
 }
 
 /// What the mock Runtime API and the collector saw, in the order they saw it.
@@ -58,7 +37,7 @@ fn runtime_api(listener: TcpListener, seen: mpsc::Sender<Seen>) {
         let first = !served;
         served = true;
         std::thread::spawn(move || {
-            while let Some((line, body)) = read_request(&mut stream) {
+            while let Some((line, body)) = runtime_http::read_request(&mut stream) {
                 if line.starts_with("GET /2018-06-01/runtime/invocation/next") {
                     let _ = seen.send(Seen::Next);
                     if !first {
@@ -89,7 +68,7 @@ fn collector(listener: TcpListener, seen: mpsc::Sender<Seen>) {
         let Ok(mut stream) = stream else { return };
         let seen = seen.clone();
         std::thread::spawn(move || {
-            while let Some((line, body)) = read_request(&mut stream) {
+            while let Some((line, body)) = runtime_http::read_request(&mut stream) {
                 assert!(line.starts_with("POST /v1/traces"), "{line}");
                 let _ = seen.send(Seen::Export(body));
                 let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");

@@ -5,8 +5,9 @@
 //! CloudWatch Logs Insights can filter on them directly.
 
 use std::fmt;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
+use executor_core::Timestamp;
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -70,7 +71,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for JsonLogs {
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let metadata = event.metadata();
         let mut line = Map::new();
-        line.insert("timestamp".into(), Value::from(rfc3339(SystemTime::now())));
+        line.insert("timestamp".into(), Value::from(Timestamp::from(SystemTime::now()).to_rfc3339()));
         line.insert("level".into(), Value::from(metadata.level().as_str()));
         line.insert("target".into(), Value::from(metadata.target()));
         if let Some(scope) = ctx.event_scope(event) {
@@ -90,42 +91,13 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for JsonLogs {
     }
 }
 
-/// `2026-11-29T19:46:21.123Z`.
-pub(crate) fn rfc3339(time: SystemTime) -> String {
-    let millis = time.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or_default();
-    let (secs, ms) = (millis / 1000, millis % 1000);
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's `civil_from_days`).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{ms:03}Z")
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
-    use std::time::Duration;
 
     use tracing_subscriber::layer::SubscriberExt;
 
     use super::*;
-
-    #[test]
-    fn timestamps() {
-        let at = |ms: u64| rfc3339(UNIX_EPOCH + Duration::from_millis(ms));
-        assert_eq!(at(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(at(951_782_400_000), "2000-02-29T00:00:00.000Z");
-        assert_eq!(at(1_795_895_181_042), "2026-11-28T19:46:21.042Z");
-        assert_eq!(at(4_102_444_799_999), "2099-12-31T23:59:59.999Z");
-    }
 
     #[test]
     fn one_line_per_event_with_the_fields_of_its_spans() {
