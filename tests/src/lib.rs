@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use executor_store::{DynamoStore, EmbeddedStore};
 
 const INSTALL_HINT: &str = "moto (with its server) is needed for the DynamoDB tests and was not found. \
@@ -73,26 +72,28 @@ fn start_moto() -> Moto {
     Moto { endpoint: format!("http://{addr}"), _watchdog: watchdog, _log: log }
 }
 
+/// The SDK configuration for the shared moto_server, in `region`: built by
+/// the same code the Lambda functions use ([`executor_aws::from_env`]), so
+/// every moto test also goes through it and its HTTP client.
+pub fn moto_sdk_config(region: &str) -> executor_aws::SdkConfig {
+    let endpoint = moto().endpoint.clone();
+    executor_aws::from_env(|name| match name {
+        "AWS_REGION" => Some(region.to_owned()),
+        "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some("test".to_owned()),
+        "AWS_ENDPOINT_URL" => Some(endpoint.clone()),
+        _ => None,
+    })
+    .expect("a complete moto configuration")
+}
+
 /// A DynamoDB client for the shared moto_server, in `region`.
 pub fn dynamodb_client_in(region: &'static str) -> Client {
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .endpoint_url(&moto().endpoint)
-        .region(Region::new(region))
-        .credentials_provider(Credentials::new("test", "test", None, None, "moto"))
-        .build();
-    Client::from_conf(config)
+    Client::new(&moto_sdk_config(region))
 }
 
 /// An EventBridge Scheduler client for the shared moto server.
 pub fn scheduler_client() -> aws_sdk_scheduler::Client {
-    let config = aws_sdk_scheduler::Config::builder()
-        .behavior_version(aws_sdk_scheduler::config::BehaviorVersion::latest())
-        .endpoint_url(&moto().endpoint)
-        .region(aws_sdk_scheduler::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_scheduler::config::Credentials::new("test", "test", None, None, "moto"))
-        .build();
-    aws_sdk_scheduler::Client::from_conf(config)
+    aws_sdk_scheduler::Client::new(&moto_sdk_config("us-east-1"))
 }
 
 /// A [`DynamoStore`] on a fresh table of its own.

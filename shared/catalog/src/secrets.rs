@@ -77,12 +77,11 @@ impl Secrets {
             SecretRef::AwsSecretsManager(arn) => {
                 let client = self
                     .aws
-                    .get_or_init(|| async {
-                        aws_sdk_secretsmanager::Client::new(
-                            &aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await,
-                        )
+                    .get_or_try_init(|| async {
+                        executor_aws::sdk_config().await.map(aws_sdk_secretsmanager::Client::new)
                     })
-                    .await;
+                    .await
+                    .map_err(|e| SecretError::Aws { reference: reference.clone(), detail: e.to_string() })?;
                 let output = client.get_secret_value().secret_id(arn).send().await.map_err(|e| SecretError::Aws {
                     reference: reference.clone(),
                     detail: aws_sdk_secretsmanager::error::DisplayErrorContext(e).to_string(),

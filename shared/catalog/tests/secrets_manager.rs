@@ -3,7 +3,6 @@
 
 mod support;
 
-use aws_sdk_secretsmanager::config::{BehaviorVersion, Credentials, Region};
 use executor_catalog::{Catalog, CatalogConfig};
 use executor_core::ExecutionId;
 use executor_sandbox::{CallContext, Tools};
@@ -21,14 +20,7 @@ async fn an_arn_is_resolved_through_secrets_manager_and_redacted() {
         std::env::set_var("AWS_ACCESS_KEY_ID", "test");
         std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
     }
-    let client = aws_sdk_secretsmanager::Client::from_conf(
-        aws_sdk_secretsmanager::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .endpoint_url(endpoint)
-            .region(Region::new("eu-west-1"))
-            .credentials_provider(Credentials::new("test", "test", None, None, "moto"))
-            .build(),
-    );
+    let client = aws_sdk_secretsmanager::Client::new(&executor_tests::moto_sdk_config("eu-west-1"));
     let name = format!("shop-token-{}", std::process::id());
     let created = client.create_secret().name(&name).secret_string(TOKEN).send().await.unwrap();
     let arn = created.arn().unwrap().to_owned();

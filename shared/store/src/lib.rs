@@ -7,7 +7,6 @@
 //!
 //! The layout is documented in `docs/storage.md`.
 
-mod aws;
 mod dynamodb;
 mod embedded;
 mod error;
@@ -16,7 +15,6 @@ mod records;
 mod scheduler;
 mod traced;
 
-pub use aws::sdk_config;
 pub use dynamodb::DynamoStore;
 pub use embedded::EmbeddedStore;
 pub use error::StoreError;

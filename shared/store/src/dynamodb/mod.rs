@@ -75,7 +75,7 @@ impl DynamoStore {
             operation: "configure the DynamoDB store",
             detail: "EXECUTOR_TABLE is not set; set it to the name of the DynamoDB table".into(),
         })?;
-        let config = crate::sdk_config().await;
+        let config = executor_aws::sdk_config().await.map_err(|e| StoreError::backend("configure AWS", e))?;
         Ok(Self::new(Client::new(config), table))
     }
 

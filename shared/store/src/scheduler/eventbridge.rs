@@ -59,7 +59,7 @@ impl EventBridgeScheduler {
     /// `EXECUTOR_ALARM_TARGET_ARN` and `EXECUTOR_SCHEDULER_ROLE_ARN` wiring.
     pub async fn from_env() -> Result<Self, StoreError> {
         let target = SchedulerTarget::from_env()?;
-        let config = crate::sdk_config().await;
+        let config = executor_aws::sdk_config().await.map_err(|e| StoreError::backend("configure AWS", e))?;
         Ok(Self::new(Client::new(config), target))
     }
 
