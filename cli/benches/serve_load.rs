@@ -31,7 +31,7 @@ fn main() {
         let clients = (0..CLIENTS).map(|_| {
             let (url, token) = (url.clone(), token.clone());
             tokio::spawn(async move {
-                let http = reqwest::Client::new();
+                let http = executor_http_client::builder().build().unwrap();
                 let mut latencies = Vec::with_capacity(REQUESTS);
                 for _ in 0..REQUESTS {
                     let sent = Instant::now();

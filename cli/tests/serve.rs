@@ -52,7 +52,7 @@ async fn first_start_prints_a_working_key_and_restarts_keep_it() {
     let data = dir.path().to_str().unwrap();
     let server = start(data);
     let token = server.token.clone().expect("a first start prints a token");
-    let http = reqwest::Client::new();
+    let http = executor_http_client::builder().build().unwrap();
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
     let post = |url: &str, token: &str| {

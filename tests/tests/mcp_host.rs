@@ -141,7 +141,8 @@ impl Running {
         let config = StreamableHttpClientTransportConfig::with_uri(self.url.clone()).auth_header(self.token.clone());
         let info = InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("e2e", "1"))
             .with_protocol_version(version.clone());
-        let transport = StreamableHttpClientTransport::from_config(config);
+        let transport =
+            StreamableHttpClientTransport::with_client(executor_http_client::builder().build().unwrap(), config);
         connect(info, transport, version).await
     }
 }
@@ -338,7 +339,8 @@ async fn approver(
     let asked = approver.asked.clone();
     let url = format!("{}?elicitation_mode=native", host.url);
     let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token.to_owned());
-    let transport = StreamableHttpClientTransport::from_config(config);
+    let transport =
+        StreamableHttpClientTransport::with_client(executor_http_client::builder().build().unwrap(), config);
     (connect(approver, transport, ProtocolVersion::V_2026_07_28).await, asked)
 }
 
@@ -412,7 +414,7 @@ async fn native_mode_asks_the_clients_user_and_the_retry_resumes(deployment: Dep
 async fn sessions_keys_and_the_challenge_over_plain_http(deployment: Deployment) {
     let place = Place::new(deployment).await;
     let host = Running::start(&place, None).await;
-    let http = reqwest::Client::new();
+    let http = executor_http_client::builder().build().unwrap();
     let post = |token: Option<&str>, session: Option<&str>, body: Value| {
         let mut request = http
             .post(&host.url)
@@ -507,7 +509,11 @@ struct Raw {
 
 impl Raw {
     fn new(host: &Running) -> Self {
-        Self { http: reqwest::Client::new(), url: host.url.clone(), token: host.token.clone() }
+        Self {
+            http: executor_http_client::builder().build().unwrap(),
+            url: host.url.clone(),
+            token: host.token.clone(),
+        }
     }
 
     async fn post(&self, session: Option<&str>, body: Value) -> reqwest::Response {

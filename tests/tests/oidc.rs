@@ -1,7 +1,8 @@
 //! OIDC bearer tokens: a local identity provider on loopback (discovery and
 //! JWKS), tokens signed with its key, the real host on a socket.
 
-use std::process::Command;
+use std::io::Write;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -11,30 +12,73 @@ use axum::routing::get;
 use executor_cli::{keys, serve};
 use executor_service::{HostConfig, OidcConfig};
 use executor_store::EmbeddedStore;
-use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use serde_json::{Value, json};
 
-/// A fresh RSA key (PEM) and its JWKS, made by Python's `cryptography` (which moto brings).
-fn key_pair() -> (String, String) {
+/// Signs each `(alg, key, kid, claims)` with fresh keys made by Python's
+/// `cryptography` (which moto brings), independent of the verifier under
+/// test. Keys: `rsa` (RS*/PS*), `p256`, `p384`, `ed25519`, and `hmac`, a
+/// shared secret that is not in the JWKS. Returns the JWKS and the tokens.
+fn sign(requests: &[(&str, &str, &str, Value)]) -> (String, Vec<String>) {
     let script = r#"
-import base64, json
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
-n = key.public_key().public_numbers()
-b64 = lambda i: base64.urlsafe_b64encode(i.to_bytes((i.bit_length() + 7) // 8, "big")).rstrip(b"=").decode()
-print(json.dumps({"pem": pem, "jwks": {"keys": [{"kty": "RSA", "kid": "k1", "use": "sig", "alg": "RS256", "n": b64(n.n), "e": b64(n.e)}]}}))
+import base64, json, sys
+from cryptography.hazmat.primitives import hashes, hmac
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+num = lambda i, n=None: b64(i.to_bytes(n or (i.bit_length() + 7) // 8, "big"))
+keys = {"rsa": rsa.generate_private_key(public_exponent=65537, key_size=2048),
+        "p256": ec.generate_private_key(ec.SECP256R1()), "p384": ec.generate_private_key(ec.SECP384R1()),
+        "ed25519": ed25519.Ed25519PrivateKey.generate(), "hmac": b"not-in-the-jwks-0123456789abcdef"}
+def jwk(kid, key):
+    pub = key.public_key()
+    if kid == "rsa":
+        n = pub.public_numbers()
+        return {"kty": "RSA", "kid": kid, "n": num(n.n), "e": num(n.e)}
+    if kid == "ed25519":
+        from cryptography.hazmat.primitives import serialization as s
+        return {"kty": "OKP", "kid": kid, "crv": "Ed25519", "x": b64(pub.public_bytes(s.Encoding.Raw, s.PublicFormat.Raw))}
+    size = 32 if kid == "p256" else 48
+    n = pub.public_numbers()
+    return {"kty": "EC", "kid": kid, "crv": "P-256" if size == 32 else "P-384", "x": num(n.x, size), "y": num(n.y, size)}
+def signature(alg, key, message):
+    hash_ = {"256": hashes.SHA256(), "384": hashes.SHA384(), "512": hashes.SHA512()}.get(alg[2:])
+    if alg.startswith("RS"):
+        return key.sign(message, padding.PKCS1v15(), hash_)
+    if alg.startswith("PS"):
+        return key.sign(message, padding.PSS(mgf=padding.MGF1(hash_), salt_length=hash_.digest_size), hash_)
+    if alg.startswith("ES"):
+        r, s = decode_dss_signature(key.sign(message, ec.ECDSA(hash_)))
+        size = key.curve.key_size // 8
+        return r.to_bytes(size, "big") + s.to_bytes(size, "big")
+    if alg.startswith("HS"):
+        mac = hmac.HMAC(key, hash_)
+        mac.update(message)
+        return mac.finalize()
+    return key.sign(message)
+tokens = []
+for alg, key, kid, claims in json.load(sys.stdin):
+    head = b64(json.dumps({"alg": alg, "typ": "JWT", "kid": kid}).encode()) + "." + b64(json.dumps(claims).encode())
+    tokens.append(head + "." + b64(signature(alg, keys[key], head.encode())))
+jwks = {"keys": [jwk(kid, key) for kid, key in keys.items() if kid != "hmac"]}
+print(json.dumps({"jwks": jwks, "tokens": tokens}))
 "#;
-    let out =
-        Command::new("python3").args(["-c", script]).output().expect("python3 with cryptography (installed with moto)");
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 with cryptography (installed with moto)");
+    child.stdin.take().unwrap().write_all(serde_json::to_string(requests).unwrap().as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let made: Value = serde_json::from_slice(&out.stdout).unwrap();
-    (made["pem"].as_str().unwrap().to_owned(), made["jwks"].to_string())
+    let tokens = made["tokens"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_owned()).collect();
+    (made["jwks"].to_string(), tokens)
 }
 
-async fn identity_provider(jwks: String, fetches: Arc<AtomicUsize>) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+/// Serves discovery and `jwks` on `listener` (bound first: the tokens name its address).
+fn identity_provider(listener: tokio::net::TcpListener, jwks: String, fetches: Arc<AtomicUsize>) {
     let base = format!("http://{}", listener.local_addr().unwrap());
     let discovery = json!({ "issuer": base, "jwks_uri": format!("{base}/jwks") }).to_string();
     let app = Router::new().route("/.well-known/openid-configuration", get(move || async move { discovery })).route(
@@ -46,20 +90,43 @@ async fn identity_provider(jwks: String, fetches: Arc<AtomicUsize>) -> String {
         }),
     );
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    base
-}
-
-fn token(pem: &str, kid: &str, claims: Value) -> String {
-    let mut header = Header::new(Algorithm::RS256);
-    header.kid = Some(kid.into());
-    encode(&header, &claims, &EncodingKey::from_rsa_pem(pem.as_bytes()).unwrap()).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oidc_tokens_are_checked_and_api_keys_still_work() {
-    let (pem, jwks) = key_pair();
+    let idp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let issuer = format!("http://{}", idp.local_addr().unwrap());
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let claims = |patch: Value| {
+        let mut claims =
+            json!({"iss": issuer, "aud": "executor", "sub": "u-1", "email": "alice@example.com", "exp": now + 600});
+        claims.as_object_mut().unwrap().extend(patch.as_object().unwrap().clone());
+        claims
+    };
+    let accepted = [
+        ("RS256", "rsa"),
+        ("RS512", "rsa"),
+        ("PS256", "rsa"),
+        ("ES256", "p256"),
+        ("ES384", "p384"),
+        ("EdDSA", "ed25519"),
+    ];
+    let refused = [
+        ("another audience", "RS256", "rsa", "rsa", claims(json!({"aud": "someone-else"}))),
+        ("another issuer", "RS256", "rsa", "rsa", claims(json!({"iss": "https://evil.example"}))),
+        ("expired", "RS256", "rsa", "rsa", claims(json!({"exp": now - 3600}))),
+        ("no owner claim", "ES256", "p256", "p256", claims(json!({"email": null}))),
+        ("unknown key", "RS256", "rsa", "k9", claims(json!({}))),
+        ("signed by another key than named", "ES256", "p384", "p256", claims(json!({}))),
+        ("an RSA key named for an EC algorithm", "ES256", "p256", "rsa", claims(json!({}))),
+        ("HMAC with a secret the JWKS does not hold", "HS256", "hmac", "rsa", claims(json!({}))),
+    ];
+    let mut requests: Vec<(&str, &str, &str, Value)> =
+        accepted.iter().map(|&(alg, key)| (alg, key, key, claims(json!({})))).collect();
+    requests.extend(refused.iter().map(|(_, alg, key, kid, claims)| (*alg, *key, *kid, claims.clone())));
+    let (jwks, tokens) = sign(&requests);
     let fetches = Arc::new(AtomicUsize::new(0));
-    let issuer = identity_provider(jwks, fetches.clone()).await;
+    identity_provider(idp, jwks, fetches.clone());
 
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
@@ -73,7 +140,7 @@ async fn oidc_tokens_are_checked_and_api_keys_still_work() {
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     tokio::spawn(serve::serve(listener, host, std::future::pending()));
 
-    let http = reqwest::Client::new();
+    let http = executor_http_client::builder().build().unwrap();
     let execute = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "execute", "arguments": {"code": "return 6 * 7"}}});
     let call = |bearer: String| {
@@ -84,32 +151,17 @@ async fn oidc_tokens_are_checked_and_api_keys_still_work() {
             .body(execute.to_string())
             .send()
     };
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    let claims = |patch: Value| {
-        let mut claims =
-            json!({"iss": issuer, "aud": "executor", "sub": "u-1", "email": "alice@example.com", "exp": now + 600});
-        claims.as_object_mut().unwrap().extend(patch.as_object().unwrap().clone());
-        claims
-    };
-
-    let good = call(token(&pem, "k1", claims(json!({})))).await.unwrap();
-    assert_eq!(good.status(), 200);
-    let body: Value = good.json().await.unwrap();
-    assert_eq!(body["result"]["structuredContent"]["result"], 42);
-
-    let refused = [
-        ("another audience", token(&pem, "k1", claims(json!({"aud": "someone-else"})))),
-        ("another issuer", token(&pem, "k1", claims(json!({"iss": "https://evil.example"})))),
-        ("expired", token(&pem, "k1", claims(json!({"exp": now - 3600})))),
-        ("no owner claim", token(&pem, "k1", claims(json!({"email": null})))),
-        ("unknown key", token(&pem, "k9", claims(json!({})))),
-        ("bad signature", {
-            let t = token(&pem, "k1", claims(json!({})));
-            let (rest, signature) = t.rsplit_once('.').unwrap();
-            format!("{rest}.{}", signature.chars().rev().collect::<String>())
-        }),
-    ];
-    for (what, bearer) in refused {
+    for ((alg, _), token) in accepted.iter().zip(&tokens) {
+        let response = call(token.clone()).await.unwrap();
+        assert_eq!(response.status(), 200, "{alg}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["result"]["structuredContent"]["result"], 42, "{alg}");
+    }
+    let good = &tokens[0];
+    let (rest, signature) = good.rsplit_once('.').unwrap();
+    let tampered = format!("{rest}.{}", signature.chars().rev().collect::<String>());
+    let refused = refused.iter().map(|r| r.0).zip(tokens[accepted.len()..].iter().cloned());
+    for (what, bearer) in refused.chain([("bad signature", tampered)]) {
         let response = call(bearer).await.unwrap();
         assert_eq!(response.status(), 401, "{what}");
         assert!(response.headers().contains_key("www-authenticate"), "{what}");

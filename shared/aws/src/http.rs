@@ -26,7 +26,7 @@ impl ReqwestHttpClient {
     /// `connect_timeout` applies to every request; the SDK's per-operation
     /// read timeout (none unless configured) is applied per request.
     pub fn new(connect_timeout: Duration) -> Result<Self, reqwest::Error> {
-        let client = reqwest::Client::builder().connect_timeout(connect_timeout).build()?;
+        let client = executor_http_client::builder().connect_timeout(connect_timeout).build()?;
         Ok(Self { client })
     }
 }

@@ -103,7 +103,7 @@ impl Outbound {
                 attempt.stop()
             }
         });
-        let client = reqwest::Client::builder()
+        let client = executor_http_client::builder()
             .dns_resolver(Arc::new(CheckedResolver { rules }))
             .redirect(redirects)
             // A proxy would resolve names itself, past the address check.

@@ -51,8 +51,14 @@ impl Local {
         let transport = StreamableHttpClientTransportConfig::with_uri(url).auth_header(alice.clone());
         let info = InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("agent", "1"))
             .with_protocol_version(ProtocolVersion::V_2025_06_18);
-        let client = info.serve(StreamableHttpClientTransport::from_config(transport)).await.unwrap();
-        Self { world, base, alice, bob, client, http: reqwest::Client::new(), _data: data }
+        let client = info
+            .serve(StreamableHttpClientTransport::with_client(
+                executor_http_client::builder().build().unwrap(),
+                transport,
+            ))
+            .await
+            .unwrap();
+        Self { world, base, alice, bob, client, http: executor_http_client::builder().build().unwrap(), _data: data }
     }
 
     async fn call(&self, name: &'static str, arguments: Value) -> Value {

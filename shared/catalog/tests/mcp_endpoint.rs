@@ -33,7 +33,10 @@ async fn agent_code_reads_and_an_approved_post_reaches_the_upstream_once() {
     let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token);
     let info = InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("agent", "1"))
         .with_protocol_version(ProtocolVersion::V_2025_06_18);
-    let client = info.serve(StreamableHttpClientTransport::from_config(config)).await.unwrap();
+    let client = info
+        .serve(StreamableHttpClientTransport::with_client(executor_http_client::builder().build().unwrap(), config))
+        .await
+        .unwrap();
     let tools = client.list_tools(None).await.unwrap().tools;
     assert!(tools[0].description.as_deref().unwrap().contains("Connected namespaces: shop, docs"));
 

@@ -43,7 +43,8 @@ pub struct Oidc {
 
 impl Oidc {
     pub fn new(config: OidcConfig) -> Self {
-        let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap_or_default();
+        crate::jwt_crypto::install();
+        let http = executor_http_client::builder().timeout(Duration::from_secs(5)).build().unwrap_or_default();
         Self { config, http, keys: RwLock::new(None) }
     }
 

@@ -31,7 +31,7 @@ pub fn otlp_provider(
     let timeout = configured("OTEL_EXPORTER_OTLP_TIMEOUT")
         .and_then(|ms| ms.trim().parse().ok())
         .map_or(Duration::from_secs(10), Duration::from_millis);
-    let client = reqwest::Client::builder()
+    let client = executor_http_client::builder()
         .timeout(timeout)
         .build()
         .map_err(|e| ExporterBuildError::InternalFailure(format!("the OTLP HTTP client: {e}")))?;
