@@ -10,6 +10,7 @@
 mod catalog;
 pub mod config;
 mod mcp;
+mod mcp_client;
 mod naming;
 pub mod openapi;
 mod outbound;

@@ -1,4 +1,4 @@
-//! Upstream MCP servers over Streamable HTTP (rmcp client), through the
+//! Upstream MCP servers over Streamable HTTP ([`McpClient`]), through the
 //! catalog's checked HTTP client: `tools/list` becomes tools under the
 //! source's namespace, `tools/call` results become data or a `ToolError`.
 
@@ -6,13 +6,10 @@ use std::collections::HashMap;
 
 use executor_core::Effect;
 use executor_sandbox::{ToolError, ToolOutcome};
-use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
-use rmcp::service::RunningService;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 use url::Url;
+
+use crate::mcp_client::{CallToolResult, McpClient};
 
 use crate::naming::{deduplicate, sanitize};
 use crate::outbound::Outbound;
@@ -20,7 +17,7 @@ use crate::secrets::Redactor;
 use crate::tool::{Target, ToolDef};
 
 pub struct McpUpstream {
-    service: RunningService<RoleClient, ()>,
+    client: McpClient,
 }
 
 impl McpUpstream {
@@ -34,12 +31,10 @@ impl McpUpstream {
         redactor: &Redactor,
     ) -> Result<(Self, Vec<ToolDef>), String> {
         outbound.check_url(url).map_err(|e| e.to_string())?;
-        let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers);
-        config.max_json_response_size = outbound.max_response_bytes();
-        let transport = StreamableHttpClientTransport::with_client(outbound.client().clone(), config);
-        let service = ().serve(transport).await.map_err(|e| redactor.redact(&format!("MCP handshake failed: {e}")))?;
-        let mut listed =
-            service.list_all_tools().await.map_err(|e| redactor.redact(&format!("tools/list failed: {e}")))?;
+        let client = McpClient::connect(url.clone(), headers.into_iter().collect(), outbound)
+            .await
+            .map_err(|e| redactor.redact(&format!("MCP handshake failed: {e}")))?;
+        let mut listed = client.list_tools().await.map_err(|e| redactor.redact(&format!("tools/list failed: {e}")))?;
         // Named in name order, so collisions after sanitising resolve the same way every time.
         listed.sort_by(|a, b| a.name.cmp(&b.name));
         let paths = deduplicate(listed.iter().map(|t| format!("{namespace}.{}", sanitize(&t.name))));
@@ -55,13 +50,13 @@ impl McpUpstream {
                     Some(true) => Effect::Read,
                     _ => Effect::Write,
                 },
-                input: Value::Object((*tool.input_schema).clone()).to_string(),
-                output: tool.output_schema.as_ref().map(|s| Value::Object((**s).clone()).to_string()),
+                input: Value::Object(tool.input_schema).to_string(),
+                output: tool.output_schema.map(|s| Value::Object(s).to_string()),
                 root: None,
-                target: Target::Mcp(tool.name.into_owned()),
+                target: Target::Mcp(tool.name),
             })
             .collect();
-        Ok((Self { service }, tools))
+        Ok((Self { client }, tools))
     }
 
     pub async fn call(&self, name: &str, args: Value, redactor: &Redactor) -> ToolOutcome {
@@ -75,9 +70,7 @@ impl McpUpstream {
                 });
             }
         };
-        let mut params = CallToolRequestParams::new(name.to_owned());
-        params.arguments = arguments;
-        match self.service.call_tool(params).await {
+        match self.client.call_tool(name, arguments).await {
             Ok(result) => outcome(result, redactor),
             Err(e) => Err(ToolError { code: "upstream_error".into(), message: redactor.redact(&e.to_string()) }),
         }
@@ -87,7 +80,10 @@ impl McpUpstream {
 /// Structured content when present; otherwise the text (parsed when it is
 /// JSON); several blocks become an array of them.
 fn outcome(result: CallToolResult, redactor: &Redactor) -> ToolOutcome {
-    let text = |block: &ContentBlock| block.as_text().map(|t| t.text.clone());
+    let text = |block: &Value| match (block.get("type").and_then(Value::as_str), block.get("text")) {
+        (Some("text"), Some(Value::String(text))) => Some(text.clone()),
+        _ => None,
+    };
     if result.is_error == Some(true) {
         let message: Vec<String> = result.content.iter().filter_map(text).collect();
         let message = match (message.is_empty(), &result.structured_content) {
@@ -102,9 +98,9 @@ fn outcome(result: CallToolResult, redactor: &Redactor) -> ToolOutcome {
         (None, []) => Value::Null,
         (None, [single]) => match text(single) {
             Some(text) => serde_json::from_str(&text).unwrap_or(Value::String(text)),
-            None => serde_json::to_value(single).unwrap_or(Value::Null),
+            None => single.clone(),
         },
-        (None, many) => serde_json::to_value(many).unwrap_or(Value::Null),
+        (None, many) => Value::Array(many.to_vec()),
     };
     Ok(redactor.redact_json(data))
 }

@@ -115,16 +115,6 @@ impl Outbound {
         Ok(Self { client, rules, config: config.clone() })
     }
 
-    /// The client, for transports that send requests themselves (the MCP client).
-    /// Check each URL with [`Outbound::check_url`] first: literal IP hosts skip DNS.
-    pub fn client(&self) -> &reqwest::Client {
-        &self.client
-    }
-
-    pub fn max_response_bytes(&self) -> usize {
-        self.config.max_response_bytes
-    }
-
     /// Literal IP hosts never reach the resolver, so they are checked here.
     pub fn check_url(&self, url: &Url) -> Result<(), OutboundError> {
         let ip = match url.host() {
@@ -141,21 +131,39 @@ impl Outbound {
 
     /// Send and read the whole body, within the size cap.
     pub async fn send(&self, request: reqwest::RequestBuilder) -> Result<(u16, Vec<u8>), OutboundError> {
+        let mut response = self.open(request).await?;
+        let mut body = Vec::new();
+        while let Some(chunk) = self.next_chunk(&mut response, body.len()).await? {
+            body.extend_from_slice(&chunk);
+        }
+        Ok((response.status().as_u16(), body))
+    }
+
+    /// Send, and hand back the response with its body unread (for streams,
+    /// read with [`Outbound::next_chunk`]).
+    pub async fn open(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, OutboundError> {
         let request = request.build().map_err(|e| self.error(e))?;
         self.check_url(request.url())?;
-        let mut response = self.client.execute(request).await.map_err(|e| self.error(e))?;
+        let response = self.client.execute(request).await.map_err(|e| self.error(e))?;
         let limit = self.config.max_response_bytes;
         if response.content_length().is_some_and(|n| n > limit as u64) {
             return Err(OutboundError::TooLarge { limit });
         }
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| self.error(e))? {
-            if body.len() + chunk.len() > limit {
-                return Err(OutboundError::TooLarge { limit });
-            }
-            body.extend_from_slice(&chunk);
+        Ok(response)
+    }
+
+    /// The next piece of `response`'s body, refused once the body would pass
+    /// the size cap (`read` bytes of it were read before).
+    pub async fn next_chunk(
+        &self,
+        response: &mut reqwest::Response,
+        read: usize,
+    ) -> Result<Option<bytes::Bytes>, OutboundError> {
+        let limit = self.config.max_response_bytes;
+        match response.chunk().await.map_err(|e| self.error(e))? {
+            Some(chunk) if read + chunk.len() > limit => Err(OutboundError::TooLarge { limit }),
+            chunk => Ok(chunk),
         }
-        Ok((response.status().as_u16(), body))
     }
 
     pub fn request(&self, method: reqwest::Method, url: Url) -> reqwest::RequestBuilder {

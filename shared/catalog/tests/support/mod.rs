@@ -155,7 +155,7 @@ pub async fn start_shop(elsewhere: &str) -> Shop {
     Shop { base_url: format!("{base}/api"), recorded }
 }
 
-async fn serve(router: Router) -> String {
+pub async fn serve(router: Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
