@@ -3,6 +3,7 @@
 //! ```text
 //! running ──pause──▶ paused ──claim──▶ resuming ──complete──▶ completed
 //!    │                 │                  │  ├──fail──────▶ failed
+//!    │                 │                  │  ├──interrupt─▶ failed (nothing is running it any more)
 //!    │                 └──expire──▶ expired◀─┤  ├──decline───▶ declined
 //!    └─complete / fail / expire ▶ …          └──pause──▶ paused (the next approval)
 //! ```
@@ -10,6 +11,8 @@
 //! [`next_status`] is the one place that says which transitions exist; every
 //! change goes through [`Execution::apply`]. Stores persist the result with a
 //! write conditional on `version`, so two racing claims cannot both win.
+
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -50,6 +53,19 @@ impl ApprovalAction {
 pub struct ExecutionFailure {
     pub code: String,
     pub message: String,
+}
+
+impl ExecutionFailure {
+    /// What [`ExecutionEvent::Interrupt`] records.
+    pub fn interrupted() -> Self {
+        Self {
+            code: "interrupted".into(),
+            message: "the host stopped while running the approved continuation; whether the approved call reached \
+                      the upstream is unknown and it is not retried (one approval, at most one call). Check the \
+                      upstream, then run new code if needed"
+                .into(),
+        }
+    }
 }
 
 /// The state with the data that only exists in it.
@@ -149,6 +165,10 @@ pub enum ExecutionEvent {
     },
     /// The approval window or the session's lease ran out, or a resumer vanished.
     Expire,
+    /// The claimed continuation should long have settled: whatever ran it
+    /// stopped (a Lambda timed out or was recycled mid-run). It is not run
+    /// again: the approved call may already have reached the upstream.
+    Interrupt,
 }
 
 impl ExecutionEvent {
@@ -160,6 +180,7 @@ impl ExecutionEvent {
             Self::Fail { .. } => "fail",
             Self::Decline { .. } => "decline",
             Self::Expire => "expire",
+            Self::Interrupt => "interrupt",
         }
     }
 }
@@ -175,6 +196,7 @@ pub fn next_status(from: ExecutionStatus, event: &ExecutionEvent) -> Option<Exec
         (S::Running | S::Resuming, E::Fail { .. }) => S::Failed,
         (S::Resuming, E::Decline { .. }) => S::Declined,
         (S::Running | S::Paused | S::Resuming, E::Expire) => S::Expired,
+        (S::Resuming, E::Interrupt) => S::Failed,
         _ => return None,
     })
 }
@@ -253,6 +275,13 @@ impl Execution {
         self.state.status()
     }
 
+    /// Whether a continuation claimed at `updated_at` should have settled by
+    /// `now`, given that a run takes at most `run_limit` (the sandbox's wall
+    /// clock plus time to store the outcome): then nothing is running it.
+    pub fn is_stranded(&self, now: Timestamp, run_limit: Duration) -> bool {
+        matches!(self.state, ExecutionState::Resuming { .. }) && now >= self.updated_at.plus(run_limit)
+    }
+
     /// Apply `event` at `now`, or leave the execution untouched and say why not.
     pub fn apply(&mut self, event: ExecutionEvent, now: Timestamp) -> Result<(), TransitionError> {
         let from = self.status();
@@ -281,6 +310,7 @@ impl Execution {
             ExecutionEvent::Fail { error } => ExecutionState::Failed { error },
             ExecutionEvent::Decline { error } => ExecutionState::Declined { error },
             ExecutionEvent::Expire => ExecutionState::Expired,
+            ExecutionEvent::Interrupt => ExecutionState::Failed { error: ExecutionFailure::interrupted() },
         };
         self.updated_at = now;
         Ok(())
@@ -308,7 +338,7 @@ mod tests {
         ExecutionFailure { code: "c".into(), message: "m".into() }
     }
 
-    fn events() -> [ExecutionEvent; 6] {
+    fn events() -> [ExecutionEvent; 7] {
         let mut journal = Journal::new(Timestamp::from_millis(0), 1);
         journal.add_pending(PendingCall::new(0, "a.write", json!({}), "?"));
         [
@@ -318,6 +348,7 @@ mod tests {
             ExecutionEvent::Fail { error: failure() },
             ExecutionEvent::Decline { error: failure() },
             ExecutionEvent::Expire,
+            ExecutionEvent::Interrupt,
         ]
     }
 
@@ -325,15 +356,18 @@ mod tests {
     #[test]
     fn transition_table() {
         use ExecutionStatus::*;
-        // Columns: pause, claim, complete, fail, decline, expire.
-        let table: [(ExecutionStatus, [Option<ExecutionStatus>; 6]); 7] = [
-            (Running, [Some(Paused), None, Some(Completed), Some(Failed), None, Some(Expired)]),
-            (Paused, [None, Some(Resuming), None, None, None, Some(Expired)]),
-            (Resuming, [Some(Paused), None, Some(Completed), Some(Failed), Some(Declined), Some(Expired)]),
-            (Completed, [None; 6]),
-            (Failed, [None; 6]),
-            (Declined, [None; 6]),
-            (Expired, [None; 6]),
+        // Columns: pause, claim, complete, fail, decline, expire, interrupt.
+        let table: [(ExecutionStatus, [Option<ExecutionStatus>; 7]); 7] = [
+            (Running, [Some(Paused), None, Some(Completed), Some(Failed), None, Some(Expired), None]),
+            (Paused, [None, Some(Resuming), None, None, None, Some(Expired), None]),
+            (
+                Resuming,
+                [Some(Paused), None, Some(Completed), Some(Failed), Some(Declined), Some(Expired), Some(Failed)],
+            ),
+            (Completed, [None; 7]),
+            (Failed, [None; 7]),
+            (Declined, [None; 7]),
+            (Expired, [None; 7]),
         ];
         assert_eq!(table.map(|(s, _)| s), ALL);
         for (from, row) in table {
@@ -364,6 +398,28 @@ mod tests {
             ExecutionStatus::Expired => ExecutionState::Expired,
         };
         e
+    }
+
+    #[test]
+    fn only_a_continuation_past_its_run_limit_is_stranded() {
+        let limit = Duration::from_secs(85);
+        let claimed = Timestamp::from_millis(100_000);
+        let cases = [
+            (ExecutionStatus::Resuming, 100_000, false),
+            (ExecutionStatus::Resuming, 184_999, false),
+            (ExecutionStatus::Resuming, 185_000, true),
+            (ExecutionStatus::Paused, 900_000, false),
+            (ExecutionStatus::Running, 900_000, false),
+            (ExecutionStatus::Completed, 900_000, false),
+        ];
+        for (status, now, stranded) in cases {
+            let mut e = execution_in(status);
+            e.updated_at = claimed;
+            assert_eq!(e.is_stranded(Timestamp::from_millis(now), limit), stranded, "{status:?} at {now}");
+        }
+        let mut e = execution_in(ExecutionStatus::Resuming);
+        e.apply(ExecutionEvent::Interrupt, Timestamp::from_millis(185_000)).unwrap();
+        assert_eq!(e.state, ExecutionState::Failed { error: ExecutionFailure::interrupted() });
     }
 
     #[test]

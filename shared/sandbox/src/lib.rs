@@ -38,6 +38,10 @@ impl Sandbox {
         Self { limits, clock }
     }
 
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
     /// Run `segment` until the code completes, fails or pauses. Each run gets a
     /// fresh QuickJS context, driven synchronously off the async scheduler, so
     /// hostile code cannot starve other requests or see another execution's state.

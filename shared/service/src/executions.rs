@@ -27,6 +27,9 @@ const RETENTION: Duration = Duration::from_secs(24 * 3600);
 
 /// How often a waiting browser-mode `resume` looks at the stored execution.
 const POLL_INTERVAL: Duration = Duration::from_millis(250);
+/// On top of the sandbox's wall clock: time to store a continuation's outcome.
+/// A claim older than both has nothing running it any more.
+const SETTLE_SLACK: Duration = Duration::from_secs(60);
 
 /// What an `execute` or `resume` ended with, for the MCP and approval layers to render.
 #[derive(Debug, Clone, PartialEq)]
@@ -188,23 +191,37 @@ impl Executions {
 
     /// The execution an open approval link shows; an expired one is marked so.
     pub async fn view_with_link(&self, id: &ExecutionId, token: &str) -> Result<Execution, ResumeError> {
-        let mut execution = self.load(Access::Internal, id).await?;
+        let execution = self.load(Access::Internal, id).await?;
         if execution.links.status(&ApprovalToken::hash_of(token)) != LinkStatus::Open {
             return Err(ResumeError::NotFound(id.clone()));
         }
-        self.expire_if_overdue(&mut execution).await?;
         Ok(execution)
     }
 
     /// Where an execution of `owner` stands (`GET /api/executions/{id}`).
     pub async fn view(&self, owner: &Principal, id: &ExecutionId) -> Result<ExecutionResult, ResumeError> {
-        let mut execution = self.load(Access::Owner(owner), id).await?;
-        self.expire_if_overdue(&mut execution).await?;
+        let execution = self.load(Access::Owner(owner), id).await?;
         outcome(&execution)
     }
 
+    /// The execution as it stands now: a pause past its window is expired and
+    /// a stranded continuation interrupted (and stored so) before anyone sees it.
     async fn load(&self, access: Access<'_>, id: &ExecutionId) -> Result<Execution, ResumeError> {
-        self.store.get_execution(access, id).await.map_err(|e| not_found(id, e))
+        let mut execution = self.store.get_execution(access, id).await.map_err(|e| not_found(id, e))?;
+        let now = self.clock.now();
+        match execution.state {
+            ExecutionState::Paused { deadline } if now >= deadline => self.expire(&mut execution, now).await?,
+            ExecutionState::Resuming { .. } if execution.is_stranded(now, self.run_limit()) => {
+                self.interrupt(&mut execution, now).await?
+            }
+            _ => {}
+        }
+        Ok(execution)
+    }
+
+    /// The longest a claimed continuation can take to settle.
+    fn run_limit(&self) -> Duration {
+        self.sandbox.limits().wall_clock + SETTLE_SLACK
     }
 
     /// Claim the pause with `action` (one winner), replay, and settle or pause
@@ -356,11 +373,22 @@ impl Executions {
         }
     }
 
-    async fn expire_if_overdue(&self, execution: &mut Execution) -> Result<(), StoreError> {
-        let now = self.clock.now();
-        match execution.state {
-            ExecutionState::Paused { deadline } if now >= deadline => self.expire(execution, now).await,
-            _ => Ok(()),
+    /// Record that nothing runs a stranded continuation any more. Losing the
+    /// race to the continuation's own late write is fine: that one stands.
+    async fn interrupt(&self, execution: &mut Execution, now: Timestamp) -> Result<(), ResumeError> {
+        execution.apply(ExecutionEvent::Interrupt, now).map_err(|e| ResumeError::Store(transition_bug(e)))?;
+        execution.expires_at = now.plus(RETENTION);
+        match self.store.update_execution(execution).await {
+            Ok(()) => {
+                count(Metric::ExecutionsFailed);
+                tracing::warn!(executor.execution.id = execution.id.as_str(), "stranded continuation interrupted");
+                Ok(())
+            }
+            Err(StoreError::Conflict { .. }) => {
+                *execution = self.store.get_execution(Access::Internal, &execution.id).await?;
+                Ok(())
+            }
+            Err(e) => Err(not_found(&execution.id, e)),
         }
     }
 

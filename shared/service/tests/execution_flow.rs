@@ -7,7 +7,10 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use executor_core::{ApprovalAction, ElicitationMode, ExecutionId, ExecutionState, Principal, SessionId, Timeouts};
+use executor_core::{
+    ApprovalAction, ElicitationMode, ExecutionEvent, ExecutionFailure, ExecutionId, ExecutionState, Principal,
+    SessionId, Timeouts, Timestamp,
+};
 use executor_sandbox::{Limits, Sandbox, SystemClock};
 use executor_service::{ExecutionResult, Executions, ResumeError};
 use executor_store::{Access, Store};
@@ -22,6 +25,7 @@ executor_tests::on_both_stores!(
     an_approval_past_its_window_expires,
     a_decline_settles_as_declined,
     a_second_approval_pauses_again,
+    a_stranded_continuation_is_reported_interrupted_and_never_rerun,
 );
 
 const WRITE: &str =
@@ -167,4 +171,37 @@ async fn a_second_approval_pauses_again<S: Store + 'static>(store: Arc<S>) {
     let done = orchestrator.resume(&alice(), &id, ApprovalAction::Accept, tools.clone()).await.unwrap();
     assert!(matches!(done, ExecutionResult::Completed { .. }), "{done:?}");
     assert_eq!(tools.calls().len(), 2);
+}
+
+/// A resumer that claimed a pause and then vanished (a Lambda timed out or was
+/// recycled mid-run), simulated by storing the claim it would have written.
+async fn claim_then_vanish<S: Store + 'static>(store: &Arc<S>, id: &ExecutionId, at: Timestamp) {
+    let mut execution = store.get_execution(Access::Internal, id).await.unwrap();
+    execution.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None }, at).unwrap();
+    store.update_execution(&mut execution).await.unwrap();
+}
+
+async fn a_stranded_continuation_is_reported_interrupted_and_never_rerun<S: Store + 'static>(store: Arc<S>) {
+    let now = Timestamp::from(std::time::SystemTime::now());
+    let tools = TestTools::new();
+
+    // Claimed a moment ago: it may still be running, so it is reported as running.
+    let fresh = pause(&store, WRITE).await;
+    claim_then_vanish(&store, &fresh, now).await;
+    let running = executions(&store, generous()).view(&alice(), &fresh).await.unwrap();
+    assert!(matches!(running, ExecutionResult::Running { .. }), "{running:?}");
+
+    // Claimed longer ago than a run can take (25 s wall clock + 60 s): nothing runs it.
+    let stranded = pause(&store, WRITE).await;
+    claim_then_vanish(&store, &stranded, Timestamp::from_millis(now.as_millis() - 120_000)).await;
+    let failed = executions(&store, generous()).view(&alice(), &stranded).await.unwrap();
+    let ExecutionResult::Failed { error, .. } = failed else { panic!("{failed:?}") };
+    assert_eq!(error, ExecutionFailure::interrupted());
+    let stored = store.get_execution(Access::Internal, &stranded).await.unwrap();
+    assert_eq!(stored.state, ExecutionState::Failed { error: ExecutionFailure::interrupted() }, "and stored so");
+
+    // Resuming it again is refused, and the approved call is not made a second time.
+    let again = executions(&store, generous()).resume(&alice(), &stranded, ApprovalAction::Accept, tools.clone()).await;
+    assert_eq!(again.unwrap_err().code(), "execution_already_settled");
+    assert!(tools.calls().is_empty(), "{:?}", tools.calls());
 }
