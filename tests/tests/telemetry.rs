@@ -7,6 +7,9 @@
 #[path = "../../shared/sandbox/tests/support/mod.rs"]
 mod support;
 
+#[path = "../../shared/catalog/tests/support/mod.rs"]
+mod catalog_support;
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -358,4 +361,29 @@ fn a_traceparent_is_the_parent_of_the_request_span() {
     assert_eq!(store.parent_span_id, request.span_context.span_id());
     assert_eq!(text(store, "executor.backend"), "redb");
     assert_eq!(text(store, "executor.store.outcome"), "ok");
+}
+
+#[test]
+fn a_tool_call_carries_its_span_to_the_upstream() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let upstream_saw = seen.clone();
+    let caught = with_telemetry(|_| async move {
+        let world = catalog_support::world("").await;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+        let token = keys::create(&*store, "alice").await.unwrap();
+        let host =
+            serve::host(store, world.catalog.clone(), &["shop".to_owned()], HostConfig::default()).await.unwrap();
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "execute",
+            "arguments": {"code": "return (await tools.shop.items.getItem({id: 1})).data"}}});
+        let bearer = format!("Bearer {token}");
+        let headers = [("authorization", bearer.as_str()), ("mcp-protocol-version", "2025-06-18")];
+        let answer = host.handle(post("/mcp", &headers, call)).await;
+        assert_eq!(json_body(&answer)["result"]["structuredContent"]["result"]["name"], "lamp", "{answer:?}");
+        *upstream_saw.lock().unwrap() = world.shop.recorded.traceparents.lock().unwrap().clone();
+    });
+    let spans = caught.spans();
+    let tool = spans.iter().find(|s| s.name == "tool.call").expect("the tool call's span");
+    let expected = format!("00-{}-{}-01", tool.span_context.trace_id(), tool.span_context.span_id());
+    assert_eq!(*seen.lock().unwrap(), [expected], "the upstream joins the trace under the tool call");
 }

@@ -140,8 +140,13 @@ impl Outbound {
     }
 
     /// Send, and hand back the response with its body unread (for streams,
-    /// read with [`Outbound::next_chunk`]).
-    pub async fn open(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, OutboundError> {
+    /// read with [`Outbound::next_chunk`]). When spans are exported, the
+    /// request carries the current span's W3C `traceparent`, so an upstream
+    /// that traces joins the same trace.
+    pub async fn open(&self, mut request: reqwest::RequestBuilder) -> Result<reqwest::Response, OutboundError> {
+        if let Some(traceparent) = executor_telemetry::traceparent(&tracing::Span::current()) {
+            request = request.header("traceparent", traceparent);
+        }
         let request = request.build().map_err(|e| self.error(e))?;
         self.check_url(request.url())?;
         let response = self.client.execute(request).await.map_err(|e| self.error(e))?;

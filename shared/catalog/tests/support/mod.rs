@@ -53,6 +53,7 @@ pub struct Recorded {
     pub header_params: Mutex<Vec<String>>,
     pub idempotency_keys: Mutex<Vec<String>>,
     pub bodies: Mutex<Vec<Value>>,
+    pub traceparents: Mutex<Vec<String>>,
 }
 
 impl Recorded {
@@ -69,6 +70,9 @@ impl Recorded {
         }
         if let Some(key) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()) {
             self.idempotency_keys.lock().unwrap().push(key.to_owned());
+        }
+        if let Some(traceparent) = headers.get("traceparent").and_then(|v| v.to_str().ok()) {
+            self.traceparents.lock().unwrap().push(traceparent.to_owned());
         }
     }
 }
