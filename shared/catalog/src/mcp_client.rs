@@ -269,14 +269,19 @@ fn answer(message: Value, id: u64) -> Result<Option<Value>, McpClientError> {
 #[derive(Default)]
 struct SseEvents {
     pending: Vec<u8>,
+    /// How much of `pending` is known to hold no event end, so a large event
+    /// arriving in many pieces is scanned once, not once per piece.
+    scanned: usize,
 }
 
 impl SseEvents {
     fn push(&mut self, bytes: &[u8]) -> Vec<String> {
         self.pending.extend_from_slice(bytes);
         let mut events = Vec::new();
-        while let Some((end, separator)) = event_end(&self.pending) {
+        // A separator may straddle two pieces: look again at the last three bytes.
+        while let Some((end, separator)) = event_end(&self.pending, self.scanned.saturating_sub(3)) {
             let event: Vec<u8> = self.pending.drain(..end + separator).take(end).collect();
+            self.scanned = 0;
             let text = String::from_utf8_lossy(&event);
             let data: Vec<&str> = text
                 .lines()
@@ -288,26 +293,33 @@ impl SseEvents {
                 })
                 .collect();
             // Events without data (priming events carry only an id) are skipped.
-            if !data.is_empty() && data.iter().any(|d| !d.is_empty()) {
+            if data.iter().any(|d| !d.is_empty()) {
                 events.push(data.join("\n"));
             }
         }
+        self.scanned = self.pending.len();
         events
     }
 }
 
-/// Where the first event in `buffer` ends, and the length of the blank line that ends it.
-fn event_end(buffer: &[u8]) -> Option<(usize, usize)> {
-    (0..buffer.len()).find_map(|i| {
-        let rest = &buffer[i..];
-        if rest.starts_with(b"\r\n\r\n") {
-            Some((i, 4))
-        } else if rest.starts_with(b"\n\n") || rest.starts_with(b"\r\r") {
-            Some((i, 2))
-        } else {
-            None
-        }
+/// Where the first event in `buffer` (searched from `from`) ends, and the
+/// length of the two line endings that end it (CRLF, LF or CR each).
+fn event_end(buffer: &[u8], from: usize) -> Option<(usize, usize)> {
+    (from..buffer.len()).find_map(|i| {
+        let first = line_end(&buffer[i..])?;
+        let second = line_end(&buffer[i + first..])?;
+        Some((i, first + second))
     })
+}
+
+/// The length of the line ending at the start of `rest`, if one is there.
+fn line_end(rest: &[u8]) -> Option<usize> {
+    match rest {
+        [b'\r', b'\n', ..] => Some(2),
+        [b'\r'] => None, // maybe the first half of a CRLF still on its way
+        [b'\r' | b'\n', ..] => Some(1),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -316,8 +328,9 @@ mod tests {
 
     #[test]
     fn sse_events_are_split_however_the_bytes_arrive() {
-        let stream = "id: 0\nretry: 1000\ndata:\n\n: comment\nevent: message\ndata: {\"a\":1}\n\ndata: x\ndata:y\r\n\r\ndata: last";
-        let expected = ["{\"a\":1}", "x\ny"];
+        let stream = "id: 0\nretry: 1000\ndata:\n\n: comment\nevent: message\ndata: {\"a\":1}\n\ndata: x\ndata:y\r\n\r\n\
+                      data: mixed\n\r\ndata: last";
+        let expected = ["{\"a\":1}", "x\ny", "mixed"];
         for piece in [1, 2, 5, 7, stream.len()] {
             let mut events = SseEvents::default();
             let mut seen = Vec::new();
