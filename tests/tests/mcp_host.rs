@@ -408,6 +408,17 @@ async fn native_mode_asks_the_clients_user_and_the_retry_resumes(deployment: Dep
         assert!(asked[0].contains("Tool: tools.w.create") && asked[0].contains("w.create wants to write"), "{asked:?}");
     }
     assert_eq!(restarted.tools.calls().len(), 2, "the accepted one ran, the declined one did not");
+
+    // A 2026-07-28 client that cannot answer an elicitation is served in model mode.
+    let info = InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("plain", "1"))
+        .with_protocol_version(ProtocolVersion::V_2026_07_28);
+    let url = format!("{}?elicitation_mode=native", restarted.url);
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(restarted.token.clone());
+    let transport =
+        StreamableHttpClientTransport::with_client(executor_http_client::builder().build().unwrap(), config);
+    let plain = connect(info, transport, ProtocolVersion::V_2026_07_28).await;
+    let (paused, _) = call(&plain, "execute", json!({"code": WRITE})).await;
+    assert_eq!(paused["status"], "waiting_for_interaction", "{paused}");
     restarted.stop().await;
 }
 

@@ -359,7 +359,7 @@ impl Host {
             None => None,
         };
         let base_url = self.base_url(&parts.headers);
-        let mode = self.effective_mode(mode, &parts.headers);
+        let mode = self.effective_mode(mode, &parts.headers, &message);
         spans::record("executor.elicitation_mode", mode.as_str());
         parts.extensions.insert(Caller { owner: owner.clone(), session, mode, base_url, span: Span::current() });
         let response = self.forward(Request::from_parts(parts, body)).await;
@@ -465,12 +465,14 @@ impl Host {
         rpc_error(StatusCode::CONFLICT, -32000, "the session is busy; try again")
     }
 
-    /// Native mode needs a 2026-07-28 client (input-required results) and a
-    /// request-state key; otherwise its requests are served in model mode.
-    fn effective_mode(&self, mode: ElicitationMode, headers: &HeaderMap) -> ElicitationMode {
+    /// Native mode needs a request-state key and a 2026-07-28 client
+    /// (input-required results) that declares it can answer an elicitation;
+    /// otherwise its requests are served in model mode.
+    fn effective_mode(&self, mode: ElicitationMode, headers: &HeaderMap, message: &Value) -> ElicitationMode {
         let version = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let native = self.native_available && version >= STATELESS_VERSION && answers_elicitation(message);
         match mode {
-            ElicitationMode::Native if !self.native_available || version < STATELESS_VERSION => ElicitationMode::Model,
+            ElicitationMode::Native if !native => ElicitationMode::Model,
             mode => mode,
         }
     }
@@ -487,6 +489,12 @@ impl Host {
 
 fn now() -> Timestamp {
     SystemTime::now().into()
+}
+
+/// Whether a 2026-07-28 request's client capabilities (in `_meta`, SEP-2575)
+/// include elicitation: a client without it could never answer the approval.
+fn answers_elicitation(message: &Value) -> bool {
+    message["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"].get("elicitation").is_some()
 }
 
 /// What the request span may say about a JSON-RPC message: its method, the
