@@ -183,10 +183,7 @@ impl McpClient {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if !(200..300).contains(&status) || !is_stream {
-            let mut body = Vec::new();
-            while let Some(chunk) = self.outbound.next_chunk(&mut response, body.len()).await? {
-                body.extend_from_slice(&chunk);
-            }
+            let body = self.outbound.read_body(&mut response).await?;
             if !(200..300).contains(&status) {
                 let body = String::from_utf8_lossy(&body).chars().take(500).collect();
                 return Err(McpClientError::Status { status, body });

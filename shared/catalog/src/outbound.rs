@@ -132,11 +132,17 @@ impl Outbound {
     /// Send and read the whole body, within the size cap.
     pub async fn send(&self, request: reqwest::RequestBuilder) -> Result<(u16, Vec<u8>), OutboundError> {
         let mut response = self.open(request).await?;
+        let body = self.read_body(&mut response).await?;
+        Ok((response.status().as_u16(), body))
+    }
+
+    /// The rest of `response`'s body, within the size cap.
+    pub async fn read_body(&self, response: &mut reqwest::Response) -> Result<Vec<u8>, OutboundError> {
         let mut body = Vec::new();
-        while let Some(chunk) = self.next_chunk(&mut response, body.len()).await? {
+        while let Some(chunk) = self.next_chunk(response, body.len()).await? {
             body.extend_from_slice(&chunk);
         }
-        Ok((response.status().as_u16(), body))
+        Ok(body)
     }
 
     /// Send, and hand back the response with its body unread (for streams,
