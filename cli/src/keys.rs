@@ -1,8 +1,6 @@
 //! API keys: 256-bit random bearer tokens, stored only as their SHA-256.
 
-use std::time::SystemTime;
-
-use executor_core::{ApiKey, Principal, PrincipalError, TokenHash};
+use executor_core::{ApiKey, Clock, Principal, PrincipalError, SystemClock, TokenHash};
 use executor_store::{KeyStore, StoreError};
 
 /// Prefix that makes a leaked token recognisable to secret scanners.
@@ -30,7 +28,7 @@ pub async fn create(store: &impl KeyStore, owner: &str) -> Result<String, KeysEr
     let mut secret = [0u8; 32];
     getrandom::fill(&mut secret).map_err(|e| KeysError::Random(e.to_string()))?;
     let token = format!("{TOKEN_PREFIX}{}", hex::encode(secret));
-    let key = ApiKey { hash: TokenHash::of_token(&token), owner, created_at: SystemTime::now().into() };
+    let key = ApiKey { hash: TokenHash::of_token(&token), owner, created_at: SystemClock.now() };
     store.create_key(&key).await?;
     Ok(token)
 }

@@ -14,7 +14,6 @@ use axum::response::Response;
 use executor_core::Principal;
 use executor_sandbox::{Limits, Sandbox, Tools};
 use executor_service::{Host, HostConfig, RequestStateKey};
-use std::time::SystemTime;
 
 use executor_store::{AlarmScheduler, InProcessScheduler, Store, StoreError};
 use http_body_util::{BodyExt, Limited};
@@ -51,16 +50,18 @@ pub async fn host<S: Store + 'static>(
     namespaces: &[String],
     config: HostConfig,
 ) -> Result<Host, StoreError> {
-    let scheduler = Arc::new(InProcessScheduler::new());
-    let host = Host::new(store.clone(), tools, namespaces, Sandbox::new(Limits::default()), scheduler.clone(), config);
+    let clock = config.clock.clone();
+    let scheduler = Arc::new(InProcessScheduler::new().with_clock(clock.clone()));
+    let sandbox = Sandbox::with_clock(Limits::default(), clock.clone());
+    let host = Host::new(store.clone(), tools, namespaces, sandbox, scheduler.clone(), config);
     // Weak: the scheduler's timers must not keep the host (and its store) alive.
     let alarms = Arc::downgrade(&host.alarms());
     scheduler.on_fire(move |session, _scheduled_for| {
-        let alarms = alarms.upgrade();
+        let (alarms, now) = (alarms.upgrade(), clock.now());
         async move {
             let Some(alarms) = alarms else { return };
             // A failure is logged by `fire`; a restart re-arms the alarm from the store.
-            let _ = alarms.fire(&session, SystemTime::now().into()).await;
+            let _ = alarms.fire(&session, now).await;
         }
     });
     for (session, at) in store.armed_sessions().await? {

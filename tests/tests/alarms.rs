@@ -5,11 +5,12 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use executor_core::SystemClock;
 use executor_core::{
     AlarmDecision, ClientInfo, ElicitationMode, Execution, ExecutionEvent, ExecutionId, ExecutionState, Journal,
     PendingCall, Principal, Session, SessionId, SessionStatus, Timeouts, Timestamp,
 };
-use executor_sandbox::{Limits, Sandbox, SystemClock};
+use executor_sandbox::{Limits, Sandbox};
 use executor_service::{Alarms, Executions};
 use executor_store::{Access, AlarmScheduler, InProcessScheduler, Store, StoreError};
 use serde_json::json;

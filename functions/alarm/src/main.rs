@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use executor_sandbox::{Limits, Sandbox, SystemClock};
+use executor_core::{Clock, SystemClock};
+use executor_sandbox::{Limits, Sandbox};
 use executor_service::{Alarms, Executions, HostConfig};
 use executor_store::{DynamoStore, EventBridgeScheduler};
 use executor_telemetry::Telemetry;
@@ -21,7 +22,7 @@ async fn main() -> Result<(), Error> {
     let handler = service_fn(move |event: LambdaEvent<serde_json::Value>| {
         let alarms = alarms.clone();
         async move {
-            let now = std::time::SystemTime::now().into();
+            let now = SystemClock.now();
             let decision = executor_alarm_function::handle(&alarms, event.payload, now).await?;
             Ok::<_, Error>(serde_json::json!({ "decision": format!("{decision:?}") }))
         }

@@ -4,10 +4,11 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use executor_core::SystemClock;
 use executor_core::{
     AlarmDecision, ClientInfo, ElicitationMode, Principal, Session, SessionId, SessionStatus, Timeouts, Timestamp,
 };
-use executor_sandbox::{Limits, Sandbox, SystemClock};
+use executor_sandbox::{Limits, Sandbox};
 use executor_service::{Alarms, Executions};
 use executor_store::{Access, InProcessScheduler, SessionStore};
 use serde_json::json;

@@ -6,8 +6,9 @@ mod support;
 
 use std::sync::Arc;
 
+use executor_core::SystemClock;
 use executor_core::{ApprovalAction, ElicitationMode, Principal, Timeouts};
-use executor_sandbox::{Limits, Sandbox, SystemClock, Tools};
+use executor_sandbox::{Limits, Sandbox, Tools};
 use executor_service::{ExecutionResult, Executions};
 use executor_store::EmbeddedStore;
 use serde_json::json;

@@ -1,11 +1,12 @@
 //! The domain of Executor on Lambda.
 //!
-//! Everything here is pure data and decisions: no I/O, no clocks, no AWS. The
-//! store, sandbox and service crates bring the outside world in and call these
-//! types to decide what happens.
+//! Everything here is pure data and decisions: no I/O, no AWS. The store,
+//! sandbox and service crates bring the outside world in and call these types
+//! to decide what happens. Time comes in through one injected [`Clock`].
 
 pub mod alarm;
 pub mod approval;
+pub mod clock;
 pub mod execution;
 pub mod ids;
 pub mod journal;
@@ -16,6 +17,7 @@ pub mod time;
 
 pub use alarm::{AlarmDecision, Timeouts, decide_session_alarm};
 pub use approval::{ApprovalLinks, LinkStatus, MAX_OPEN_LINKS};
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use execution::{
     ApprovalAction, Execution, ExecutionEvent, ExecutionFailure, ExecutionState, ExecutionStatus, TransitionError,
 };

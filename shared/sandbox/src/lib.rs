@@ -16,9 +16,11 @@ mod tools;
 
 use std::sync::Arc;
 
+use executor_core::{Clock, SystemClock};
+
 pub use error::SandboxError;
 pub use limits::Limits;
-pub use run::{Clock, Outcome, Segment, Snapshot, SystemClock};
+pub use run::{Outcome, Segment, Snapshot};
 pub use source::SyntaxError;
 pub use tools::{CallContext, DESCRIBE_PATH, Policy, SEARCH_PATH, ToolError, ToolOutcome, ToolSuccess, Tools};
 

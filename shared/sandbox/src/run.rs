@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use executor_core::{ApprovalAction, ExecutionId, Journal, JournalStep, PendingCall, Replay, StepOutcome, Timestamp};
+use executor_core::{
+    ApprovalAction, Clock, ExecutionId, Journal, JournalStep, PendingCall, Replay, StepOutcome, Timestamp,
+};
 use futures_util::FutureExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -67,19 +69,6 @@ pub enum Outcome {
         snapshot: Snapshot,
         logs: Vec<String>,
     },
-}
-
-/// Where completion times come from (the journal pins them for replay).
-pub trait Clock: Send + Sync {
-    fn now(&self) -> Timestamp;
-}
-
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Timestamp {
-        std::time::SystemTime::now().into()
-    }
 }
 
 /// What happens to one call of a batch.

@@ -7,7 +7,6 @@
 //! uncacheable, unframeable and runs no script.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use bytes::Bytes;
 use executor_core::{ApprovalAction, Execution, ExecutionId, ExecutionState, Principal};
@@ -167,7 +166,7 @@ impl ApprovalRoutes {
             pending,
             descriptions: &descriptions,
             deadline,
-            now: SystemTime::now().into(),
+            now: self.executions.now(),
             token,
             csrf,
             lead,

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use executor_core::{
-    ApprovalAction, ElicitationMode, Execution, ExecutionEvent, ExecutionFailure, ExecutionId, ExecutionState,
+    ApprovalAction, Clock, ElicitationMode, Execution, ExecutionEvent, ExecutionFailure, ExecutionId, ExecutionState,
     ExecutionStatus, LinkStatus, PendingCall, Principal, SessionId, Timeouts, Timestamp, TokenHash, TransitionError,
 };
-use executor_sandbox::{Clock, Outcome, Sandbox, SandboxError, Segment, Snapshot, Tools};
+use executor_sandbox::{Outcome, Sandbox, SandboxError, Segment, Snapshot, Tools};
 use executor_store::{Access, ExecutionStore, StoreError};
 use executor_telemetry::{Metric, count};
 use serde_json::Value;
@@ -101,6 +101,11 @@ impl Executions {
     pub fn with_approval_wait(mut self, wait: Duration) -> Self {
         self.approval_wait = wait;
         self
+    }
+
+    /// The time by the injected clock.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
     }
 
     /// Run new code. Nothing is stored unless it pauses.

@@ -11,10 +11,12 @@
 //! (exists, active, same owner, else 404) and marks activity, coalesced.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use executor_core::{ClientInfo, ElicitationMode, Principal, Session, SessionId, Timeouts, Timestamp, TokenHash};
+use executor_core::{
+    ClientInfo, Clock, ElicitationMode, Principal, Session, SessionId, SystemClock, Timeouts, TokenHash,
+};
 use executor_sandbox::{Sandbox, Tools};
 use executor_store::{Access, AlarmScheduler, KeyStore, SessionStore, Store, StoreError};
 use executor_telemetry::Metric;
@@ -57,6 +59,8 @@ pub struct HostConfig {
     /// Seals native-mode request states; without it, native requests are
     /// served in model mode. Every instance must share it.
     pub request_state_key: Option<RequestStateKey>,
+    /// The one clock of the host: sessions, executions and approvals read it.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for HostConfig {
@@ -72,6 +76,7 @@ impl Default for HostConfig {
             oidc: None,
             approval_wait: Duration::from_secs(20),
             request_state_key: None,
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -154,7 +159,7 @@ impl Host {
         scheduler: Arc<dyn AlarmScheduler>,
         config: HostConfig,
     ) -> Self {
-        let clock = Arc::new(executor_sandbox::SystemClock);
+        let clock = config.clock.clone();
         let executions = Arc::new(
             Executions::new(store.clone(), sandbox, config.timeouts, clock).with_approval_wait(config.approval_wait),
         );
@@ -400,7 +405,7 @@ impl Host {
             Ok(id) => id,
             Err(e) => return rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &format!("no randomness: {e}")),
         };
-        let now = now();
+        let now = self.config.clock.now();
         let mut session = Session::new(id, owner, now, version, client, mode, now.plus(self.config.session_retention));
         let alarm = self.alarms.first_alarm(&mut session);
         if let Err(e) = self.sessions.create_session(&session).await {
@@ -432,7 +437,7 @@ impl Host {
             Ok(_) | Err(StoreError::NotFound { .. }) => return Err(not_found()),
             Err(e) => return Err(rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &e.to_string())),
         };
-        let now = now();
+        let now = self.config.clock.now();
         if now.since(session.last_activity_at) >= self.config.activity_interval {
             session.last_activity_at = now;
             session.expires_at = now.plus(self.config.session_retention);
@@ -456,7 +461,7 @@ impl Host {
                 Ok(session) if session.is_active() => session,
                 _ => return rpc_error(StatusCode::NOT_FOUND, -32001, "Session not found"),
             };
-            match self.alarms.destroy(&mut session, now()).await {
+            match self.alarms.destroy(&mut session, self.config.clock.now()).await {
                 Ok(()) => return empty(StatusCode::NO_CONTENT),
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &e.to_string()),
@@ -485,10 +490,6 @@ impl Host {
         let scheme = headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()).unwrap_or("http");
         format!("{scheme}://{host}")
     }
-}
-
-fn now() -> Timestamp {
-    SystemTime::now().into()
 }
 
 /// Whether a 2026-07-28 request's client capabilities (in `_meta`, SEP-2575)

@@ -7,11 +7,12 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use executor_core::SystemClock;
 use executor_core::{
     ApprovalAction, ElicitationMode, ExecutionEvent, ExecutionFailure, ExecutionId, ExecutionState, Principal,
     SessionId, Timeouts, Timestamp,
 };
-use executor_sandbox::{Limits, Sandbox, SystemClock};
+use executor_sandbox::{Limits, Sandbox};
 use executor_service::{ExecutionResult, Executions, ResumeError};
 use executor_store::{Access, Store};
 use serde_json::json;

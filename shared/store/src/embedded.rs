@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use executor_core::{
-    ApiKey, Execution, ExecutionId, ExecutionState, Principal, Session, SessionId, Timestamp, TokenHash,
+    ApiKey, Clock, Execution, ExecutionId, ExecutionState, Principal, Session, SessionId, SystemClock, Timestamp,
+    TokenHash,
 };
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
@@ -37,6 +38,8 @@ struct PausedMarker {
 #[derive(Clone)]
 pub struct EmbeddedStore {
     db: Arc<Database>,
+    /// Decides what has expired (an item past `expires_at` reads as absent).
+    clock: Arc<dyn Clock>,
 }
 
 impl EmbeddedStore {
@@ -52,13 +55,19 @@ impl EmbeddedStore {
             ),
             other => StoreError::backend("open the embedded store", format!("{}: {other}", path.display())),
         })?;
-        let store = Self { db: Arc::new(db) };
+        let store = Self { db: Arc::new(db), clock: Arc::new(SystemClock) };
         store.write_blocking("create tables", |txn| {
             txn.open_table(ITEMS)?;
             Ok(())
         })?;
         store.purge_expired()?;
         Ok(store)
+    }
+
+    /// The same store judging expiry by `clock` (tests move a manual clock).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Delete items past their `expires_at` (DynamoDB's TTL does this on AWS).
@@ -69,7 +78,7 @@ impl EmbeddedStore {
         struct Expiry {
             expires_at: Option<Timestamp>,
         }
-        let now = records::now();
+        let now = self.clock.now();
         self.write_blocking("purge expired items", |txn| {
             let mut table = txn.open_table(ITEMS)?;
             let mut expired = Vec::new();
@@ -236,9 +245,10 @@ impl EmbeddedStore {
     async fn create<T: Versioned>(&self, operation: &'static str, record: &T) -> Result<(), StoreError> {
         let body = record.encode()?;
         let record = record.clone();
+        let now = self.clock.now();
         self.write(operation, move |txn| {
             let (pk, sk) = record.key();
-            create_if_absent::<T>(txn, &pk, sk, &body)?;
+            create_if_absent::<T>(txn, &pk, sk, &body, now)?;
             record.write_related(txn)
         })
         .await
@@ -251,7 +261,7 @@ impl EmbeddedStore {
         access: Access<'_>,
     ) -> Result<T, StoreError> {
         let bytes = self.get(operation, key.0, key.1.to_owned()).await?;
-        visible(bytes, access)
+        visible(bytes, access, self.clock.now())
     }
 
     async fn update<T: Versioned>(&self, operation: &'static str, record: &mut T) -> Result<(), StoreError> {
@@ -259,9 +269,10 @@ impl EmbeddedStore {
         let mut next = record.clone();
         next.set_version(expected + 1);
         let body = next.encode()?;
+        let now = self.clock.now();
         self.write(operation, move |txn| {
             let (pk, sk) = next.key();
-            update_if_version::<T>(txn, &pk, sk, expected, &body)?;
+            update_if_version::<T>(txn, &pk, sk, expected, &body, now)?;
             next.write_related(txn)
         })
         .await?;
@@ -271,15 +282,21 @@ impl EmbeddedStore {
 }
 
 /// The live record stored under `(pk, sk)`, if any.
-fn live<T: Versioned>(txn: &WriteTransaction, pk: &str, sk: &str) -> Result<Option<T>, Failure> {
+fn live<T: Versioned>(txn: &WriteTransaction, pk: &str, sk: &str, now: Timestamp) -> Result<Option<T>, Failure> {
     let table = txn.open_table(ITEMS)?;
     let Some(bytes) = table.get((pk, sk))? else { return Ok(None) };
     let record: T = records::decode(T::WHAT, bytes.value()).map_err(Failure::Store)?;
-    Ok((records::now() < record.expires_at()).then_some(record))
+    Ok((now < record.expires_at()).then_some(record))
 }
 
-fn create_if_absent<T: Versioned>(txn: &WriteTransaction, pk: &str, sk: &str, body: &[u8]) -> Result<(), Failure> {
-    if live::<T>(txn, pk, sk)?.is_some() {
+fn create_if_absent<T: Versioned>(
+    txn: &WriteTransaction,
+    pk: &str,
+    sk: &str,
+    body: &[u8],
+    now: Timestamp,
+) -> Result<(), Failure> {
+    if live::<T>(txn, pk, sk, now)?.is_some() {
         return Err(Failure::Store(StoreError::AlreadyExists { what: T::WHAT }));
     }
     txn.open_table(ITEMS)?.insert((pk, sk), body)?;
@@ -292,8 +309,9 @@ fn update_if_version<T: Versioned>(
     sk: &str,
     expected: u64,
     body: &[u8],
+    now: Timestamp,
 ) -> Result<(), Failure> {
-    match live::<T>(txn, pk, sk)? {
+    match live::<T>(txn, pk, sk, now)? {
         None => Err(Failure::Store(StoreError::NotFound { what: T::WHAT })),
         Some(stored) if stored.version() != expected => Err(Failure::Store(StoreError::Conflict { what: T::WHAT })),
         Some(_) => {
@@ -323,10 +341,10 @@ fn index_paused(txn: &WriteTransaction, execution: &Execution) -> Result<(), Fai
 }
 
 /// The stored record if it is live and `access` may see it; otherwise `NotFound`.
-fn visible<T: Versioned>(bytes: Option<Vec<u8>>, access: Access<'_>) -> Result<T, StoreError> {
+fn visible<T: Versioned>(bytes: Option<Vec<u8>>, access: Access<'_>, now: Timestamp) -> Result<T, StoreError> {
     let not_found = StoreError::NotFound { what: T::WHAT };
     let record: T = records::decode(T::WHAT, &bytes.ok_or(not_found)?)?;
-    if records::now() >= record.expires_at() || !access.permits(record.owner()) {
+    if now >= record.expires_at() || !access.permits(record.owner()) {
         return Err(StoreError::NotFound { what: T::WHAT });
     }
     Ok(record)
@@ -363,7 +381,7 @@ impl SessionStore for EmbeddedStore {
                     Ok(values)
                 })
                 .await?;
-            let now = records::now();
+            let now = self.clock.now();
             let mut armed = Vec::new();
             for bytes in values {
                 let session: Session = records::decode(SESSION, &bytes)?;
@@ -398,7 +416,7 @@ impl ExecutionStore for EmbeddedStore {
         traced("store.paused_executions", BACKEND, async {
             let markers =
                 self.range("list paused executions", records::session_pk(session), records::PAUSED_PREFIX).await?;
-            let now = records::now();
+            let now = self.clock.now();
             let mut ids = Vec::new();
             for (sk, bytes) in markers {
                 let marker: PausedMarker = records::decode("paused-execution index", &bytes)?;

@@ -1,8 +1,6 @@
 //! The key layout and record encoding both adapters share (see docs/storage.md).
 
-use std::time::SystemTime;
-
-use executor_core::{Execution, ExecutionId, SessionId, Timestamp, TokenHash};
+use executor_core::{Execution, ExecutionId, SessionId, TokenHash};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -54,10 +52,6 @@ pub(crate) fn paused_id_from_sk(sk: &str) -> Result<ExecutionId, StoreError> {
 /// Chunk `n` (from 1; chunk 0 lives in the execution item itself).
 pub(crate) fn chunk_sk(n: usize) -> String {
     format!("CHUNK#{n:04}")
-}
-
-pub(crate) fn now() -> Timestamp {
-    SystemTime::now().into()
 }
 
 pub(crate) fn encode<T: Serialize>(what: &'static str, record: &T) -> Result<Vec<u8>, StoreError> {

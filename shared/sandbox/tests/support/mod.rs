@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use executor_core::{ExecutionId, Timestamp};
-use executor_sandbox::{CallContext, Clock, Limits, Outcome, Policy, Sandbox, Segment, ToolError, ToolOutcome, Tools};
+use executor_core::{Clock, ExecutionId, Timestamp};
+use executor_sandbox::{CallContext, Limits, Outcome, Policy, Sandbox, Segment, ToolError, ToolOutcome, Tools};
 use serde_json::{Value, json};
 
 pub const START: u64 = 1_700_000_000_000;
@@ -76,6 +76,12 @@ impl Tools for TestTools {
 /// Time = START + 1 s per tool call made so far, so a run and its paused-and-
 /// resumed twin see the same completion times.
 pub struct CallClock(pub Arc<TestTools>);
+
+impl std::fmt::Debug for CallClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallClock")
+    }
+}
 
 impl Clock for CallClock {
     fn now(&self) -> Timestamp {

@@ -40,8 +40,8 @@ pub(crate) fn ttl(at: Timestamp) -> AttributeValue {
 
 /// `now` in TTL units for condition expressions: an item is live while
 /// `expires_at > :now`.
-pub(crate) fn now_secs() -> AttributeValue {
-    n(crate::records::now().as_millis() / 1000)
+pub(crate) fn now_secs(now: Timestamp) -> AttributeValue {
+    n(now.as_millis() / 1000)
 }
 
 pub(crate) fn key(pk: String, sk: &str) -> Item {
@@ -72,7 +72,7 @@ pub(crate) fn get_b<'a>(item: &'a Item, name: &str, what: &'static str) -> Resul
 }
 
 /// Reads treat an item past its TTL as absent: DynamoDB deletes it only within ~48 h.
-pub(crate) fn is_live(item: &Item, what: &'static str) -> Result<bool, StoreError> {
+pub(crate) fn is_live(item: &Item, what: &'static str, now: Timestamp) -> Result<bool, StoreError> {
     let expires_at_secs = get_n(item, EXPIRES_AT, what)?;
-    Ok(expires_at_secs.saturating_mul(1000) > crate::records::now().as_millis())
+    Ok(expires_at_secs.saturating_mul(1000) > now.as_millis())
 }

@@ -10,6 +10,7 @@
 mod item;
 mod table;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -19,7 +20,9 @@ use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Get, Put, TransactGetItem, TransactWriteItem};
-use executor_core::{ApiKey, Execution, ExecutionId, ExecutionState, Session, SessionId, Timestamp, TokenHash};
+use executor_core::{
+    ApiKey, Clock, Execution, ExecutionId, ExecutionState, Session, SessionId, SystemClock, Timestamp, TokenHash,
+};
 use item::{
     BODY, CHUNKS, EXPIRES_AT, Item, KIND, OWNER, PK, SESSION_ID, SK, STATUS, VERSION, b, get_b, get_n, get_s, is_live,
     n, now_secs, s, ttl,
@@ -40,6 +43,8 @@ const CONFLICT_RETRIES: u32 = 5;
 pub struct DynamoStore {
     client: Client,
     table: String,
+    /// Decides what has expired (an item past `expires_at` reads as absent).
+    clock: Arc<dyn Clock>,
 }
 
 /// What a conditional write requires of the stored item.
@@ -53,11 +58,11 @@ enum Expect {
 
 impl Expect {
     /// The condition expression and its values.
-    fn condition(self) -> (&'static str, Vec<(&'static str, AttributeValue)>) {
+    fn condition(self, now: Timestamp) -> (&'static str, Vec<(&'static str, AttributeValue)>) {
         match self {
-            Expect::Absent => ("attribute_not_exists(pk) OR expires_at <= :now", vec![(":now", now_secs())]),
+            Expect::Absent => ("attribute_not_exists(pk) OR expires_at <= :now", vec![(":now", now_secs(now))]),
             Expect::Version(v) => {
-                ("version = :expected AND expires_at > :now", vec![(":now", now_secs()), (":expected", n(v))])
+                ("version = :expected AND expires_at > :now", vec![(":now", now_secs(now)), (":expected", n(v))])
             }
         }
     }
@@ -65,7 +70,13 @@ impl Expect {
 
 impl DynamoStore {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        Self { client, table: table.into() }
+        Self { client, table: table.into(), clock: Arc::new(SystemClock) }
+    }
+
+    /// The same store judging expiry by `clock` (tests move a manual clock).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// From the standard `AWS_*` variables (`AWS_ENDPOINT_URL` and `AWS_REGION`
@@ -112,7 +123,9 @@ impl DynamoStore {
     ) -> Result<Item, StoreError> {
         let found = self.get_item(operation, pk, sk).await?;
         match found {
-            Some(item) if is_live(&item, what)? && access.permits(&parse_owner(&item, what)?) => Ok(item),
+            Some(item) if is_live(&item, what, self.clock.now())? && access.permits(&parse_owner(&item, what)?) => {
+                Ok(item)
+            }
             _ => Err(StoreError::NotFound { what }),
         }
     }
@@ -150,7 +163,7 @@ impl DynamoStore {
         item: Item,
         expect: Expect,
     ) -> Result<(), StoreError> {
-        let (condition, values) = expect.condition();
+        let (condition, values) = expect.condition(self.clock.now());
         let mut request =
             self.client.put_item().table_name(&self.table).set_item(Some(item.clone())).condition_expression(condition);
         for (name, value) in values {
@@ -180,7 +193,9 @@ impl DynamoStore {
             return StoreError::Conflict { what };
         };
         match self.get_item(operation, pk.to_owned(), sk).await {
-            Ok(Some(stored)) if is_live(&stored, what).unwrap_or(false) => StoreError::Conflict { what },
+            Ok(Some(stored)) if is_live(&stored, what, self.clock.now()).unwrap_or(false) => {
+                StoreError::Conflict { what }
+            }
             Ok(_) => StoreError::NotFound { what },
             Err(e) => e,
         }
@@ -250,7 +265,7 @@ impl DynamoStore {
         let put = |item: Item, expect: Option<Expect>| -> Result<TransactWriteItem, StoreError> {
             let mut put = Put::builder().table_name(&self.table).set_item(Some(item));
             if let Some(expect) = expect {
-                let (condition, values) = expect.condition();
+                let (condition, values) = expect.condition(self.clock.now());
                 put = put.condition_expression(condition);
                 for (name, value) in values {
                     put = put.expression_attribute_values(name, value);
@@ -391,7 +406,7 @@ impl SessionStore for DynamoStore {
                     .await
                     .map_err(|e| StoreError::backend(OPERATION, DisplayErrorContext(e)))?;
                 for item in page.items() {
-                    if !is_live(item, SESSION)? {
+                    if !is_live(item, SESSION, self.clock.now())? {
                         continue;
                     }
                     let session: Session = records::decode(SESSION, get_b(item, BODY, SESSION)?)?;
@@ -442,7 +457,7 @@ impl ExecutionStore for DynamoStore {
                 records::decode(EXECUTION, &self.read_chunked(&pk, count).await?)?
             };
             // The chunked read may have seen a newer write; check it again.
-            if !access.permits(&execution.owner) || records::now() >= execution.expires_at {
+            if !access.permits(&execution.owner) || self.clock.now() >= execution.expires_at {
                 return Err(StoreError::NotFound { what: EXECUTION });
             }
             Ok(execution)
@@ -470,7 +485,7 @@ impl ExecutionStore for DynamoStore {
                 .await?;
             let mut ids = Vec::new();
             for marker in &markers {
-                if is_live(marker, WHAT)? && access.permits(&parse_owner(marker, WHAT)?) {
+                if is_live(marker, WHAT, self.clock.now())? && access.permits(&parse_owner(marker, WHAT)?) {
                     ids.push(records::paused_id_from_sk(get_s(marker, SK, WHAT)?)?);
                 }
             }

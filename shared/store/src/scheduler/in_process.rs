@@ -5,10 +5,9 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
 
 use async_trait::async_trait;
-use executor_core::{SessionId, Timestamp};
+use executor_core::{Clock, SessionId, SystemClock, Timestamp};
 use tokio::task::JoinHandle;
 
 use crate::traced::traced;
@@ -28,6 +27,8 @@ struct Armed {
 pub struct InProcessScheduler {
     armed: Arc<Mutex<HashMap<SessionId, Armed>>>,
     fire: Arc<Mutex<Option<Fire>>>,
+    /// How long a timer sleeps is `at` minus this clock's now.
+    clock: Arc<dyn Clock>,
 }
 
 impl Default for InProcessScheduler {
@@ -39,7 +40,13 @@ impl Default for InProcessScheduler {
 impl InProcessScheduler {
     /// A scheduler whose alarms do nothing until [`Self::on_fire`] says what to call.
     pub fn new() -> Self {
-        Self { armed: Arc::default(), fire: Arc::default() }
+        Self { armed: Arc::default(), fire: Arc::default(), clock: Arc::new(SystemClock) }
+    }
+
+    /// Timers measured against `clock`.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// What an alarm calls when it fires (the service's alarm handler). Set
@@ -64,9 +71,9 @@ impl AlarmScheduler for InProcessScheduler {
     async fn schedule(&self, session: &SessionId, at: Timestamp) -> Result<(), StoreError> {
         traced("scheduler.schedule", BACKEND, async {
             let (id, armed, fire) = (session.clone(), self.armed.clone(), self.fire.clone());
+            let delay = at.since(self.clock.now());
             let timer = tokio::spawn(async move {
-                let now: Timestamp = SystemTime::now().into();
-                tokio::time::sleep(at.since(now)).await;
+                tokio::time::sleep(delay).await;
                 // Disarm first: whatever the handler arms next is a new alarm.
                 let current = armed.lock().unwrap().get(&id).map(|a| a.at);
                 if current == Some(at) {
