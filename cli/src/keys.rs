@@ -24,7 +24,7 @@ pub enum KeysError {
 
 /// Create and store a new key for `owner`; the token is returned and never stored.
 pub async fn create(store: &impl KeyStore, owner: &str) -> Result<String, KeysError> {
-    let owner = Principal::parse(owner)?;
+    let owner = Principal::key_owner(owner)?;
     let mut secret = [0u8; 32];
     getrandom::fill(&mut secret).map_err(|e| KeysError::Random(e.to_string()))?;
     let token = format!("{TOKEN_PREFIX}{}", hex::encode(secret));

@@ -172,16 +172,16 @@ async fn run_serve<S: Store + 'static>(
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     // First start: no key yet, so make one for whoever runs it.
     let first = if store.list_keys().await.map_err(|e| e.to_string())?.is_empty() {
-        let owner = std::env::var("USER").ok().filter(|u| !u.trim().is_empty()).unwrap_or_else(|| "local".into());
+        let owner = std::env::var("USER")
+            .ok()
+            .filter(|u| executor_core::Principal::key_owner(u).is_ok())
+            .unwrap_or_else(|| "local".into());
         Some((owner.clone(), keys::create(&*store, &owner).await.map_err(|e| e.to_string())?))
     } else {
         None
     };
-    let owner = first
-        .as_ref()
-        .map(|(o, _)| executor_core::Principal::parse(o.clone()))
-        .transpose()
-        .map_err(|e| e.to_string())?;
+    let owner =
+        first.as_ref().map(|(o, _)| executor_core::Principal::key_owner(o)).transpose().map_err(|e| e.to_string())?;
     let greeting = serve::welcome(bound, owner.as_ref().zip(first.as_ref().map(|(_, t)| t.as_str())));
     println!("{greeting}");
     let mut config =

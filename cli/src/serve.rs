@@ -56,12 +56,12 @@ pub async fn host<S: Store + 'static>(
     let host = Host::new(store.clone(), tools, namespaces, sandbox, scheduler.clone(), config);
     // Weak: the scheduler's timers must not keep the host (and its store) alive.
     let alarms = Arc::downgrade(&host.alarms());
-    scheduler.on_fire(move |session, _scheduled_for| {
+    scheduler.on_fire(move |session, generation| {
         let (alarms, now) = (alarms.upgrade(), clock.now());
         async move {
             let Some(alarms) = alarms else { return };
             // A failure is logged by `fire`; a restart re-arms the alarm from the store.
-            let _ = alarms.fire(&session, now).await;
+            let _ = alarms.fire(&session, Some(generation), now).await;
         }
     });
     for (session, at) in store.armed_sessions().await? {

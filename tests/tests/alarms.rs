@@ -5,13 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use executor_core::SystemClock;
 use executor_core::{
     AlarmDecision, ClientInfo, ElicitationMode, Execution, ExecutionEvent, ExecutionId, ExecutionState, Journal,
     PendingCall, Principal, Session, SessionId, SessionStatus, Timeouts, Timestamp,
 };
-use executor_sandbox::{Limits, Sandbox};
-use executor_service::{Alarms, Executions};
+use executor_service::Alarms;
 use executor_store::{Access, AlarmScheduler, InProcessScheduler, Store, StoreError};
 use serde_json::json;
 
@@ -19,8 +17,9 @@ executor_tests::on_both_stores!(
     missing_or_destroyed_sessions_are_ignored,
     recent_activity_reschedules,
     paused_work_extends_the_lease_up_to_the_cap,
-    idle_sessions_are_destroyed_with_their_paused_work,
+    idle_sessions_are_destroyed_and_their_paused_work_lives_on,
     a_stale_alarm_does_not_destroy_a_session_that_became_active,
+    a_redelivered_alarm_arms_the_next_generation_once,
 );
 
 const MIN: u64 = 60_000;
@@ -31,7 +30,20 @@ async fn fire(
     session: &SessionId,
     now: Timestamp,
 ) -> Result<AlarmDecision, executor_alarm_function::AlarmError> {
-    let payload = json!({ "sessionId": session.as_str(), "scheduledFor": now.to_rfc3339() });
+    fire_generation(alarms, session, None, now).await
+}
+
+/// The alarm of generation `armed_for` (as EventBridge delivers it) firing at `now`.
+async fn fire_generation(
+    alarms: &Alarms,
+    session: &SessionId,
+    armed_for: Option<Timestamp>,
+    now: Timestamp,
+) -> Result<AlarmDecision, executor_alarm_function::AlarmError> {
+    let mut payload = json!({ "sessionId": session.as_str(), "scheduledFor": now.to_rfc3339() });
+    if let Some(at) = armed_for {
+        payload["generation"] = json!(at.as_millis());
+    }
     executor_alarm_function::handle(alarms, payload, now).await
 }
 
@@ -41,10 +53,8 @@ fn now() -> Timestamp {
 
 fn alarms<S: Store + 'static>(store: &Arc<S>) -> (Alarms, Arc<InProcessScheduler>) {
     let scheduler = Arc::new(InProcessScheduler::new());
-    let timeouts = Timeouts::default();
-    let executions =
-        Arc::new(Executions::new(store.clone(), Sandbox::new(Limits::default()), timeouts, Arc::new(SystemClock)));
-    (Alarms::new(store.clone(), store.clone(), executions, scheduler.clone(), timeouts), scheduler)
+    let timeouts = Timeouts { session_timeout: Duration::from_millis(5 * MIN), ..Timeouts::default() };
+    (Alarms::new(store.clone(), store.clone(), scheduler.clone(), timeouts), scheduler)
 }
 
 /// A session last active `idle_ms` before `at`.
@@ -113,7 +123,7 @@ async fn paused_work_extends_the_lease_up_to_the_cap<S: Store + 'static>(store: 
     assert_eq!((stored.status, stored.alarm_at), (SessionStatus::Active, Some(expected)));
 }
 
-async fn idle_sessions_are_destroyed_with_their_paused_work<S: Store + 'static>(store: Arc<S>) {
+async fn idle_sessions_are_destroyed_and_their_paused_work_lives_on<S: Store + 'static>(store: Arc<S>) {
     let (alarms, scheduler) = alarms(&store);
     let at = now();
     let idle = session(&store, "idle", at, 6 * MIN).await;
@@ -123,10 +133,15 @@ async fn idle_sessions_are_destroyed_with_their_paused_work<S: Store + 'static>(
     let capped = session(&store, "capped", at, 16 * MIN).await;
     let paused = paused_in(&store, "p2", &capped).await;
     scheduler.schedule(&capped.id, at.plus(Duration::from_secs(3600))).await.unwrap();
+    let mut armed = store.get_session(Access::Internal, &capped.id).await.unwrap();
+    armed.alarm_at = Some(at.plus(Duration::from_secs(3600)));
+    store.update_session(&mut armed).await.unwrap();
     assert_eq!(fire(&alarms, &capped.id, at).await.unwrap(), AlarmDecision::Destroy, "past the cap, paused or not");
-    assert_eq!(store.get_execution(Access::Internal, &paused).await.unwrap().state, ExecutionState::Expired);
-    assert!(store.paused_executions(Access::Internal, &capped.id).await.unwrap().is_empty());
-    assert_eq!(scheduler.armed_at(&capped.id), None, "the schedule is deleted");
+    assert_eq!(store.get_session(Access::Internal, &capped.id).await.unwrap().status, SessionStatus::Destroyed);
+    // The pause belongs to its owner: still paused, still resumable, until its own deadline.
+    let execution = store.get_execution(Access::Owner(&capped.owner), &paused).await.unwrap();
+    assert!(matches!(execution.state, ExecutionState::Paused { .. }), "{:?}", execution.state);
+    assert_eq!(scheduler.armed_at(&capped.id), None, "the pending alarm is disarmed");
 }
 
 async fn a_stale_alarm_does_not_destroy_a_session_that_became_active<S: Store + 'static>(store: Arc<S>) {
@@ -138,11 +153,30 @@ async fn a_stale_alarm_does_not_destroy_a_session_that_became_active<S: Store + 
     let mut revived = stale.clone();
     revived.last_activity_at = at;
     store.update_session(&mut revived).await.unwrap();
-    let lost = alarms.destroy(&mut stale, at).await;
+    let lost = alarms.destroy(&mut stale).await;
     assert!(matches!(lost, Err(StoreError::Conflict { .. })), "{lost:?}");
     assert_eq!(store.get_session(Access::Internal, &s.id).await.unwrap().status, SessionStatus::Active);
     // Firing decides again from what is stored now.
     let decision = fire(&alarms, &s.id, at).await.unwrap();
     assert_eq!(decision, AlarmDecision::Reschedule { at: at.plus(Duration::from_millis(5 * MIN)) });
     assert_eq!(store.get_session(Access::Internal, &s.id).await.unwrap().status, SessionStatus::Active);
+}
+
+async fn a_redelivered_alarm_arms_the_next_generation_once<S: Store + 'static>(store: Arc<S>) {
+    let (alarms, scheduler) = alarms(&store);
+    let at = now();
+    let s = session(&store, "redelivered", at, 2 * MIN).await;
+    let fired = at;
+    let next = s.last_activity_at.plus(Duration::from_millis(5 * MIN));
+    assert_eq!(fire_generation(&alarms, &s.id, Some(fired), at).await.unwrap(), AlarmDecision::Reschedule { at: next });
+    // The process died after its write and before arming (or its answer was
+    // lost): the same alarm is delivered again, later.
+    scheduler.cancel(&s.id, next).await.unwrap();
+    assert_eq!(scheduler.armed_at(&s.id), None);
+    let later = at.plus(Duration::from_secs(30));
+    let again = fire_generation(&alarms, &s.id, Some(fired), later).await.unwrap();
+    assert_eq!(again, AlarmDecision::Ignore, "decided already: no second chain of alarms");
+    assert_eq!(scheduler.armed_at(&s.id), Some(next), "the decided generation is armed");
+    let stored = store.get_session(Access::Internal, &s.id).await.unwrap();
+    assert_eq!((stored.alarm_at, stored.version), (Some(next), s.version + 1), "one write in all");
 }

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use executor_cli::{keys, serve};
+use executor_core::{Clock, ManualClock};
 use executor_sandbox::{Limits, Sandbox};
-use executor_service::{Host, HostConfig};
+use executor_service::{Alarms, Host, HostConfig};
 use executor_store::{DynamoStore, EmbeddedStore, EventBridgeScheduler, SchedulerTarget};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, JsonObject, ProtocolVersion,
@@ -68,6 +69,8 @@ struct Running {
     /// Another owner's key.
     bob: String,
     tools: Arc<TestTools>,
+    /// The alarm handler, for tests that fire alarms themselves.
+    alarms: Arc<Alarms>,
     stop: Option<oneshot::Sender<()>>,
     done: tokio::task::JoinHandle<()>,
 }
@@ -106,10 +109,11 @@ impl Running {
                 };
                 let bob = keys::create(&*store, "bob").await.unwrap();
                 let host = serve::host(store, tools.clone(), &namespaces, config).await.unwrap();
+                let alarms = host.alarms();
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 let url = format!("http://{}/mcp", listener.local_addr().unwrap());
                 let done = tokio::spawn(async move { serve::serve(listener, host, shutdown).await.unwrap() });
-                Self { url, token, bob, tools, stop: Some(stop), done }
+                Self { url, token, bob, tools, alarms, stop: Some(stop), done }
             }
             Place::Lambda { store, scheduler } => {
                 let token = match token {
@@ -126,8 +130,9 @@ impl Running {
                     Host::new(store.clone(), tools.clone(), &namespaces, sandbox, scheduler.clone(), config.clone())
                 };
                 let functions = api_gateway::Functions { mcp: function(), approval: function() };
+                let alarms = functions.mcp.alarms();
                 let (base, done) = api_gateway::start(functions, shutdown).await;
-                Self { url: format!("{base}/mcp"), token, bob, tools, stop: Some(stop), done }
+                Self { url: format!("{base}/mcp"), token, bob, tools, alarms, stop: Some(stop), done }
             }
         }
     }
@@ -190,6 +195,9 @@ macro_rules! on_both_deployments {
 on_both_deployments!(
     handshake_tools_and_execute,
     pause_then_resume_from_another_session_and_after_a_restart,
+    a_pause_outlives_its_session,
+    twenty_resumes_from_twenty_new_sessions_make_one_call,
+    only_whoever_was_asked_decides_a_native_pause,
     a_2026_07_28_client_is_served_without_a_session,
     native_mode_asks_the_clients_user_and_the_retry_resumes,
     sessions_keys_and_the_challenge_over_plain_http,
@@ -259,9 +267,13 @@ async fn pause_then_resume_from_another_session_and_after_a_restart(deployment: 
     assert!(!is_error, "{done}");
     assert_eq!(done, json!({"status": "completed", "result": {"title": "bug"}, "logs": ["start"]}));
     assert_eq!(host.tools.calls().len(), 1);
-    let (again, is_error) = call(&first, "resume", json!({"executionId": id})).await;
+    let (again, is_error) = call(&first, "resume", json!({"executionId": id, "action": "accept"})).await;
     assert!(is_error);
     assert_eq!(again["error"]["code"], "execution_already_settled");
+    let (stands, is_error) = call(&first, "resume", json!({"executionId": id})).await;
+    assert!(!is_error, "without an action, resume reports where it stands");
+    assert_eq!(stands["status"], "completed");
+    assert_eq!(host.tools.calls().len(), 1);
 
     // Declined: the code's catch sees it.
     let code = "try { await tools.w.drop({}) } catch (e) { return e.name }";
@@ -271,14 +283,18 @@ async fn pause_then_resume_from_another_session_and_after_a_restart(deployment: 
     assert_eq!(declined["result"], "ApprovalDeclinedError");
 
     // Paused, then the host restarts: the pause is in the store, not in memory.
-    // (The clients stay open: closing a session ends its paused work.)
     let (paused, _) = call(&first, "execute", json!({"code": WRITE})).await;
     let token = host.token.clone();
     host.stop().await;
 
     let restarted = Running::start(&place, Some(token)).await;
     let client = restarted.client(ProtocolVersion::V_2025_06_18).await;
-    let (done, is_error) = call(&client, "resume", json!({"executionId": paused["executionId"]})).await;
+    // Without an action nothing is decided: the model must ask the user first.
+    let (asked, _) = call(&client, "resume", json!({"executionId": paused["executionId"]})).await;
+    assert_eq!(asked["status"], "waiting_for_interaction", "{asked}");
+    assert!(restarted.tools.calls().is_empty(), "no call without a decision");
+    let (done, is_error) =
+        call(&client, "resume", json!({"executionId": paused["executionId"], "action": "accept"})).await;
     assert!(!is_error, "{done}");
     assert_eq!(done["result"], json!({"title": "bug"}));
     assert_eq!(restarted.tools.calls().len(), 1, "exactly one upstream call for the approval");
@@ -295,7 +311,7 @@ async fn a_2026_07_28_client_is_served_without_a_session(deployment: Deployment)
     assert!(!is_error, "{value}");
     assert_eq!(value["result"], json!([10, 20]));
     let (paused, _) = call(&client, "execute", json!({"code": WRITE})).await;
-    let (done, _) = call(&client, "resume", json!({"executionId": paused["executionId"]})).await;
+    let (done, _) = call(&client, "resume", json!({"executionId": paused["executionId"], "action": "accept"})).await;
     assert_eq!(done["result"], json!({"title": "bug"}));
     client.cancel().await.unwrap();
     host.stop().await;
@@ -503,14 +519,18 @@ async fn sessions_keys_and_the_challenge_over_plain_http(deployment: Deployment)
     host.stop().await;
 }
 
-/// Timeouts of seconds: session 1 s, paused lease 3 s (cap 4 s, wide enough for a
-/// loaded machine); activity written on every request.
-fn quick() -> HostConfig {
+/// Short timeouts on a manual clock: session 1 min, paused lease 3 min (cap
+/// 4 min), approval window 10 min; activity written on every request. Tests
+/// move the clock and fire alarms themselves: nothing waits for time to pass.
+fn manual(clock: &Arc<ManualClock>) -> HostConfig {
     let mut config = HostConfig { activity_interval: std::time::Duration::ZERO, ..HostConfig::default() };
-    config.timeouts.session_timeout = std::time::Duration::from_secs(1);
-    config.timeouts.paused_lease = std::time::Duration::from_secs(3);
+    config.timeouts.session_timeout = std::time::Duration::from_secs(60);
+    config.timeouts.paused_lease = std::time::Duration::from_secs(180);
+    config.clock = clock.clone();
     config
 }
+
+const MIN: std::time::Duration = std::time::Duration::from_secs(60);
 
 struct Raw {
     http: reqwest::Client,
@@ -552,55 +572,227 @@ impl Raw {
     async fn status(&self, session: &str) -> u16 {
         self.post(Some(session), json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).await.status().as_u16()
     }
+
+    /// `execute` in `session`; the structured content.
+    async fn execute(&self, session: Option<&str>, code: &str) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "execute", "arguments": {"code": code}}});
+        let answer: Value = self.post(session, body).await.json().await.unwrap();
+        answer["result"]["structuredContent"].clone()
+    }
+
+    async fn delete(&self, session: &str) -> u16 {
+        let deleted = self
+            .http
+            .delete(&self.url)
+            .header("authorization", format!("Bearer {}", self.token))
+            .header("mcp-session-id", session)
+            .send()
+            .await
+            .unwrap();
+        deleted.status().as_u16()
+    }
 }
 
-async fn sleep_ms(ms: u64) {
-    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+/// The alarm of `session` as it fires at `now`.
+async fn fire(host: &Running, session: &str, now: executor_core::Timestamp) -> executor_core::AlarmDecision {
+    let id = executor_core::SessionId::parse(session).unwrap();
+    host.alarms.fire(&id, None, now).await.unwrap()
 }
 
+/// A pause belongs to its owner, not to its session: closed by the client,
+/// destroyed by its alarm, or across a restart, the owner resumes it from a new
+/// session or a stateless request, and the approval makes exactly one call.
+async fn a_pause_outlives_its_session(deployment: Deployment) {
+    let place = Place::new(deployment).await;
+    let host = Running::start(&place, None).await;
+    let raw = Raw::new(&host);
+    let resumed = |client: RunningService<RoleClient, InitializeRequestParams>, paused: Value| async move {
+        let (done, is_error) =
+            call(&client, "resume", json!({"executionId": paused["executionId"], "action": "accept"})).await;
+        assert!(!is_error, "{done}");
+        assert_eq!(done["result"], json!({"title": "bug"}));
+        client.cancel().await.unwrap();
+    };
+
+    // Closed by the client (DELETE /mcp), resumed from a new session.
+    let session = raw.initialize().await;
+    let paused = raw.execute(Some(&session), WRITE).await;
+    assert_eq!(paused["status"], "waiting_for_interaction", "{paused}");
+    assert_eq!(raw.delete(&session).await, 204);
+    assert_eq!(raw.status(&session).await, 404, "the session is gone");
+    resumed(host.client(ProtocolVersion::V_2025_11_25).await, paused).await;
+    assert_eq!(host.tools.calls().len(), 1);
+
+    // Closed, resumed by a stateless 2026-07-28 request.
+    let session = raw.initialize().await;
+    let paused = raw.execute(Some(&session), WRITE).await;
+    assert_eq!(raw.delete(&session).await, 204);
+    resumed(host.client(ProtocolVersion::V_2026_07_28).await, paused).await;
+    assert_eq!(host.tools.calls().len(), 2);
+
+    // Destroyed by its alarm, idle past every allowance.
+    let session = raw.initialize().await;
+    let paused = raw.execute(Some(&session), WRITE).await;
+    let late = executor_core::SystemClock.now().plus(std::time::Duration::from_secs(3 * 3600));
+    assert_eq!(fire(&host, &session, late).await, executor_core::AlarmDecision::Destroy);
+    assert_eq!(raw.status(&session).await, 404);
+    resumed(host.client(ProtocolVersion::V_2025_06_18).await, paused).await;
+    assert_eq!(host.tools.calls().len(), 3);
+
+    // Closed, then the host restarts: resumed on the new host.
+    let session = raw.initialize().await;
+    let paused = raw.execute(Some(&session), WRITE).await;
+    assert_eq!(raw.delete(&session).await, 204);
+    let token = host.token.clone();
+    host.stop().await;
+    let restarted = Running::start(&place, Some(token)).await;
+    resumed(restarted.client(ProtocolVersion::V_2025_06_18).await, paused).await;
+    assert_eq!(restarted.tools.calls().len(), 1, "one call for the approval after the restart");
+    restarted.stop().await;
+}
+
+/// The pausing session closes; twenty new sessions race to accept: one call.
+async fn twenty_resumes_from_twenty_new_sessions_make_one_call(deployment: Deployment) {
+    let place = Place::new(deployment).await;
+    let host = Running::start(&place, None).await;
+    let raw = Raw::new(&host);
+    let session = raw.initialize().await;
+    let paused = raw.execute(Some(&session), WRITE).await;
+    assert_eq!(raw.delete(&session).await, 204);
+    let mut clients = Vec::new();
+    for _ in 0..20 {
+        clients.push(host.client(ProtocolVersion::V_2025_06_18).await);
+    }
+    let id = paused["executionId"].clone();
+    let races = clients.iter().map(|client| call(client, "resume", json!({"executionId": id, "action": "accept"})));
+    let outcomes = futures_util::future::join_all(races).await;
+    let completed = outcomes.iter().filter(|(v, _)| v["status"] == "completed").count();
+    let settled = outcomes.iter().filter(|(v, _)| v["error"]["code"] == "execution_already_settled").count();
+    assert_eq!((completed, settled), (1, 19), "{outcomes:?}");
+    assert_eq!(host.tools.calls().len(), 1, "exactly one upstream call");
+    for client in clients {
+        client.cancel().await.unwrap();
+    }
+    host.stop().await;
+}
+
+/// Only whoever was asked decides: `resume` cannot decide a native pause, an
+/// answer decides only the pause it was asked about (a replay of a decided
+/// one is refused), and code that pauses twice needs two answers.
+async fn only_whoever_was_asked_decides_a_native_pause(deployment: Deployment) {
+    use rmcp::model::{CallToolResponse, ElicitationAction, InputResponses};
+    let place = Place::new(deployment).await;
+    let host = Running::start_with(&place, None, native()).await;
+    let (client, _) = approver(&host, &host.token, ElicitationAction::Accept).await;
+    let twice = "await tools.w.one({}); await tools.w.two({}); return 'both'";
+    let ask = CallToolRequestParams::new("execute").with_arguments(args(json!({"code": twice})));
+    let answer = InputResponses::from([("approval".to_owned(), json!({"action": "accept"}))]);
+    let retry = |state: &str| ask.clone().with_input_responses(answer.clone()).with_request_state(state.to_owned());
+    let input_required = |response: CallToolResponse| match response {
+        CallToolResponse::InputRequired(required) => required.request_state.expect("a request state"),
+        other => panic!("{other:?}"),
+    };
+    let result = |response: CallToolResponse| match response {
+        CallToolResponse::Complete(result) => result.structured_content.expect("structured content"),
+        other => panic!("{other:?}"),
+    };
+
+    let first_state = input_required(client.call_tool_once(ask.clone()).await.unwrap());
+    assert!(host.tools.calls().is_empty());
+    // The first answer: the first call runs, then the code asks again.
+    let second_state = input_required(client.call_tool_once(retry(&first_state)).await.unwrap());
+    assert_eq!(host.tools.calls().len(), 1, "one answer, one call");
+    assert_ne!(first_state, second_state);
+    // The execution id, as the upstream saw it in the idempotency key.
+    let key = host.tools.calls.lock().unwrap()[0].2.clone();
+    let id = key.split(':').next().unwrap().to_owned();
+
+    // Whoever holds the id cannot decide the pause with `resume`.
+    let model = host.client(ProtocolVersion::V_2026_07_28).await;
+    let (refused, _) = call(&model, "resume", json!({"executionId": id, "action": "accept"})).await;
+    assert_eq!(refused["status"], "waiting_for_interaction", "{refused}");
+    assert_eq!(refused["decidedBy"], "client");
+    // A retried first answer (its response was lost) does not approve the second call.
+    let replayed = result(client.call_tool_once(retry(&first_state)).await.unwrap());
+    assert_eq!(replayed["error"]["code"], "execution_already_settled", "{replayed}");
+    assert_eq!(host.tools.calls().len(), 1, "neither made a call");
+
+    // The second answer decides the second pause.
+    let done = result(client.call_tool_once(retry(&second_state)).await.unwrap());
+    assert_eq!(done["result"], "both", "{done}");
+    assert_eq!(host.tools.calls().len(), 2);
+    model.cancel().await.unwrap();
+    host.stop().await;
+}
+
+/// Sessions end when idle, busy ones live, paused work holds a lease on its
+/// session, and outlives it until its own approval window closes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idle_sessions_end_busy_ones_live_and_paused_work_holds_a_lease() {
+async fn idle_sessions_end_busy_ones_live_and_paused_work_outlives_its_session() {
+    let clock = Arc::new(ManualClock::starting_now());
     let place = Place::new(Deployment::Local).await;
-    let host = Running::start_with(&place, None, quick()).await;
+    let host = Running::start_with(&place, None, manual(&clock)).await;
     let raw = Raw::new(&host);
     let (idle, busy, waiting) = (raw.initialize().await, raw.initialize().await, raw.initialize().await);
-    let execute = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-        "params": {"name": "execute", "arguments": {"code": WRITE}}});
-    let paused: Value = raw.post(Some(&waiting), execute).await.json().await.unwrap();
-    assert_eq!(paused["result"]["structuredContent"]["status"], "waiting_for_interaction");
+    let paused = raw.execute(Some(&waiting), WRITE).await;
+    assert_eq!(paused["status"], "waiting_for_interaction");
 
-    // Kept busy for well past the timeout; the others sit idle.
-    for _ in 0..8 {
-        sleep_ms(200).await;
-        assert_eq!(raw.status(&busy).await, 200, "a busy session is never destroyed");
-    }
-    assert_eq!(raw.status(&idle).await, 404, "idle past the timeout: destroyed");
-    // About 1.7 s idle: past the timeout, inside the paused lease.
-    sleep_ms(100).await;
-    assert_ne!(raw.status(&waiting).await, 404, "paused work keeps the session");
-    // That request was activity; idle past timeout + lease now: destroyed, paused work expired.
-    sleep_ms(4500).await;
+    use executor_core::AlarmDecision::*;
+    clock.advance(MIN / 2);
+    assert_eq!(raw.status(&busy).await, 200);
+    clock.advance(MIN);
+    assert_eq!(raw.status(&busy).await, 200, "a busy session is never destroyed");
+    assert!(matches!(fire(&host, &busy, clock.now()).await, Reschedule { .. }));
+    assert_eq!(fire(&host, &idle, clock.now()).await, Destroy, "idle past the timeout");
+    assert_eq!(raw.status(&idle).await, 404);
+    assert!(matches!(fire(&host, &waiting, clock.now()).await, ExtendPausedLease { .. }), "paused work: a lease");
+    assert_eq!(raw.status(&waiting).await, 200);
+    clock.advance(5 * MIN);
+    assert_eq!(fire(&host, &waiting, clock.now()).await, Destroy, "idle past timeout and lease");
     assert_eq!(raw.status(&waiting).await, 404);
-    let resume = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
-        "params": {"name": "resume", "arguments": {"executionId": paused["result"]["structuredContent"]["executionId"]}}});
-    let late: Value = raw.post(None, resume).await.json().await.unwrap();
-    assert_eq!(late["result"]["structuredContent"]["error"]["code"], "execution_expired");
+    // The session is gone; the pause is not: its window (10 min) is still open.
+    let (stands, _) = {
+        let client = host.client(ProtocolVersion::V_2025_06_18).await;
+        call(&client, "resume", json!({"executionId": paused["executionId"]})).await
+    };
+    assert_eq!(stands["status"], "waiting_for_interaction", "{stands}");
+    // Past its approval window it expires, and the error says why.
+    clock.advance(4 * MIN);
+    let client = host.client(ProtocolVersion::V_2025_06_18).await;
+    let (late, is_error) =
+        call(&client, "resume", json!({"executionId": paused["executionId"], "action": "accept"})).await;
+    assert!(is_error);
+    assert_eq!(late["error"]["code"], "execution_expired");
+    let message = late["error"]["message"].as_str().unwrap();
+    assert!(message.contains("approval window") && message.contains("not made"), "{message}");
     assert!(host.tools.calls().is_empty());
+    client.cancel().await.unwrap();
     host.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_armed_alarm_survives_a_restart() {
+    let clock = Arc::new(ManualClock::starting_now());
     let place = Place::new(Deployment::Local).await;
-    let host = Running::start_with(&place, None, quick()).await;
+    let host = Running::start_with(&place, None, manual(&clock)).await;
     let raw = Raw::new(&host);
     let session = raw.initialize().await;
     let token = host.token.clone();
     host.stop().await;
 
-    let restarted = Running::start_with(&place, Some(token), quick()).await;
+    // Restarted after the alarm's time: the re-armed timer fires at once.
+    clock.advance(2 * MIN);
+    let restarted = Running::start_with(&place, Some(token), manual(&clock)).await;
     let raw = Raw::new(&restarted);
-    sleep_ms(1600).await;
-    assert_eq!(raw.status(&session).await, 404, "the alarm armed before the restart fired after it");
+    let mut status = raw.status(&session).await;
+    for _ in 0..100 {
+        if status == 404 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        status = raw.status(&session).await;
+    }
+    assert_eq!(status, 404, "the alarm armed before the restart fired after it");
     restarted.stop().await;
 }

@@ -1,6 +1,9 @@
 //! OIDC bearer tokens: a local identity provider on loopback (discovery and
 //! JWKS), tokens signed with its key, the real host on a socket.
 
+#[path = "../../shared/sandbox/tests/support/mod.rs"]
+mod support;
+
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -131,8 +134,7 @@ async fn oidc_tokens_are_checked_and_api_keys_still_work() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
     let api_key = keys::create(&*store, "robot").await.unwrap();
-    let oidc =
-        OidcConfig { issuer: issuer.clone(), audience: "executor".into(), jwks_url: None, owner_claim: "email".into() };
+    let oidc = oidc_config(&issuer, false);
     let config = HostConfig { oidc: Some(oidc), ..HostConfig::default() };
     let host =
         serve::host(store, Arc::new(executor_catalog::Catalog::load(None).await.unwrap()), &[], config).await.unwrap();
@@ -178,4 +180,80 @@ async fn oidc_tokens_are_checked_and_api_keys_still_work() {
         .await
         .unwrap();
     assert_eq!(metadata["authorization_servers"], json!([issuer]));
+}
+
+fn oidc_config(issuer: &str, share_key_owners: bool) -> OidcConfig {
+    OidcConfig {
+        issuer: issuer.to_owned(),
+        audience: "executor".into(),
+        jwks_url: None,
+        owner_claim: "email".into(),
+        share_key_owners,
+    }
+}
+
+/// An identity-provider user whose claim equals an API-key owner's name is
+/// someone else, unless the configuration says the two name spaces are one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idp_user_named_like_a_key_owner_sees_nothing_of_theirs() {
+    let idp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let issuer = format!("http://{}", idp.local_addr().unwrap());
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let claims =
+        json!({"iss": issuer, "aud": "executor", "sub": "u-1", "email": "alice@example.com", "exp": now + 600});
+    let (jwks, tokens) = sign(&[("ES256", "p256", "p256", claims)]);
+    identity_provider(idp, jwks, Arc::new(AtomicUsize::new(0)));
+    let idp_token = tokens[0].clone();
+
+    for share in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+        let api_key = keys::create(&*store, "alice@example.com").await.unwrap();
+        let config = HostConfig { oidc: Some(oidc_config(&issuer, share)), ..HostConfig::default() };
+        let host = serve::host(store, support::TestTools::new(), &["w".into()], config).await.unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(serve::serve(listener, host, std::future::pending()));
+
+        let http = executor_http_client::builder().build().unwrap();
+        let call = |bearer: &str, name: &str, arguments: Value| {
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}});
+            http.post(format!("{base}/mcp"))
+                .header("authorization", format!("Bearer {bearer}"))
+                .header("accept", "application/json, text/event-stream")
+                .json(&body)
+                .send()
+        };
+        let paused: Value = call(&api_key, "execute", json!({"code": "return await tools.w.send({})"}))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let paused = &paused["result"]["structuredContent"];
+        assert_eq!(paused["status"], "waiting_for_interaction", "{paused}");
+        let id = paused["executionId"].as_str().unwrap();
+
+        let viewed = http
+            .get(format!("{base}/api/executions/{id}"))
+            .header("authorization", format!("Bearer {idp_token}"))
+            .send()
+            .await
+            .unwrap();
+        let resumed: Value = call(&idp_token, "resume", json!({"executionId": id, "action": "accept"}))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let code = &resumed["result"]["structuredContent"]["error"]["code"];
+        if share {
+            assert_eq!(viewed.status(), 200, "shared on purpose: the same owner");
+            assert_eq!(resumed["result"]["structuredContent"]["status"], "completed", "{resumed}");
+        } else {
+            assert_eq!(viewed.status(), 404, "another principal: not found");
+            assert_eq!(code, "execution_not_found", "{resumed}");
+        }
+    }
 }

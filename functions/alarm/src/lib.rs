@@ -17,5 +17,6 @@ pub enum AlarmError {
 pub async fn handle(alarms: &Alarms, payload: serde_json::Value, now: Timestamp) -> Result<AlarmDecision, AlarmError> {
     let payload: AlarmPayload = serde_json::from_value(payload).map_err(|e| AlarmError::Payload(e.to_string()))?;
     let session = SessionId::parse(payload.session_id).map_err(|e| AlarmError::Payload(e.to_string()))?;
-    Ok(alarms.fire(&session, now).await?)
+    let generation = payload.generation.map(Timestamp::from_millis);
+    Ok(alarms.fire(&session, generation, now).await?)
 }

@@ -4,8 +4,7 @@
 use std::sync::Arc;
 
 use executor_core::{Clock, SystemClock};
-use executor_sandbox::{Limits, Sandbox};
-use executor_service::{Alarms, Executions, HostConfig};
+use executor_service::{Alarms, HostConfig};
 use executor_store::{DynamoStore, EventBridgeScheduler};
 use executor_telemetry::Telemetry;
 use lambda_runtime::{Error, LambdaEvent, Runtime, service_fn};
@@ -16,9 +15,7 @@ async fn main() -> Result<(), Error> {
     let store = Arc::new(DynamoStore::from_env().await?);
     let scheduler = Arc::new(EventBridgeScheduler::from_env().await?);
     let timeouts = HostConfig::default().with_env(|n| std::env::var(n).ok())?.timeouts;
-    let executions =
-        Arc::new(Executions::new(store.clone(), Sandbox::new(Limits::default()), timeouts, Arc::new(SystemClock)));
-    let alarms = Arc::new(Alarms::new(store.clone(), store, executions, scheduler, timeouts));
+    let alarms = Arc::new(Alarms::new(store.clone(), store, scheduler, timeouts));
     let handler = service_fn(move |event: LambdaEvent<serde_json::Value>| {
         let alarms = alarms.clone();
         async move {

@@ -4,12 +4,10 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use executor_core::SystemClock;
 use executor_core::{
     AlarmDecision, ClientInfo, ElicitationMode, Principal, Session, SessionId, SessionStatus, Timeouts, Timestamp,
 };
-use executor_sandbox::{Limits, Sandbox};
-use executor_service::{Alarms, Executions};
+use executor_service::Alarms;
 use executor_store::{Access, InProcessScheduler, SessionStore};
 use serde_json::json;
 
@@ -18,15 +16,13 @@ async fn scheduler_payloads_destroy_idle_sessions_and_refuse_garbage() {
     let (store, _client) = executor_tests::dynamo_store().await;
     let store = Arc::new(store);
     let timeouts = Timeouts::default();
-    let executions =
-        Arc::new(Executions::new(store.clone(), Sandbox::new(Limits::default()), timeouts, Arc::new(SystemClock)));
-    let alarms = Alarms::new(store.clone(), store.clone(), executions, Arc::new(InProcessScheduler::new()), timeouts);
+    let alarms = Alarms::new(store.clone(), store.clone(), Arc::new(InProcessScheduler::new()), timeouts);
 
     let now: Timestamp = SystemTime::now().into();
     let mut session = Session::new(
         SessionId::parse("idle").unwrap(),
         Principal::parse("alice").unwrap(),
-        Timestamp::from_millis(now.as_millis() - 600_000),
+        Timestamp::from_millis(now.as_millis() - 3 * 3_600_000),
         "2025-06-18",
         ClientInfo::default(),
         ElicitationMode::Model,

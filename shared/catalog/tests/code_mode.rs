@@ -80,8 +80,10 @@ async fn a_post_pauses_and_once_approved_reaches_the_upstream_once() {
     assert_eq!(Recorded::count(&w.shop.recorded.posts), 0, "nothing is written before the approval");
 
     // Another orchestrator over the same store, as another process would be.
-    let resumed =
-        executions(data.path()).resume(&alice, &execution_id, ApprovalAction::Accept, tools.clone()).await.unwrap();
+    let resumed = executions(data.path())
+        .resume(&alice, &execution_id, Some(ApprovalAction::Accept), tools.clone())
+        .await
+        .unwrap();
     match resumed {
         ExecutionResult::Completed { result, .. } => {
             // The GET's status came from the journal in the replay, exactly as the first run saw it.
@@ -96,7 +98,7 @@ async fn a_post_pauses_and_once_approved_reaches_the_upstream_once() {
     assert_eq!(Recorded::count(&w.shop.recorded.gets), 1);
     assert_eq!(*w.shop.recorded.idempotency_keys.lock().unwrap(), [format!("{execution_id}:1")]);
 
-    let again = executions(data.path()).resume(&alice, &execution_id, ApprovalAction::Accept, tools).await;
+    let again = executions(data.path()).resume(&alice, &execution_id, Some(ApprovalAction::Accept), tools).await;
     assert_eq!(again.unwrap_err().code(), "execution_already_settled");
     assert_eq!(Recorded::count(&w.shop.recorded.posts), 1);
 }

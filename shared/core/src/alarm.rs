@@ -22,7 +22,9 @@ pub struct Timeouts {
 impl Default for Timeouts {
     fn default() -> Self {
         Self {
-            session_timeout: Duration::from_secs(5 * 60),
+            // An idle session costs nothing, and many clients do not
+            // re-initialise after a 404: half an hour before it ends.
+            session_timeout: Duration::from_secs(30 * 60),
             paused_lease: Duration::from_secs(10 * 60),
             approval_window: Duration::from_secs(10 * 60),
         }
@@ -31,7 +33,7 @@ impl Default for Timeouts {
 
 impl Timeouts {
     /// The most idle time any session may reach: session timeout plus paused lease
-    /// (15 min by default). Not a separate knob, so a lease can never be zero.
+    /// (40 min by default). Not a separate knob, so a lease can never be zero.
     pub fn paused_cap(&self) -> Duration {
         self.session_timeout.saturating_add(self.paused_lease)
     }
@@ -45,7 +47,8 @@ pub enum AlarmDecision {
     Reschedule { at: Timestamp },
     /// Idle, but paused work waits for a human: keep it for a bounded lease.
     ExtendPausedLease { at: Timestamp },
-    /// Idle past every allowance: destroy the session and expire its paused work.
+    /// Idle past every allowance: destroy the session. Its paused work lives on
+    /// (it belongs to the owner) until its own approval window closes.
     Destroy,
 }
 
@@ -100,7 +103,7 @@ mod tests {
         use AlarmDecision::*;
         use SessionStatus::{Active, Destroyed};
         let at = |ms: u64| Timestamp::from_millis(ms);
-        let t = Timeouts::default(); // timeout 5 min, lease 10 min, cap 15 min
+        let t = Timeouts { session_timeout: Duration::from_millis(5 * MIN), ..Timeouts::default() }; // cap 15 min
 
         // (what, idle ms at firing, session status or missing, paused, expected)
         let cases: Vec<(&str, u64, Option<SessionStatus>, usize, AlarmDecision)> = vec![
@@ -161,8 +164,17 @@ mod tests {
         let now = Timestamp::from_millis(LAST - 500);
         assert_eq!(
             decide_session_alarm(now, Some(&s), 0, &Timeouts::default()),
-            AlarmDecision::Reschedule { at: Timestamp::from_millis(LAST + 5 * MIN) }
+            AlarmDecision::Reschedule { at: Timestamp::from_millis(LAST + 30 * MIN) }
         );
+    }
+
+    #[test]
+    fn defaults_idle_half_an_hour_and_cap_at_forty_minutes() {
+        let t = Timeouts::default();
+        assert_eq!(t.session_timeout, Duration::from_secs(30 * 60));
+        assert_eq!(t.paused_lease, Duration::from_secs(10 * 60));
+        assert_eq!(t.paused_cap(), Duration::from_secs(40 * 60));
+        assert_eq!(t.approval_window, Duration::from_secs(10 * 60));
     }
 
     #[test]

@@ -1,5 +1,11 @@
 //! Who is calling: the owner recorded on every session and execution, and the
 //! API keys that authenticate them.
+//!
+//! Two name spaces that never meet: API-key owners are plain names (letters,
+//! digits, `.`, `_`, `-`, `@`, `+`: no `:`), and OIDC identities are
+//! `oidc:<issuer>#<subject>`. An identity-provider user whose subject happens
+//! to equal a key owner's name is therefore someone else. Treating the two as
+//! one person is explicit configuration (`EXECUTOR_OIDC_SHARE_KEY_OWNERS`).
 
 use std::fmt;
 
@@ -8,7 +14,12 @@ use sha2::{Digest, Sha256};
 
 use crate::Timestamp;
 
-pub const MAX_PRINCIPAL_LEN: usize = 128;
+/// Room for an OIDC issuer URL and subject.
+pub const MAX_PRINCIPAL_LEN: usize = 512;
+/// API-key owner names are short handles.
+pub const MAX_OWNER_NAME_LEN: usize = 64;
+/// The prefix of OIDC principals; key owner names cannot contain `:`.
+const OIDC_PREFIX: &str = "oidc:";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PrincipalError {
@@ -18,6 +29,10 @@ pub enum PrincipalError {
     TooLong(usize),
     #[error("owner name contains a control character or whitespace other than a plain space")]
     InvalidCharacter,
+    #[error(
+        "owner name {0:?} is not a plain name: use at most {MAX_OWNER_NAME_LEN} letters, digits, '.', '_', '-', '@' or '+' (e.g. alice or alice@example.com)"
+    )]
+    NotAName(String),
 }
 
 /// The owner of sessions and executions. Reads by anyone else see "not found".
@@ -39,6 +54,26 @@ impl Principal {
             return Err(PrincipalError::InvalidCharacter);
         }
         Ok(Self(value))
+    }
+
+    /// An API-key owner: a plain name (`executor keys create --owner NAME`).
+    pub fn key_owner(name: &str) -> Result<Self, PrincipalError> {
+        let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@' | '+');
+        if name.is_empty() {
+            return Err(PrincipalError::Empty);
+        }
+        if name.len() > MAX_OWNER_NAME_LEN || !name.chars().all(plain) {
+            return Err(PrincipalError::NotAName(name.to_owned()));
+        }
+        Self::parse(name)
+    }
+
+    /// An identity of an OIDC issuer: its own name space, apart from key owners.
+    pub fn oidc(issuer: &str, subject: &str) -> Result<Self, PrincipalError> {
+        if subject.trim().is_empty() {
+            return Err(PrincipalError::Empty);
+        }
+        Self::parse(format!("{OIDC_PREFIX}{issuer}#{subject}"))
     }
 
     pub fn as_str(&self) -> &str {
@@ -108,6 +143,30 @@ mod tests {
         for (input, expected) in cases {
             assert_eq!(Principal::parse(input).map(|_| ()), expected, "{input:?}");
         }
+    }
+
+    #[test]
+    fn key_owners_and_oidc_identities_never_collide() {
+        let long = "x".repeat(MAX_OWNER_NAME_LEN + 1);
+        let cases: [(&str, bool); 9] = [
+            ("alice", true),
+            ("alice@example.com", true),
+            ("ci-bot_2.prod+x", true),
+            ("a b", false),
+            ("", false),
+            ("oidc:https://idp#alice", false),
+            ("alice\u{202E}", false),
+            ("ünïcode", false),
+            (&long, false),
+        ];
+        for (name, ok) in cases {
+            assert_eq!(Principal::key_owner(name).is_ok(), ok, "{name:?}");
+        }
+        let idp = Principal::oidc("https://idp.example", "alice").unwrap();
+        assert_eq!(idp.as_str(), "oidc:https://idp.example#alice");
+        assert_ne!(idp, Principal::key_owner("alice").unwrap());
+        assert_ne!(idp, Principal::oidc("https://other.example", "alice").unwrap());
+        assert!(Principal::oidc("https://idp.example", " ").is_err());
     }
 
     #[test]

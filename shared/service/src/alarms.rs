@@ -1,6 +1,12 @@
-//! What happens when a session's alarm fires (DESIGN.md section 5): load the
-//! session and its paused work, let `decide_session_alarm` decide, then act.
-//! Requests never touch the scheduler; only session creation and alarms do.
+//! What happens when a session's alarm fires: load the session and its paused
+//! work, let `decide_session_alarm` (the pure table in core) decide, then act.
+//! Requests never touch the scheduler; only session creation, alarms and
+//! `DELETE /mcp` do.
+//!
+//! Every act is one conditional write of the session, then one scheduler call.
+//! A crash between the two is completed by the next delivery of the same alarm
+//! (Scheduler and Lambda retry a failed alarm): it finds the session already
+//! pointing at the next generation and arms that generation, idempotently.
 
 use std::sync::Arc;
 
@@ -10,15 +16,12 @@ use executor_telemetry::{Metric, count};
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
-use crate::Executions;
-
 /// Attempts at acting on a decision when the session changes meanwhile.
 const RACES: usize = 3;
 
 pub struct Alarms {
     sessions: Arc<dyn SessionStore>,
-    executions_store: Arc<dyn ExecutionStore>,
-    executions: Arc<Executions>,
+    executions: Arc<dyn ExecutionStore>,
     scheduler: Arc<dyn AlarmScheduler>,
     timeouts: Timeouts,
 }
@@ -26,12 +29,11 @@ pub struct Alarms {
 impl Alarms {
     pub fn new(
         sessions: Arc<dyn SessionStore>,
-        executions_store: Arc<dyn ExecutionStore>,
-        executions: Arc<Executions>,
+        executions: Arc<dyn ExecutionStore>,
         scheduler: Arc<dyn AlarmScheduler>,
         timeouts: Timeouts,
     ) -> Self {
-        Self { sessions, executions_store, executions, scheduler, timeouts }
+        Self { sessions, executions, scheduler, timeouts }
     }
 
     /// Arm a new session's first alarm (created + SESSION_TIMEOUT) and record it.
@@ -45,11 +47,16 @@ impl Alarms {
         self.scheduler.schedule(session, at).await
     }
 
-    /// The alarm of `session` fired at `now`: decide and act, in an `alarm.fire`
-    /// span. Every write is conditional on the version the decision was made
-    /// from, so a stale alarm never destroys a session that became active: it
-    /// decides again.
-    pub async fn fire(&self, session_id: &SessionId, now: Timestamp) -> Result<AlarmDecision, StoreError> {
+    /// The alarm of `session` armed for `generation` fired at `now`: decide and
+    /// act, in an `alarm.fire` span. Every write is conditional on the version
+    /// the decision was made from, so a stale alarm never destroys a session
+    /// that became active: it decides again.
+    pub async fn fire(
+        &self,
+        session_id: &SessionId,
+        generation: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<AlarmDecision, StoreError> {
         let span = tracing::info_span!(
             "alarm.fire",
             mcp.session.id = session_id.as_str(),
@@ -60,7 +67,7 @@ impl Alarms {
             trace_id = Empty,
         );
         executor_telemetry::adopt(&span, None);
-        let result = self.decide_and_act(session_id, now).instrument(span.clone()).await;
+        let result = self.decide_and_act(session_id, generation, now).instrument(span.clone()).await;
         let _in_span = span.enter();
         match &result {
             Ok(decision) => {
@@ -82,7 +89,12 @@ impl Alarms {
         result
     }
 
-    async fn decide_and_act(&self, session_id: &SessionId, now: Timestamp) -> Result<AlarmDecision, StoreError> {
+    async fn decide_and_act(
+        &self,
+        session_id: &SessionId,
+        generation: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<AlarmDecision, StoreError> {
         for attempt in 1..=RACES {
             Span::current().record("executor.alarm.attempts", attempt as i64);
             let session = match self.sessions.get_session(Access::Internal, session_id).await {
@@ -90,9 +102,18 @@ impl Alarms {
                 Err(StoreError::NotFound { .. }) => None,
                 Err(e) => return Err(e),
             };
+            // An earlier delivery of this alarm already decided the next
+            // generation: make sure that one is armed (it may have crashed
+            // before arming it), and start no second chain of alarms.
+            if let (Some(fired), Some(s)) = (generation, &session)
+                && let Some(next) = s.alarm_at.filter(|next| s.is_active() && *next > fired)
+            {
+                self.scheduler.schedule(session_id, next).await?;
+                return Ok(AlarmDecision::Ignore);
+            }
             let paused = match &session {
                 Some(s) if s.is_active() => {
-                    self.executions_store.paused_executions(Access::Internal, session_id).await?.len()
+                    self.executions.paused_executions(Access::Internal, session_id).await?.len()
                 }
                 _ => 0,
             };
@@ -100,7 +121,7 @@ impl Alarms {
             let decision = decide_session_alarm(now, session.as_ref(), paused, &self.timeouts);
             let acted = match (decision, session) {
                 (AlarmDecision::Ignore, _) | (_, None) => return Ok(AlarmDecision::Ignore),
-                (AlarmDecision::Destroy, Some(mut session)) => self.destroy(&mut session, now).await,
+                (AlarmDecision::Destroy, Some(mut session)) => self.destroy(&mut session).await,
                 (AlarmDecision::Reschedule { at } | AlarmDecision::ExtendPausedLease { at }, Some(mut session)) => {
                     session.alarm_at = Some(at);
                     match self.sessions.update_session(&mut session).await {
@@ -118,9 +139,16 @@ impl Alarms {
         Err(StoreError::Conflict { what: "session" })
     }
 
-    /// Mark the session destroyed (conditional on its version), expire its
-    /// paused executions, and disarm its alarm. Items are left to TTL.
-    pub async fn destroy(&self, session: &mut Session, now: Timestamp) -> Result<(), StoreError> {
+    /// Mark the session destroyed (conditional on its version), then disarm its
+    /// pending alarm. Items are left to TTL. Paused executions are not touched:
+    /// they belong to their owner, not to the session, and live until their own
+    /// approval window closes.
+    ///
+    /// The write is the destroy; disarming is tidying. If it fails, the alarm
+    /// still fires, finds the session destroyed, does nothing, and Scheduler
+    /// deletes it: the next alarm completes the destroy.
+    pub async fn destroy(&self, session: &mut Session) -> Result<(), StoreError> {
+        let armed = session.alarm_at;
         if session.destroy().is_err() {
             return Ok(());
         }
@@ -128,11 +156,11 @@ impl Alarms {
         self.sessions.update_session(session).await?;
         count(Metric::SessionsDestroyed);
         tracing::info!(mcp.session.id = session.id.as_str(), "session destroyed");
-        for id in self.executions_store.paused_executions(Access::Internal, &session.id).await? {
-            if let Ok(mut execution) = self.executions_store.get_execution(Access::Internal, &id).await {
-                self.executions.expire(&mut execution, now).await?;
-            }
+        if let Some(at) = armed
+            && let Err(error) = self.scheduler.cancel(&session.id, at).await
+        {
+            tracing::warn!(mcp.session.id = session.id.as_str(), %error, "the destroyed session's alarm stays armed; it will find nothing to do");
         }
-        self.scheduler.cancel(&session.id).await
+        Ok(())
     }
 }

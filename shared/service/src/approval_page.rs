@@ -166,11 +166,15 @@ fn shown(text: &str) -> String {
     format!("{}\n… ({} more bytes not shown)", &text[..end], text.len() - end)
 }
 
-/// HTML-escape text for element content and quoted attribute values.
+/// HTML-escape text for element content and quoted attribute values, with
+/// invisible and reordering characters shown as escapes (`crate::visible`).
 pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
+            c if crate::visible::is_invisible(c) => {
+                out.push_str(&crate::visible::escape_invisible(c.encode_utf8(&mut [0; 4])))
+            }
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
@@ -194,6 +198,7 @@ mod tests {
             ("plain", "plain"),
             ("</script><img src=x onerror=alert(1)>", "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;"),
             ("\"quoted\" & 'single'", "&quot;quoted&quot; &amp; &#39;single&#39;"),
+            ("{\"to\": \"evil\u{202E}gpj.exe\"}", "{&quot;to&quot;: &quot;evil\\u{202E}gpj.exe&quot;}"),
         ];
         for (input, expected) in cases {
             assert_eq!(escape(input), expected);

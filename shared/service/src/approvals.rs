@@ -223,7 +223,7 @@ fn error_status(error: &ResumeError) -> StatusCode {
         ResumeError::NotFound(_) => StatusCode::NOT_FOUND,
         ResumeError::AlreadySettled(_) => StatusCode::CONFLICT,
         ResumeError::Expired(_) => StatusCode::GONE,
-        ResumeError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+        ResumeError::Busy(_) | ResumeError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 
@@ -240,6 +240,7 @@ fn error_page(error: &ResumeError) -> Response<Bytes> {
             "Nobody decided in time, so the call was not made and the code stopped. Ask the agent to run it again.",
             None,
         ),
+        ResumeError::Busy(_) => return unavailable_page(&error.to_string()),
         ResumeError::Store(e) => return unavailable_page(&e.to_string()),
     };
     page(error_status(error), html)

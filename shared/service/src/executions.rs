@@ -16,6 +16,7 @@ use executor_sandbox::{Outcome, Sandbox, SandboxError, Segment, Snapshot, Tools}
 use executor_store::{Access, ExecutionStore, StoreError};
 use executor_telemetry::{Metric, count};
 use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
@@ -52,6 +53,9 @@ pub enum ExecutionResult {
         logs: Vec<String>,
         /// A fresh browser approval link, in browser mode.
         link: Option<ApprovalToken>,
+        /// Who may decide: the model (`resume` with an action), the person at
+        /// the link (browser), or the person answering in their client (native).
+        mode: ElicitationMode,
     },
     /// A decision was taken and its continuation is still running elsewhere.
     Running {
@@ -64,10 +68,15 @@ pub enum ExecutionResult {
 pub enum ResumeError {
     #[error("no paused execution {0} exists for you; check the executionId returned by execute")]
     NotFound(ExecutionId),
-    #[error("execution {0} waited too long for a decision and expired; run the code again")]
+    #[error(
+        "execution {0} expired: nobody decided its pause within the approval window (EXECUTOR_APPROVAL_WINDOW_MS), \
+         so the call was not made; run the code again"
+    )]
     Expired(ExecutionId),
     #[error("execution {0} was already resumed or finished; its decision was applied once")]
     AlreadySettled(ExecutionId),
+    #[error("the server is running as many executions as it allows at once ({0}); nothing ran: retry in a few seconds")]
+    Busy(usize),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -78,10 +87,18 @@ impl ResumeError {
             Self::NotFound(_) => "execution_not_found",
             Self::Expired(_) => "execution_expired",
             Self::AlreadySettled(_) => "execution_already_settled",
+            Self::Busy(_) => "busy",
             Self::Store(_) => "store_error",
         }
     }
 }
+
+/// How long a run waits for a free slot before it is refused as `busy`.
+const QUEUE_WAIT: Duration = Duration::from_secs(1);
+
+/// The default of [`Executions::with_max_concurrent`]: with the sandbox's
+/// 64 MiB heap each, at most 1 GiB of sandbox memory at once.
+pub const DEFAULT_MAX_CONCURRENT: usize = 16;
 
 pub struct Executions {
     store: Arc<dyn ExecutionStore>,
@@ -89,11 +106,42 @@ pub struct Executions {
     timeouts: Timeouts,
     clock: Arc<dyn Clock>,
     approval_wait: Duration,
+    /// One permit per sandbox run in progress: memory stays bounded however
+    /// many requests arrive.
+    slots: Arc<Semaphore>,
+    max_concurrent: usize,
 }
 
 impl Executions {
     pub fn new(store: Arc<dyn ExecutionStore>, sandbox: Sandbox, timeouts: Timeouts, clock: Arc<dyn Clock>) -> Self {
-        Self { store, sandbox, timeouts, clock, approval_wait: Duration::from_secs(20) }
+        Self {
+            store,
+            sandbox,
+            timeouts,
+            clock,
+            approval_wait: Duration::from_secs(20),
+            slots: Arc::new(Semaphore::new(DEFAULT_MAX_CONCURRENT)),
+            max_concurrent: DEFAULT_MAX_CONCURRENT,
+        }
+    }
+
+    /// At most `max` sandbox runs at once in this process; more wait up to a
+    /// second for a slot, then get `busy`.
+    pub fn with_max_concurrent(mut self, max: usize) -> Self {
+        self.slots = Arc::new(Semaphore::new(max));
+        self.max_concurrent = max;
+        self
+    }
+
+    async fn slot(&self) -> Result<OwnedSemaphorePermit, ResumeError> {
+        let acquired = tokio::time::timeout(QUEUE_WAIT, self.slots.clone().acquire_owned()).await;
+        match acquired {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => {
+                count(Metric::ExecutionsBusy);
+                Err(ResumeError::Busy(self.max_concurrent))
+            }
+        }
     }
 
     /// How long a browser-mode `resume` waits for the human's decision (keep it
@@ -118,6 +166,11 @@ impl Executions {
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, StoreError> {
         let id = crate::ids::execution_id().map_err(no_randomness)?;
+        let Ok(_slot) = self.slot().await else {
+            let error =
+                ExecutionFailure { code: "busy".into(), message: ResumeError::Busy(self.max_concurrent).to_string() };
+            return Ok(ExecutionResult::Failed { execution_id: id, error, logs: Vec::new() });
+        };
         let now = self.clock.now();
         let segment = Segment::start(id.clone(), code.clone(), now, crate::ids::seed().map_err(no_randomness)?);
         count(Metric::ExecutionsStarted);
@@ -139,18 +192,22 @@ impl Executions {
         Ok(paused_result(&execution, link))
     }
 
-    /// The `resume` tool. Model mode applies the model's decision; browser
-    /// mode leaves the decision to the human and waits for its outcome.
+    /// The `resume` tool. Only a model-mode pause is decided here, and only
+    /// when the model names an action; without one the pause is answered
+    /// again (its text tells the model to ask the user first). A browser pause
+    /// is decided by the person at the link: `resume` waits for the outcome.
+    /// A native pause is decided by the answer to its own elicitation:
+    /// `resume` reports where it stands.
     pub async fn resume(
         &self,
         owner: &Principal,
         id: &ExecutionId,
-        action: ApprovalAction,
+        action: Option<ApprovalAction>,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
         let execution = self.load(Access::Owner(owner), id).await?;
-        match execution.mode {
-            ElicitationMode::Browser => {
+        match (execution.mode, action) {
+            (ElicitationMode::Browser, _) => {
                 let span = tracing::info_span!(
                     "execution.await_decision",
                     executor.execution.id = id.as_str(),
@@ -160,8 +217,33 @@ impl Executions {
                 span.record("executor.execution.outcome", outcome_name(&result));
                 result
             }
-            ElicitationMode::Model | ElicitationMode::Native => self.decide(execution, action, None, tools).await,
+            (ElicitationMode::Model, Some(action)) => self.decide(execution, action, None, tools).await,
+            (ElicitationMode::Model, None) | (ElicitationMode::Native, _) => settled(&execution),
         }
+    }
+
+    /// The answer to a native-mode elicitation: it decides the pause at `step`
+    /// (the one it was asked about) and no other. Once that pause is decided,
+    /// the same answer again is `AlreadySettled`.
+    pub async fn answer_native(
+        &self,
+        owner: &Principal,
+        id: &ExecutionId,
+        step: u32,
+        action: ApprovalAction,
+        tools: Arc<dyn Tools>,
+    ) -> Result<ExecutionResult, ResumeError> {
+        let execution = self.load(Access::Owner(owner), id).await?;
+        let asked = execution.mode == ElicitationMode::Native
+            && matches!(execution.state, ExecutionState::Paused { .. })
+            && pending_step(&execution) == Some(step);
+        if !asked {
+            return match execution.state {
+                ExecutionState::Expired => Err(ResumeError::Expired(id.clone())),
+                _ => Err(ResumeError::AlreadySettled(id.clone())),
+            };
+        }
+        self.decide(execution, action, None, tools).await
     }
 
     /// Apply the owner's decision whatever the mode (`POST /api/executions/{id}/resume`).
@@ -206,7 +288,7 @@ impl Executions {
     /// Where an execution of `owner` stands (`GET /api/executions/{id}`).
     pub async fn view(&self, owner: &Principal, id: &ExecutionId) -> Result<ExecutionResult, ResumeError> {
         let execution = self.load(Access::Owner(owner), id).await?;
-        outcome(&execution)
+        settled(&execution)
     }
 
     /// The execution as it stands now: a pause past its window is expired and
@@ -260,6 +342,8 @@ impl Executions {
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
         let id = execution.id.clone();
+        // A slot first: a claim is never made by a run that cannot start.
+        let _slot = self.slot().await?;
         let now = self.clock.now();
 
         // Claimed: paused -> resuming, conditional on the version just read.
@@ -314,7 +398,14 @@ impl Executions {
         if let ExecutionResult::Completed { logs, .. } | ExecutionResult::Failed { logs, .. } = &result {
             execution.logs.clone_from(logs);
         }
-        self.store.update_execution(&mut execution).await?;
+        match self.store.update_execution(&mut execution).await {
+            Ok(()) => {}
+            // Declared interrupted meanwhile (this run outlived its limit): that record stands.
+            Err(StoreError::Conflict { .. }) => {
+                return settled(&self.store.get_execution(Access::Internal, &id).await?);
+            }
+            Err(e) => return Err(e.into()),
+        }
         let settled = execution.status();
         count(if settled == ExecutionStatus::Completed {
             Metric::ExecutionsCompleted
@@ -351,29 +442,35 @@ impl Executions {
                         Err(e) => return Err(not_found(&execution.id, e)),
                     }
                 }
-                _ => return outcome(&execution),
+                _ => return settled(&execution),
             }
             tokio::time::sleep(POLL_INTERVAL).await;
             execution = self.load(Access::Internal, &execution.id).await?;
         }
     }
 
-    /// Expire a paused execution (its approval window or session ended). A lost
-    /// race means someone else settled it first, which is fine.
-    pub async fn expire(&self, execution: &mut Execution, now: Timestamp) -> Result<(), StoreError> {
+    /// Expire a paused execution whose approval window closed. A lost race
+    /// means someone else changed it first: `execution` then becomes what the
+    /// store holds, never the expiry that was not written.
+    async fn expire(&self, execution: &mut Execution, now: Timestamp) -> Result<(), StoreError> {
         let was_paused = execution.status() == ExecutionStatus::Paused;
-        if execution.apply(ExecutionEvent::Expire, now).is_err() {
+        let mut expired = execution.clone();
+        if expired.apply(ExecutionEvent::Expire, now).is_err() {
             return Ok(());
         }
-        match self.store.update_execution(execution).await {
+        match self.store.update_execution(&mut expired).await {
             Ok(()) => {
                 if was_paused {
                     count(Metric::ApprovalsExpired);
                 }
                 tracing::info!(executor.execution.id = execution.id.as_str(), "execution expired");
+                *execution = expired;
                 Ok(())
             }
-            Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => Ok(()),
+            Err(StoreError::Conflict { .. }) => {
+                *execution = self.store.get_execution(Access::Internal, &execution.id).await?;
+                Ok(())
+            }
             Err(e) => Err(e),
         }
     }
@@ -492,11 +589,12 @@ fn paused_result(execution: &Execution, link: Option<ApprovalToken>) -> Executio
         pending: execution.journal.pending.clone(),
         logs: execution.logs.clone(),
         link,
+        mode: execution.mode,
     }
 }
 
 /// Where a stored execution stands, as a result.
-fn outcome(execution: &Execution) -> Result<ExecutionResult, ResumeError> {
+fn settled(execution: &Execution) -> Result<ExecutionResult, ResumeError> {
     let execution_id = execution.id.clone();
     let logs = execution.logs.clone();
     Ok(match &execution.state {

@@ -61,6 +61,10 @@ pub struct HostConfig {
     pub request_state_key: Option<RequestStateKey>,
     /// The one clock of the host: sessions, executions and approvals read it.
     pub clock: Arc<dyn Clock>,
+    /// Sandbox runs at once in this process (`EXECUTOR_MAX_CONCURRENT_EXECUTIONS`);
+    /// more wait a second, then get `busy`. Bounds memory: each run may use
+    /// the sandbox's heap limit.
+    pub max_concurrent_executions: usize,
 }
 
 impl Default for HostConfig {
@@ -77,6 +81,7 @@ impl Default for HostConfig {
             approval_wait: Duration::from_secs(20),
             request_state_key: None,
             clock: Arc::new(SystemClock),
+            max_concurrent_executions: crate::executions::DEFAULT_MAX_CONCURRENT,
         }
     }
 }
@@ -84,7 +89,7 @@ impl Default for HostConfig {
 /// A setting from the environment that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "{name} must be set, and hold a whole number of milliseconds greater than zero where it is a time, not {value:?}"
+    "{name} must be set, and hold a whole number (of milliseconds where it is a time) greater than zero, not {value:?}"
 )]
 pub struct ConfigError {
     pub name: &'static str,
@@ -112,6 +117,12 @@ impl HostConfig {
         t.paused_lease = millis("EXECUTOR_PAUSED_LEASE_MS", t.paused_lease)?;
         t.approval_window = millis("EXECUTOR_APPROVAL_WINDOW_MS", t.approval_window)?;
         self.approval_wait = millis("EXECUTOR_APPROVAL_WAIT_MS", self.approval_wait)?;
+        if let Some(value) = lookup("EXECUTOR_MAX_CONCURRENT_EXECUTIONS") {
+            self.max_concurrent_executions = match value.trim().parse::<usize>() {
+                Ok(n) if n > 0 => n,
+                _ => return Err(ConfigError { name: "EXECUTOR_MAX_CONCURRENT_EXECUTIONS", value }),
+            };
+        }
         if let Some(key) = lookup("EXECUTOR_REQUEST_STATE_KEY").filter(|k| !k.is_empty()) {
             let short = || ConfigError { name: "EXECUTOR_REQUEST_STATE_KEY", value: "(hidden)".into() };
             self.request_state_key = Some(RequestStateKey::new(key.into_bytes()).ok_or_else(short)?);
@@ -132,6 +143,13 @@ impl HostConfig {
                 audience,
                 jwks_url: lookup("EXECUTOR_OIDC_JWKS_URL").filter(|u| !u.trim().is_empty()),
                 owner_claim: lookup("EXECUTOR_OIDC_OWNER_CLAIM").unwrap_or_else(|| "sub".into()),
+                share_key_owners: match lookup("EXECUTOR_OIDC_SHARE_KEY_OWNERS").as_deref().map(str::trim) {
+                    None | Some("" | "false" | "0") => false,
+                    Some("true" | "1") => true,
+                    Some(other) => {
+                        return Err(ConfigError { name: "EXECUTOR_OIDC_SHARE_KEY_OWNERS", value: other.to_owned() });
+                    }
+                },
             });
         }
         Ok(self)
@@ -161,11 +179,12 @@ impl Host {
     ) -> Self {
         let clock = config.clock.clone();
         let executions = Arc::new(
-            Executions::new(store.clone(), sandbox, config.timeouts, clock).with_approval_wait(config.approval_wait),
+            Executions::new(store.clone(), sandbox, config.timeouts, clock)
+                .with_approval_wait(config.approval_wait)
+                .with_max_concurrent(config.max_concurrent_executions),
         );
         let approvals = Arc::new(ApprovalRoutes::new(executions.clone(), tools.clone()));
-        let alarms =
-            Arc::new(Alarms::new(store.clone(), store.clone(), executions.clone(), scheduler, config.timeouts));
+        let alarms = Arc::new(Alarms::new(store.clone(), store.clone(), scheduler, config.timeouts));
         let native = config.request_state_key.as_ref().map(|key| {
             // A state outlives its pause by no more than the approval window.
             Arc::new(NativeApprovals::new(key, config.timeouts.approval_window))
@@ -432,19 +451,45 @@ impl Host {
     async fn check_session(&self, value: &HeaderValue, owner: &Principal) -> Result<SessionId, Response<Bytes>> {
         let not_found = || rpc_error(StatusCode::NOT_FOUND, -32001, "Session not found");
         let id = value.to_str().ok().and_then(|v| SessionId::parse(v).ok()).ok_or_else(not_found)?;
-        let mut session = match self.sessions.get_session(Access::Owner(owner), &id).await {
+        let session = match self.sessions.get_session(Access::Owner(owner), &id).await {
             Ok(session) if session.is_active() => session,
             Ok(_) | Err(StoreError::NotFound { .. }) => return Err(not_found()),
             Err(e) => return Err(rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &e.to_string())),
         };
-        let now = self.config.clock.now();
-        if now.since(session.last_activity_at) >= self.config.activity_interval {
+        self.mark_activity(session).await;
+        Ok(id)
+    }
+
+    /// Record that the session was used now (coalesced: at most once per
+    /// `activity_interval`). Losing the race to a request marking the same
+    /// activity is fine; losing it to the alarm's write (which bumps the
+    /// version) is not, so the write is tried again on the fresh record. A
+    /// store failure does not fail the request: it is logged and counted,
+    /// since the alarm may then see the session idle for longer than it was.
+    async fn mark_activity(&self, mut session: Session) {
+        for _ in 0..2 {
+            let now = self.config.clock.now();
+            if now.since(session.last_activity_at) < self.config.activity_interval {
+                return;
+            }
             session.last_activity_at = now;
             session.expires_at = now.plus(self.config.session_retention);
-            // Losing this race to another request marking the same activity is fine.
-            let _ = self.sessions.update_session(&mut session).await;
+            match self.sessions.update_session(&mut session).await {
+                Ok(()) => return,
+                Err(StoreError::Conflict { .. }) => {
+                    match self.sessions.get_session(Access::Internal, &session.id).await {
+                        Ok(fresh) if fresh.is_active() => session = fresh,
+                        _ => return,
+                    }
+                }
+                Err(StoreError::NotFound { .. }) => return,
+                Err(error) => {
+                    executor_telemetry::count(Metric::ActivityWriteFailures);
+                    tracing::warn!(mcp.session.id = session.id.as_str(), %error, "could not record the session's activity");
+                    return;
+                }
+            }
         }
-        Ok(id)
     }
 
     /// `DELETE /mcp`: end the caller's session.
@@ -461,7 +506,7 @@ impl Host {
                 Ok(session) if session.is_active() => session,
                 _ => return rpc_error(StatusCode::NOT_FOUND, -32001, "Session not found"),
             };
-            match self.alarms.destroy(&mut session, self.config.clock.now()).await {
+            match self.alarms.destroy(&mut session).await {
                 Ok(()) => return empty(StatusCode::NO_CONTENT),
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &e.to_string()),

@@ -15,6 +15,7 @@ mod native;
 mod oidc;
 mod results;
 mod spans;
+mod visible;
 
 pub use alarms::Alarms;
 pub use executions::{ExecutionResult, Executions, ResumeError};

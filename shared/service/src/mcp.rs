@@ -79,9 +79,15 @@ impl McpServer {
             Some(Err(e)) => return invalid(&format!("`executionId` is not valid: {e}")),
             None => return invalid("`executionId` (from the paused result) is required"),
         };
-        let action = match ApprovalAction::parse(args.get("action").and_then(Value::as_str).unwrap_or("accept")) {
-            Ok(action) => action,
-            Err(message) => return invalid(&message),
+        let action = match args.get("action") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(action)) => match ApprovalAction::parse(action) {
+                Ok(action) => Some(action),
+                Err(message) => return invalid(&message),
+            },
+            Some(other) => {
+                return invalid(&format!("`action` must be \"accept\", \"decline\" or \"cancel\", not {other}"));
+            }
         };
         let result = self.executions.resume(&caller.owner, &id, action, self.tools.clone()).await;
         self.render_resumed(caller, result)
@@ -93,11 +99,13 @@ impl McpServer {
         let Some(native) = &self.native else {
             return invalid("this server issues no request state; call execute or resume without one");
         };
-        let (id, action) = match native.answer(&caller.owner, state, request.input_responses.as_ref()) {
+        let answer = match native.answer(&caller.owner, state, request.input_responses.as_ref()) {
             Ok(answer) => answer,
             Err(error) => return invalid(&error.to_string()),
         };
-        let result = self.executions.decide_as_owner(&caller.owner, &id, action, self.tools.clone()).await;
+        let tools = self.tools.clone();
+        let result =
+            self.executions.answer_native(&caller.owner, &answer.execution_id, answer.step, answer.action, tools).await;
         self.render_resumed(caller, result)
     }
 
@@ -115,8 +123,11 @@ impl McpServer {
         | ExecutionResult::Paused { execution_id, .. }
         | ExecutionResult::Running { execution_id }) = result;
         crate::spans::record("executor.execution.id", execution_id.as_str());
-        if let (ElicitationMode::Native, Some(native), ExecutionResult::Paused { execution_id, pending, .. }) =
-            (caller.mode, &self.native, result)
+        if let (
+            ElicitationMode::Native,
+            Some(native),
+            ExecutionResult::Paused { execution_id, pending, mode: ElicitationMode::Native, .. },
+        ) = (caller.mode, &self.native, result)
         {
             return CallToolResponse::InputRequired(native.ask(&caller.owner, execution_id, pending));
         }
@@ -176,17 +187,24 @@ fn resume_tool() -> Tool {
         "type": "object",
         "properties": {
             "executionId": { "type": "string", "description": "From the paused `execute` or `resume` result." },
-            "action": { "type": "string", "enum": ["accept", "decline", "cancel"], "description": "Default: accept." },
+            "action": {
+                "type": "string",
+                "enum": ["accept", "decline", "cancel"],
+                "description": "The user's decision. Without it, resume only reports where the execution stands.",
+            },
             "content": { "type": "object", "description": "Optional data for the approval." },
         },
         "required": ["executionId"],
     });
     Tool::new(
         "resume",
-        "Continue an execution that paused for approval, after asking the user: `accept` runs the call, `decline` \
-         makes it throw in the code, `cancel` stops the execution. When the pause came with an `approvalUrl` \
-         (browser mode), the user decides on that page instead: `resume` then waits for their decision and returns \
-         the outcome (the action is ignored). Works from any session of the same user.",
+        "Continue an execution that paused for approval. Ask the user first, then pass their decision as `action`: \
+         `accept` runs the call, `decline` makes it throw in the code, `cancel` stops the execution. Without an \
+         `action`, nothing is decided: resume reports where the execution stands. When the pause came with an \
+         `approvalUrl` (browser mode), the user decides on that page instead: `resume` then waits for their \
+         decision and returns the outcome (an action is ignored). A pause the user's own client asked about is \
+         decided only by their answer there. A paused execution belongs to the user, not to the session: resume \
+         works from any session of the same user, a new one included, until the pause's `expiresAt`.",
         schema(input),
     )
 }

@@ -1,18 +1,23 @@
 //! Native approvals for 2026-07-28 clients: a pause becomes an input-required
-//! result that asks the client's own UI for approval (an elicitation), and its
-//! request state, sealed with HMAC-SHA256, names the execution and is bound to
-//! the owner. The client retries the call with the answer and the state; the
-//! retry resumes the execution (on any instance that has the same key).
+//! result that asks the client's own UI for approval (an elicitation). Its
+//! request state names the pause (the execution and the step of its pending
+//! call), is bound to the owner, encrypted (ChaCha20-Poly1305: the client
+//! learns nothing from it) and sealed (HMAC-SHA256). The client retries the
+//! call with the answer and the state; the retry decides that pause and no
+//! other (on any instance that has the same key). Once the pause is decided,
+//! the same state is refused: a retried answer never approves a later call.
 
 use std::fmt;
 use std::time::Duration;
 
 use executor_core::{ApprovalAction, ExecutionId, PendingCall, Principal};
+use ring::aead::{CHACHA20_POLY1305, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitationSchema, InputRequest, InputRequests, InputRequiredResult,
     InputResponses, RequestStateCodec, SealOptions,
 };
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 /// The key of our one input request in `inputRequests` / `inputResponses`.
 const APPROVAL: &str = "approval";
@@ -38,11 +43,21 @@ impl fmt::Debug for RequestStateKey {
     }
 }
 
-/// What the sealed state carries (readable by the client, not forgeable).
+/// What the state carries, encrypted: the pause it answers.
 #[derive(Serialize, Deserialize)]
 struct State {
     #[serde(rename = "executionId")]
     execution_id: ExecutionId,
+    /// The step of the pause's first pending call: unique within an execution.
+    step: u32,
+}
+
+/// The pause a retried call answers, and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Answer {
+    pub execution_id: ExecutionId,
+    pub step: u32,
+    pub action: ApprovalAction,
 }
 
 /// Why a retried call could not continue an execution.
@@ -56,24 +71,34 @@ pub(crate) enum NativeError {
 
 pub(crate) struct NativeApprovals {
     codec: RequestStateCodec,
+    cipher: LessSafeKey,
     ttl: Duration,
 }
 
 impl NativeApprovals {
     pub fn new(key: &RequestStateKey, ttl: Duration) -> Self {
         let codec = RequestStateCodec::try_new(key.0.clone()).expect("a RequestStateKey is long enough");
-        Self { codec, ttl }
+        // A key of its own for encryption, derived so the MAC key is never reused.
+        let derived = Sha256::new().chain_update(b"executor/request-state/encryption").chain_update(&key.0).finalize();
+        let cipher = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, &derived).expect("32 bytes"));
+        Self { codec, cipher, ttl }
     }
 
-    /// Ask the client's user about `pending`, with a state bound to `owner`.
+    /// Ask the client's user about `pending` (the pause at its first call's
+    /// step), with a state bound to `owner`.
     pub fn ask(&self, owner: &Principal, id: &ExecutionId, pending: &[PendingCall]) -> InputRequiredResult {
         let context = context(owner);
         let options = SealOptions::new().associated_data(&context).ttl(self.ttl);
-        let state = State { execution_id: id.clone() };
-        let sealed = self.codec.seal_json_with(&state, &options).expect("the state serialises");
+        let state = State { execution_id: id.clone(), step: pending.first().map_or(0, |call| call.step) };
+        let sealed = self.codec.seal_with(&self.encrypt(&state, &context), &options);
         let mut message = String::from("The code wants to make a call that needs your approval.");
         for call in pending {
-            message.push_str(&format!("\n\n{}\nTool: tools.{}\nArguments: {}", call.message, call.path, call.args));
+            message.push_str(&format!(
+                "\n\n{}\nTool: tools.{}\nArguments: {}",
+                crate::visible::escape_invisible(&call.message),
+                call.path,
+                crate::visible::escape_invisible(&call.args.to_string())
+            ));
         }
         let schema = ElicitationSchema::builder().build().expect("an empty form is a valid schema");
         let params = ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema: schema };
@@ -82,21 +107,46 @@ impl NativeApprovals {
         InputRequiredResult::new(Some(requests), Some(sealed))
     }
 
-    /// The execution and decision of a retried call of `owner`.
+    /// The pause and decision of a retried call of `owner`.
     pub fn answer(
         &self,
         owner: &Principal,
         state: &str,
         responses: Option<&InputResponses>,
-    ) -> Result<(ExecutionId, ApprovalAction), NativeError> {
-        let state: State = self.codec.open_json_with(state, &context(owner)).map_err(|_| NativeError::BadState)?;
+    ) -> Result<Answer, NativeError> {
+        let context = context(owner);
+        let sealed = self.codec.open_with(state, &context).map_err(|_| NativeError::BadState)?;
+        let state = self.decrypt(sealed, &context).ok_or(NativeError::BadState)?;
         let action = responses
             .and_then(|r| r.get(APPROVAL))
             .and_then(|answer| answer.get("action"))
             .and_then(|action| action.as_str())
             .and_then(|action| ApprovalAction::parse(action).ok())
             .ok_or(NativeError::NoAnswer)?;
-        Ok((state.execution_id, action))
+        Ok(Answer { execution_id: state.execution_id, step: state.step, action })
+    }
+
+    /// nonce || ciphertext+tag, bound to `context`.
+    fn encrypt(&self, state: &State, context: &[u8]) -> Vec<u8> {
+        let mut nonce = [0u8; NONCE_LEN];
+        getrandom::fill(&mut nonce).expect("the system has randomness");
+        let mut body = serde_json::to_vec(state).expect("the state serialises");
+        let aad = ring::aead::Aad::from(context);
+        self.cipher
+            .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), aad, &mut body)
+            .expect("a state is far below the cipher's limit");
+        [nonce.as_slice(), &body].concat()
+    }
+
+    fn decrypt(&self, mut sealed: Vec<u8>, context: &[u8]) -> Option<State> {
+        if sealed.len() < NONCE_LEN {
+            return None;
+        }
+        let body = sealed.split_off(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(&sealed).ok()?;
+        let mut body = body;
+        let plain = self.cipher.open_in_place(nonce, ring::aead::Aad::from(context), &mut body).ok()?;
+        serde_json::from_slice(plain).ok()
     }
 }
 
@@ -126,9 +176,26 @@ mod tests {
     fn a_state_opens_only_for_its_owner_with_an_answer() {
         let (alice, bob) = (Principal::parse("alice").unwrap(), Principal::parse("bob").unwrap());
         let id = ExecutionId::parse("e1").unwrap();
-        let pending = [PendingCall::new(0, "gh.issues.create", json!({"title": "t"}), "Create an issue?")];
+        let pending = [PendingCall::new(3, "gh.issues.create", json!({"title": "t"}), "Create an issue?")];
         let asked = native().ask(&alice, &id, &pending);
         let state = asked.request_state.clone().unwrap();
+        // Nothing in the state is readable: not the id, not the step, in any base64 alignment.
+        let decoded: Vec<Vec<u8>> = state
+            .split(['.', '~', ':'])
+            .flat_map(|part| {
+                use base64::Engine;
+                let engines = [
+                    base64::engine::general_purpose::URL_SAFE_NO_PAD,
+                    base64::engine::general_purpose::STANDARD_NO_PAD,
+                ];
+                engines.into_iter().filter_map(move |e| e.decode(part.trim_end_matches('=')).ok())
+            })
+            .collect();
+        assert!(!state.contains("e1") && !state.contains("executionId"), "{state}");
+        for bytes in &decoded {
+            let text = String::from_utf8_lossy(bytes);
+            assert!(!text.contains("executionId") && !text.contains("\"e1\""), "{text}");
+        }
         let request = serde_json::to_value(&asked.input_requests.unwrap()[APPROVAL]).unwrap();
         assert_eq!(request["method"], "elicitation/create");
         assert!(request["params"]["message"].as_str().unwrap().contains("Tool: tools.gh.issues.create"));
@@ -147,7 +214,9 @@ mod tests {
         for (owner, state, responses, expected) in cases {
             let got = native().answer(owner, &state, responses.as_ref());
             match (got, expected) {
-                (Ok((got_id, action)), Ok(want)) => assert_eq!((got_id, action), (id.clone(), want)),
+                (Ok(answer), Ok(want)) => {
+                    assert_eq!(answer, Answer { execution_id: id.clone(), step: 3, action: want })
+                }
                 (Err(NativeError::BadState), Err("bad state")) | (Err(NativeError::NoAnswer), Err("no answer")) => {}
                 (got, want) => panic!("{owner:?} {state}: got {got:?}, want {want:?}"),
             }

@@ -1,7 +1,10 @@
 //! Optional OIDC bearer tokens (Cognito, Auth0, any IdP): a JWT signed by a
-//! key of the issuer's JWKS, for our audience, not expired. The owner is a
-//! claim of it (`sub` by default). The JWKS is fetched once and again only for
-//! an unknown key id, at most once a minute.
+//! key of the issuer's JWKS, for our audience, not expired. The owner is
+//! `oidc:<issuer>#<claim>` (the claim is `sub` by default), a name space of its
+//! own: an IdP user whose claim equals an API-key owner's name is not that
+//! owner. With `share_key_owners` (explicit configuration) the claim itself is
+//! the owner, so a person's key and their IdP login are one owner. The JWKS is
+//! fetched once and again only for an unknown key id, at most once a minute.
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +15,7 @@ use serde_json::Value;
 use tokio::sync::RwLock;
 
 /// `EXECUTOR_OIDC_ISSUER`, `EXECUTOR_OIDC_AUDIENCE`, `EXECUTOR_OIDC_JWKS_URL`,
-/// `EXECUTOR_OIDC_OWNER_CLAIM`.
+/// `EXECUTOR_OIDC_OWNER_CLAIM`, `EXECUTOR_OIDC_SHARE_KEY_OWNERS`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OidcConfig {
     pub issuer: String,
@@ -20,6 +23,9 @@ pub struct OidcConfig {
     /// Default: `jwks_uri` from `<issuer>/.well-known/openid-configuration`.
     pub jwks_url: Option<String>,
     pub owner_claim: String,
+    /// The claim names an API-key owner (it must be a plain owner name)
+    /// instead of an identity of the issuer's own.
+    pub share_key_owners: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -67,7 +73,12 @@ impl Oidc {
         validation.set_audience(&[&self.config.audience]);
         let claims = decode::<Value>(token, &key, &validation).map_err(|e| OidcError::Invalid(e.to_string()))?.claims;
         let owner = claims.get(&self.config.owner_claim).and_then(Value::as_str).unwrap_or_default();
-        Principal::parse(owner).map_err(|_| OidcError::NoOwner(self.config.owner_claim.clone()))
+        let principal = if self.config.share_key_owners {
+            Principal::key_owner(owner)
+        } else {
+            Principal::oidc(&self.config.issuer, owner)
+        };
+        principal.map_err(|_| OidcError::NoOwner(self.config.owner_claim.clone()))
     }
 
     async fn key(&self, kid: &str) -> Result<DecodingKey, OidcError> {

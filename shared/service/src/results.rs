@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use executor_core::ExecutionId;
+use executor_core::{ElicitationMode, ExecutionId};
 
 use crate::{ApprovalToken, ExecutionResult, ResumeError};
 
@@ -28,7 +28,7 @@ pub(crate) fn execution(result: &ExecutionResult, base_url: &str) -> (Value, boo
             }),
             false,
         ),
-        ExecutionResult::Paused { execution_id, expires_at, pending, logs, link: None } => {
+        ExecutionResult::Paused { execution_id, expires_at, pending, logs, link: None, mode } => {
             let first = &pending[0];
             let message = match pending.len() {
                 1 => first.message.clone(),
@@ -40,6 +40,7 @@ pub(crate) fn execution(result: &ExecutionResult, base_url: &str) -> (Value, boo
                     "executionId": execution_id,
                     "expiresAt": expires_at.to_rfc3339(),
                     "interaction": { "kind": "approval", "message": message, "tool": first.path, "args": first.args },
+                    "decidedBy": if *mode == ElicitationMode::Native { "client" } else { "model" },
                     "logs": logs,
                 }),
                 false,
@@ -62,6 +63,14 @@ pub(crate) fn resume_error(error: &ResumeError) -> Value {
 /// One line for the model to act on, then the JSON.
 pub(crate) fn text(structured: &Value) -> String {
     let lead = match structured["status"].as_str() {
+        Some("waiting_for_interaction") if structured["decidedBy"] == "client" => format!(
+            "Paused: {} needs approval, and the user's MCP client asked them about it. Only their answer there \
+             decides it (resume cannot). Call `resume` with executionId \"{}\" and no action to see where it stands; \
+             it expires {}.",
+            structured["interaction"]["tool"].as_str().unwrap_or("a tool"),
+            structured["executionId"].as_str().unwrap_or(""),
+            structured["expiresAt"].as_str().unwrap_or("soon"),
+        ),
         Some("waiting_for_interaction") => format!(
             "Paused: {} needs approval. Ask the user, then call `resume` with executionId \"{}\" and action \
              \"accept\" or \"decline\" before {}.",
@@ -121,6 +130,7 @@ mod tests {
                     pending: vec![pending(2), pending(3)],
                     logs: vec![],
                     link: None,
+                    mode: ElicitationMode::Model,
                 },
                 json!({
                     "status": "waiting_for_interaction",
@@ -132,10 +142,36 @@ mod tests {
                         "tool": "gh.issues.create",
                         "args": {"title": "t"},
                     },
+                    "decidedBy": "model",
                     "logs": [],
                 }),
                 false,
-                "Paused: gh.issues.create needs approval",
+                "Paused: gh.issues.create needs approval. Ask the user",
+            ),
+            (
+                ExecutionResult::Paused {
+                    execution_id: id.clone(),
+                    expires_at: Timestamp::from_millis(0),
+                    pending: vec![pending(2)],
+                    logs: vec![],
+                    link: None,
+                    mode: ElicitationMode::Native,
+                },
+                json!({
+                    "status": "waiting_for_interaction",
+                    "executionId": "e1",
+                    "expiresAt": "1970-01-01T00:00:00.000Z",
+                    "interaction": {
+                        "kind": "approval",
+                        "message": "Create an issue?",
+                        "tool": "gh.issues.create",
+                        "args": {"title": "t"},
+                    },
+                    "decidedBy": "client",
+                    "logs": [],
+                }),
+                false,
+                "Paused: gh.issues.create needs approval, and the user's MCP client asked them",
             ),
         ];
         let token = ApprovalToken::generate().unwrap();
@@ -146,6 +182,7 @@ mod tests {
                 pending: vec![pending(2)],
                 logs: vec!["l".into()],
                 link: Some(token.clone()),
+                mode: ElicitationMode::Browser,
             },
             json!({
                 "status": "user_approval_required",

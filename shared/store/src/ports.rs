@@ -75,14 +75,20 @@ pub trait KeyStore: Send + Sync {
     async fn revoke_key(&self, hash: &TokenHash) -> Result<(), StoreError>;
 }
 
-/// One alarm per session: EventBridge Scheduler on AWS, tokio timers locally.
+/// Session alarms: EventBridge Scheduler on AWS, tokio timers locally.
+///
+/// Each alarm is its own generation, named by the session and the instant it
+/// fires (`at`). A reschedule creates the next generation and never touches
+/// the one that is firing (a one-time schedule deletes itself after it fires,
+/// and an update of it would be deleted with it).
 #[async_trait]
 pub trait AlarmScheduler: Send + Sync {
-    /// Arm the session's alarm to fire at `at`, replacing any earlier one.
+    /// Arm the session's alarm for `at`. Idempotent: arming a generation that
+    /// is already armed succeeds and arms nothing more.
     async fn schedule(&self, session: &SessionId, at: Timestamp) -> Result<(), StoreError>;
 
-    /// Disarm it; not an error if there is none.
-    async fn cancel(&self, session: &SessionId) -> Result<(), StoreError>;
+    /// Disarm the generation `at`; not an error if there is none.
+    async fn cancel(&self, session: &SessionId, at: Timestamp) -> Result<(), StoreError>;
 }
 
 /// Everything the service needs from storage, in one object.

@@ -34,7 +34,7 @@ pub enum Metric {
     ApprovalsAccepted,
     /// A pause was claimed with `decline` or `cancel`.
     ApprovalsDeclined,
-    /// A paused execution expired without a decision (approval window or session end).
+    /// A paused execution expired without a decision (its approval window closed).
     ApprovalsExpired,
     /// Journaled tool calls answered from the journal by resumes.
     ReplaySteps,
@@ -46,10 +46,15 @@ pub enum Metric {
     SessionsCreated,
     /// Ended by their alarm or by `DELETE /mcp`.
     SessionsDestroyed,
+    /// A session's activity could not be written (the store failed): its alarm
+    /// may see it idle for longer than it was.
+    ActivityWriteFailures,
+    /// `execute` or `resume` refused with `busy`: the host's cap on concurrent runs was reached.
+    ExecutionsBusy,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 14] = [
+    pub const ALL: [Metric; 16] = [
         Metric::ExecutionsStarted,
         Metric::ExecutionsCompleted,
         Metric::ExecutionsFailed,
@@ -64,6 +69,8 @@ impl Metric {
         Metric::AlarmsDestroyed,
         Metric::SessionsCreated,
         Metric::SessionsDestroyed,
+        Metric::ActivityWriteFailures,
+        Metric::ExecutionsBusy,
     ];
 
     pub fn name(self) -> &'static str {
@@ -82,6 +89,8 @@ impl Metric {
             Metric::AlarmsDestroyed => "AlarmsDestroyed",
             Metric::SessionsCreated => "SessionsCreated",
             Metric::SessionsDestroyed => "SessionsDestroyed",
+            Metric::ActivityWriteFailures => "ActivityWriteFailures",
+            Metric::ExecutionsBusy => "ExecutionsBusy",
         }
     }
 

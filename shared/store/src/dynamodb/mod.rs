@@ -172,32 +172,34 @@ impl DynamoStore {
         match request.send().await {
             Ok(_) => Ok(()),
             Err(SdkError::ServiceError(e)) if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) => {
-                Err(self.condition_failed(what, operation, &item, expect).await)
+                self.condition_failed(what, operation, &item, expect).await
             }
             Err(e) => Err(StoreError::backend(operation, DisplayErrorContext(e))),
         }
     }
 
     /// Why a condition failed: someone else's write, or no live item at all.
+    /// Or our own write: the SDK retried a request whose first attempt landed
+    /// but whose answer was lost. The stored item is then exactly `item` (its
+    /// version and body included), and the write succeeded.
     async fn condition_failed(
         &self,
         what: &'static str,
         operation: &'static str,
         item: &Item,
         expect: Expect,
-    ) -> StoreError {
-        if let Expect::Absent = expect {
-            return StoreError::AlreadyExists { what };
-        }
+    ) -> Result<(), StoreError> {
         let (Ok(pk), Ok(sk)) = (get_s(item, PK, what), get_s(item, SK, what)) else {
-            return StoreError::Conflict { what };
+            return Err(StoreError::Conflict { what });
         };
-        match self.get_item(operation, pk.to_owned(), sk).await {
-            Ok(Some(stored)) if is_live(&stored, what, self.clock.now()).unwrap_or(false) => {
-                StoreError::Conflict { what }
+        let stored = self.get_item(operation, pk.to_owned(), sk).await?;
+        match (stored, expect) {
+            (Some(stored), _) if stored == *item => Ok(()),
+            (_, Expect::Absent) => Err(StoreError::AlreadyExists { what }),
+            (Some(stored), _) if is_live(&stored, what, self.clock.now()).unwrap_or(false) => {
+                Err(StoreError::Conflict { what })
             }
-            Ok(_) => StoreError::NotFound { what },
-            Err(e) => e,
+            _ => Err(StoreError::NotFound { what }),
         }
     }
 
@@ -212,7 +214,12 @@ impl DynamoStore {
     ) -> Result<(), StoreError> {
         let mut backoff = Duration::from_millis(20);
         for attempt in 0..=CONFLICT_RETRIES {
-            let sent = self.client.transact_write_items().set_transact_items(Some(items.clone())).send().await;
+            // The SDK's own retries of this attempt reuse the token, so DynamoDB
+            // applies the transaction once; our retries after a cancellation are
+            // new transactions with new tokens.
+            let token = client_request_token().map_err(|e| StoreError::backend(operation, e))?;
+            let request = self.client.transact_write_items().client_request_token(token);
+            let sent = request.set_transact_items(Some(items.clone())).send().await;
             let Err(error) = sent else { return Ok(()) };
             let reasons: Vec<String> = match error.as_service_error() {
                 Some(TransactWriteItemsError::TransactionCanceledException(e)) => {
@@ -221,7 +228,7 @@ impl DynamoStore {
                 _ => return Err(StoreError::backend(operation, DisplayErrorContext(error))),
             };
             if reasons.first().map(String::as_str) == Some("ConditionalCheckFailed") {
-                return Err(self.condition_failed(what, operation, meta, expect).await);
+                return self.condition_failed(what, operation, meta, expect).await;
             }
             let conflicted = reasons.iter().any(|r| r == "TransactionConflict");
             if !conflicted || attempt == CONFLICT_RETRIES {
@@ -349,6 +356,13 @@ impl DynamoStore {
         }
         Err(StoreError::Conflict { what: EXECUTION })
     }
+}
+
+/// A fresh idempotency token for one transaction (at most 36 characters).
+fn client_request_token() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)?;
+    Ok(hex::encode(bytes))
 }
 
 fn parse_owner(item: &Item, what: &'static str) -> Result<executor_core::Principal, StoreError> {

@@ -1,5 +1,9 @@
-//! EventBridge Scheduler: one one-time schedule per session, `at(...)` in UTC,
-//! deleted by the service after it fires, targeting the alarm function.
+//! EventBridge Scheduler: one one-time schedule per alarm generation
+//! (`executor-session-<sessionId>-<at ms>`), `at(...)` in UTC, deleted by
+//! Scheduler after it fires (`ActionAfterCompletion: DELETE`), targeting the
+//! alarm function. Schedules are only ever created or deleted, never updated:
+//! the schedule that is firing deletes itself, so updating it to the next
+//! time would lose the next alarm.
 
 use std::time::Duration;
 
@@ -63,8 +67,9 @@ impl EventBridgeScheduler {
         Ok(Self::new(Client::new(config), target))
     }
 
-    fn name(session: &SessionId) -> String {
-        format!("executor-session-{session}")
+    /// At most 64 characters: 17 + a 32-character session id + 1 + 13 digits.
+    pub fn name(session: &SessionId, at: Timestamp) -> String {
+        format!("executor-session-{session}-{}", at.as_millis())
     }
 
     /// `at(yyyy-mm-ddThh:mm:ss)`: the schedule expression wants whole seconds,
@@ -74,8 +79,12 @@ impl EventBridgeScheduler {
         format!("at({})", &rounded[..19])
     }
 
-    async fn put(&self, session: &SessionId, at: Timestamp, update: bool) -> Result<(), Failure> {
-        let payload = AlarmPayload { session_id: session.to_string(), scheduled_for: at.to_rfc3339() };
+    async fn create(&self, session: &SessionId, at: Timestamp) -> Result<(), Failure> {
+        let payload = AlarmPayload {
+            session_id: session.to_string(),
+            scheduled_for: at.to_rfc3339(),
+            generation: Some(at.as_millis()),
+        };
         let input = serde_json::to_string(&payload).expect("the payload serialises");
         let target = Target::builder()
             .arn(&self.target.target_arn)
@@ -87,25 +96,22 @@ impl EventBridgeScheduler {
             .mode(FlexibleTimeWindowMode::Off)
             .build()
             .map_err(|e| Failure { code: None, detail: e.to_string() })?;
-        let (name, expression) = (Self::name(session), Self::expression(at));
-        // Create and update take the same fields on different builder types.
-        macro_rules! send {
-            ($request:expr) => {
-                $request
-                    .name(name)
-                    .group_name(&self.target.group)
-                    .schedule_expression(expression)
-                    .schedule_expression_timezone("UTC")
-                    .flexible_time_window(window)
-                    .target(target)
-                    .action_after_completion(ActionAfterCompletion::Delete)
-                    .send()
-                    .await
-                    .map(|_| ())
-                    .map_err(Failure::from)
-            };
-        }
-        if update { send!(self.client.update_schedule()) } else { send!(self.client.create_schedule()) }
+        // The client token makes a retried create (a lost answer) the same create.
+        let name = Self::name(session, at);
+        self.client
+            .create_schedule()
+            .client_token(&name)
+            .name(&name)
+            .group_name(&self.target.group)
+            .schedule_expression(Self::expression(at))
+            .schedule_expression_timezone("UTC")
+            .flexible_time_window(window)
+            .target(target)
+            .action_after_completion(ActionAfterCompletion::Delete)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(Failure::from)
     }
 }
 
@@ -127,16 +133,15 @@ fn code(failure: &Failure) -> Option<&str> {
 
 #[async_trait]
 impl AlarmScheduler for EventBridgeScheduler {
-    /// Create, or update when it exists: arming twice is not an error.
+    /// Create the generation's schedule; one that exists already is this very
+    /// alarm (armed by an earlier attempt), so arming twice is not an error.
     async fn schedule(&self, session: &SessionId, at: Timestamp) -> Result<(), StoreError> {
         traced("scheduler.schedule", BACKEND, async {
             let mut wait = Duration::from_millis(100);
-            let mut update = false;
             for attempt in 0..=THROTTLE_RETRIES {
-                match self.put(session, at, update).await {
+                match self.create(session, at).await {
                     Ok(()) => return Ok(()),
-                    Err(e) if code(&e) == Some("ConflictException") && !update => update = true,
-                    Err(e) if code(&e) == Some("ResourceNotFoundException") && update => update = false,
+                    Err(e) if code(&e) == Some("ConflictException") => return Ok(()),
                     Err(e) if code(&e) == Some("ThrottlingException") && attempt < THROTTLE_RETRIES => {
                         tokio::time::sleep(wait).await;
                         wait *= 2;
@@ -149,14 +154,14 @@ impl AlarmScheduler for EventBridgeScheduler {
         .await
     }
 
-    async fn cancel(&self, session: &SessionId) -> Result<(), StoreError> {
+    async fn cancel(&self, session: &SessionId, at: Timestamp) -> Result<(), StoreError> {
         traced("scheduler.cancel", BACKEND, async {
             let mut wait = Duration::from_millis(100);
             for attempt in 0..=THROTTLE_RETRIES {
                 let deleted = self
                     .client
                     .delete_schedule()
-                    .name(Self::name(session))
+                    .name(Self::name(session, at))
                     .group_name(&self.target.group)
                     .send()
                     .await

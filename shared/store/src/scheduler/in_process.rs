@@ -70,6 +70,9 @@ impl InProcessScheduler {
 impl AlarmScheduler for InProcessScheduler {
     async fn schedule(&self, session: &SessionId, at: Timestamp) -> Result<(), StoreError> {
         traced("scheduler.schedule", BACKEND, async {
+            if self.armed_at(session) == Some(at) {
+                return Ok(());
+            }
             let (id, armed, fire) = (session.clone(), self.armed.clone(), self.fire.clone());
             let delay = at.since(self.clock.now());
             let timer = tokio::spawn(async move {
@@ -92,9 +95,12 @@ impl AlarmScheduler for InProcessScheduler {
         .await
     }
 
-    async fn cancel(&self, session: &SessionId) -> Result<(), StoreError> {
+    async fn cancel(&self, session: &SessionId, at: Timestamp) -> Result<(), StoreError> {
         traced("scheduler.cancel", BACKEND, async {
-            if let Some(armed) = self.armed.lock().unwrap().remove(session) {
+            let mut armed = self.armed.lock().unwrap();
+            if armed.get(session).is_some_and(|a| a.at == at)
+                && let Some(armed) = armed.remove(session)
+            {
                 armed.timer.abort();
             }
             Ok(())
