@@ -1,5 +1,6 @@
 // Open an approval link in headless Chromium, click a button, save screenshots
-// (`<name>-pending.png` before, `<name>.png` after) and print the outcome page's heading and text as JSON.
+// (`<name>-pending.png` before, `<name>.png` after) and print, as JSON, the pending page's heading and
+// text and the outcome page's heading and text.
 //
 //   node approve.mjs <approval-url> <screenshot.png> [Approve|Decline]
 //
@@ -36,12 +37,13 @@ try {
   const response = await page.goto(url);
   if (response.status() !== 200) throw new Error(`the approval page answered ${response.status()}`);
   const before = await page.locator("h1").innerText();
+  const pending = await page.locator("main").innerText();
   await page.screenshot({ path: screenshot.replace(/\.png$/, "") + "-pending.png", fullPage: true });
   await Promise.all([page.waitForNavigation(), page.getByRole("button", { name: button }).click()]);
   const heading = await page.locator("h1").innerText();
   const text = await page.locator("main").innerText();
   await page.screenshot({ path: screenshot, fullPage: true });
-  console.log(JSON.stringify({ before, heading, text, dialogs }));
+  console.log(JSON.stringify({ before, pending, heading, text, dialogs }));
 } finally {
   await browser.close();
 }

@@ -1,8 +1,9 @@
 //! What only the embedded store has: a file that outlives the process.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use executor_core::{ClientInfo, ElicitationMode, Principal, Session, SessionId, Timestamp};
+use executor_core::{ClientInfo, ElicitationMode, ManualClock, Principal, Session, SessionId, Timestamp};
 use executor_store::{Access, EmbeddedStore, SessionStore, StoreError};
 
 fn now() -> Timestamp {
@@ -24,7 +25,8 @@ fn session(id: &str, expires_in: Duration) -> Session {
 #[tokio::test]
 async fn records_survive_reopening_and_one_process_holds_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    let kept = session("kept", Duration::from_secs(3600));
+    let clock = Arc::new(ManualClock::new(now()));
+    let kept = session("kept", Duration::from_secs(86_400));
     {
         let store = EmbeddedStore::open(dir.path()).unwrap();
         store.create_session(&kept).await.unwrap();
@@ -34,9 +36,9 @@ async fn records_survive_reopening_and_one_process_holds_the_file() {
         let message = second.err().expect("a second open of the same data dir is refused").to_string();
         assert!(message.contains("in use by another executor process"), "{message}");
     }
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    clock.advance(Duration::from_secs(3600));
 
-    let store = EmbeddedStore::open(dir.path()).unwrap();
+    let store = EmbeddedStore::open(dir.path()).unwrap().with_clock(clock);
     assert_eq!(store.get_session(Access::Internal, &kept.id).await.unwrap(), kept);
     let gone = store.get_session(Access::Internal, &SessionId::parse("short").unwrap()).await;
     assert!(matches!(gone, Err(StoreError::NotFound { .. })), "{gone:?}");
@@ -45,11 +47,12 @@ async fn records_survive_reopening_and_one_process_holds_the_file() {
 #[tokio::test]
 async fn expired_items_are_purged_like_dynamodb_ttl() {
     let dir = tempfile::tempdir().unwrap();
-    let store = EmbeddedStore::open(dir.path()).unwrap();
-    store.create_session(&session("kept", Duration::from_secs(3600))).await.unwrap();
+    let clock = Arc::new(ManualClock::new(now()));
+    let store = EmbeddedStore::open(dir.path()).unwrap().with_clock(clock.clone());
+    store.create_session(&session("kept", Duration::from_secs(86_400))).await.unwrap();
     store.create_session(&session("short", Duration::from_millis(200))).await.unwrap();
     assert_eq!(store.purge_expired().unwrap(), 0, "nothing has expired yet");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    clock.advance(Duration::from_secs(3600));
     assert_eq!(store.purge_expired().unwrap(), 1);
     assert_eq!(store.purge_expired().unwrap(), 0);
     assert!(store.get_session(Access::Internal, &SessionId::parse("kept").unwrap()).await.is_ok());

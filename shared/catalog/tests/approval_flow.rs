@@ -182,8 +182,9 @@ async fn declined_in_the_browser() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn still_waiting_hands_out_a_fresh_link_and_the_window_expires() {
-    let mut config = HostConfig { approval_wait: Duration::from_millis(600), ..HostConfig::default() };
-    config.timeouts.approval_window = Duration::from_millis(2500);
+    let clock = Arc::new(executor_core::ManualClock::starting_now());
+    let config =
+        HostConfig { approval_wait: Duration::from_millis(600), clock: clock.clone(), ..HostConfig::default() };
     let local = Local::start(config).await;
     let (id, first) = local.pause(WRITE).await;
 
@@ -195,7 +196,7 @@ async fn still_waiting_hands_out_a_fresh_link_and_the_window_expires() {
         assert_eq!(open(&local.http, url).await.status, 200, "both links are open until one decides");
     }
 
-    tokio::time::sleep(Duration::from_millis(2600)).await;
+    clock.advance(HostConfig::default().timeouts.approval_window + Duration::from_secs(1));
     let expired = open(&local.http, &first).await;
     assert_eq!(expired.status, 410, "{}", expired.html);
     assert!(expired.html.contains("This approval expired"), "{}", expired.html);
@@ -306,7 +307,9 @@ async fn the_json_api_for_programmatic_approvers() {
 
 /// The real thing: Debian's Chromium opens the link on a phone-sized screen and
 /// the Approve button is clicked (`tests/browser/approve.mjs`, playwright-core).
-/// The item's name is markup, which must stay text: no dialog may open.
+/// The item's name is markup, which must stay text: no dialog may open. It also
+/// holds a right-to-left override, which must show as a visible escape (the
+/// screenshot `target/browser/approval-pending.png` shows the page as seen).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approved_by_a_click_in_headless_chromium() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -321,7 +324,7 @@ async fn approved_by_a_click_in_headless_chromium() {
         "Chromium is missing at {chromium}: run ./scripts/test, which installs Debian's chromium package"
     );
     let local = Local::start(quick_wait()).await;
-    let attack = "<img src=x onerror=alert(1)>";
+    let attack = "<img src=x onerror=alert(1)>invoice\u{202E}fdp.exe";
     let code =
         format!("const c = await tools.shop.items.createItem({{ body: {{ name: {attack:?} }} }}); return c.data");
     let (id, url) = local.pause(&code).await;
@@ -341,6 +344,9 @@ async fn approved_by_a_click_in_headless_chromium() {
     assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     let outcome: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(outcome["before"], "Approve this tool call?", "{outcome}");
+    let pending = outcome["pending"].as_str().unwrap();
+    assert!(pending.contains("invoice\\u{202E}fdp.exe"), "the override is shown as an escape: {pending}");
+    assert!(!pending.contains('\u{202E}'), "no raw override reaches the page: {pending}");
     assert_eq!(outcome["heading"], "Approved", "{outcome}");
     assert!(outcome["text"].as_str().unwrap().contains("The call was made and the code finished."), "{outcome}");
     assert_eq!(outcome["dialogs"], json!([]), "markup ran in the page");

@@ -17,7 +17,7 @@ const STYLE: &str = "\
 main{max-width:46rem;margin:0 auto;padding:1.25rem}h1{font-size:1.45rem;margin:.2rem 0 1rem}\
 h2{font-size:1.1rem;margin:0 0 .4rem}h3{font-size:.95rem;margin:1rem 0 .3rem}\
 section,.panel{background:var(--card);border:1px solid var(--line);border-radius:.6rem;padding:1rem;margin:0 0 1rem}\
-pre{overflow-x:auto;background:var(--bg);border:1px solid var(--line);border-radius:.4rem;padding:.6rem;margin:0;font-size:.85rem}\
+pre{white-space:pre-wrap;overflow-wrap:anywhere;overflow-x:auto;background:var(--bg);border:1px solid var(--line);border-radius:.4rem;padding:.6rem;margin:0;font-size:.85rem}\
 code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,monospace}.line{display:block;white-space:pre}\
 .line.hl{background:var(--hl)}.ln{display:inline-block;width:2.5em;opacity:.55;user-select:none}\
 .time{font-weight:600}.actions{display:flex;gap:.75rem;flex-wrap:wrap;margin:1rem 0}\

@@ -420,11 +420,13 @@ impl Executions {
     /// pause the caller knows of, then report where the execution stands. A
     /// pause is reported with a fresh link, so the caller can always show one.
     async fn await_decision(&self, mut execution: Execution) -> Result<ExecutionResult, ResumeError> {
-        let until = self.clock.now().plus(self.approval_wait);
+        // How long this request may take is the transport's time, not the
+        // domain's: it is measured on the runtime's timer, deadlines on the clock.
+        let until = tokio::time::Instant::now() + self.approval_wait;
         let watched = pending_step(&execution);
         loop {
             let now = self.clock.now();
-            let waiting = now < until;
+            let waiting = tokio::time::Instant::now() < until;
             match &execution.state {
                 ExecutionState::Paused { deadline } if now >= *deadline => {
                     self.expire(&mut execution, now).await?;
