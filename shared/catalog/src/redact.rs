@@ -37,9 +37,30 @@ pub fn display_url(url: &Url) -> String {
 /// Replaces known secret values, in every encoding they may take, with [`REDACTED`].
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
-    secrets: Vec<Arc<str>>,
-    /// The bytes a match can start with (a 256-bit set), so most of a text is skipped at a glance.
-    starts: [u64; 4],
+    secrets: Vec<Secret>,
+    /// The bytes any match can start with, so most of a text is skipped at a glance.
+    starts: ByteSet,
+}
+
+#[derive(Debug, Clone)]
+struct Secret {
+    value: Arc<str>,
+    /// The bytes a form of it can start with.
+    starts: ByteSet,
+}
+
+/// A set of bytes.
+#[derive(Debug, Clone, Copy, Default)]
+struct ByteSet([u64; 4]);
+
+impl ByteSet {
+    fn insert(&mut self, byte: u8) {
+        self.0[usize::from(byte / 64)] |= 1 << (byte % 64);
+    }
+
+    fn contains(&self, byte: u8) -> bool {
+        self.0[usize::from(byte / 64)] & (1 << (byte % 64)) != 0
+    }
 }
 
 impl Redactor {
@@ -80,20 +101,27 @@ impl Redactor {
     }
 
     fn insert(&mut self, value: &str) {
-        if self.secrets.iter().any(|s| &**s == value) {
+        if self.secrets.iter().any(|s| &*s.value == value) {
             return;
         }
-        self.secrets.push(value.into());
+        let Some(first) = value.chars().next() else { return };
+        let mut starts = ByteSet::default();
         let mut buffer = [0; 4];
-        let first = value.chars().next().map_or(&[][..], |c| c.encode_utf8(&mut buffer).as_bytes());
-        // Raw, percent, `+`, escapes, character references, Latin-1 reading of UTF-8.
-        for byte in first.iter().take(1).chain(b"%+\\&\xc2\xc3") {
-            self.starts[usize::from(*byte / 64)] |= 1 << (byte % 64);
+        // Raw, percent, escapes and character references, `+` for a space, UTF-8 read as Latin-1.
+        for byte in [first.encode_utf8(&mut buffer).as_bytes()[0], b'%', b'\\', b'&'] {
+            starts.insert(byte);
         }
-    }
-
-    fn may_start(&self, byte: u8) -> bool {
-        self.starts[usize::from(byte / 64)] & (1 << (byte % 64)) != 0
+        if first == ' ' {
+            starts.insert(b'+');
+        }
+        if !first.is_ascii() {
+            starts.insert(0xc2);
+            starts.insert(0xc3);
+        }
+        for (all, these) in self.starts.0.iter_mut().zip(starts.0) {
+            *all |= these;
+        }
+        self.secrets.push(Secret { value: value.into(), starts });
     }
 
     pub fn redact(&self, text: &str) -> String {
@@ -105,9 +133,14 @@ impl Redactor {
         let mut scratch = Scratch::default();
         let (mut copied, mut at) = (0, 0);
         while at < bytes.len() {
-            if self.may_start(bytes[at]) && text.is_char_boundary(at) {
+            if self.starts.contains(bytes[at]) && text.is_char_boundary(at) {
                 // The longest match wins, so a secret containing another goes whole.
-                let end = self.secrets.iter().filter_map(|s| scratch.matched(bytes, at, s)).max();
+                let end = self
+                    .secrets
+                    .iter()
+                    .filter(|s| s.starts.contains(bytes[at]))
+                    .filter_map(|s| scratch.matched(bytes, at, &s.value))
+                    .max();
                 if let Some(end) = end.filter(|end| text.is_char_boundary(*end)) {
                     out.push_str(&text[copied..at]);
                     out.push_str(REDACTED);
@@ -144,10 +177,12 @@ impl Redactor {
 }
 
 /// Where matches may have got to: every way of reading the text so far.
+/// Kept between attempts, so matching allocates nothing once warm.
 #[derive(Default)]
 struct Scratch {
     ends: Vec<usize>,
     next: Vec<usize>,
+    bytes: [Vec<usize>; 2],
 }
 
 impl Scratch {
@@ -158,7 +193,7 @@ impl Scratch {
         for c in secret.chars() {
             self.next.clear();
             for &at in &self.ends {
-                char_forms(text, at, c, &mut self.next);
+                char_forms(text, at, c, &mut self.next, &mut self.bytes);
             }
             if self.next.is_empty() {
                 return None;
@@ -172,18 +207,20 @@ impl Scratch {
 }
 
 /// Every end of a form of `c` starting at `at`.
-fn char_forms(text: &[u8], at: usize, c: char, out: &mut Vec<usize>) {
+fn char_forms(text: &[u8], at: usize, c: char, out: &mut Vec<usize>, scratch: &mut [Vec<usize>; 2]) {
     // Byte by byte: each byte of the UTF-8 form in any byte form.
+    let [ends, next] = scratch;
+    ends.clear();
+    ends.push(at);
     let mut utf8 = [0; 4];
-    let mut ends = vec![at];
     for &byte in c.encode_utf8(&mut utf8).as_bytes() {
-        let mut next = Vec::new();
-        for &end in &ends {
-            byte_forms(text, end, byte, &mut next);
+        next.clear();
+        for &end in ends.iter() {
+            byte_forms(text, end, byte, next);
         }
-        ends = next;
+        std::mem::swap(ends, next);
     }
-    out.extend(ends);
+    out.extend(ends.iter().copied());
     escape_forms(text, at, c, out);
     reference_forms(text, at, c, out);
 }
