@@ -345,7 +345,7 @@ impl HttpUpstream {
                 let location = location.map_or("none".into(), |l| redactor.excerpt(l.as_bytes(), ERROR_EXCERPT_CHARS));
                 let rule = match op.method.as_str() {
                     "GET" | "HEAD" => "redirects to another origin, or more than 5, are not followed",
-                    _ => "a write never follows a redirect: it was sent once and not re-sent",
+                    _ => "only GET and HEAD follow redirects: this request was sent once and not re-sent",
                 };
                 format!(" ({rule}; Location: {location})")
             }

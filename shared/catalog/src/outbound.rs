@@ -2,8 +2,8 @@
 //! addresses are checked after DNS resolution and before connecting, and
 //! responses are cut at a size and a deadline.
 //!
-//! Redirects: reads (GET, HEAD) follow them within the same origin, at most
-//! 5; anything else gets the 3xx back and nothing is re-sent, since a
+//! Redirects: GET and HEAD follow them within the same origin, at most 5;
+//! any other method gets the 3xx back and nothing is re-sent, since a
 //! redirected write would repeat its body (and idempotency key) wherever the
 //! upstream points.
 //!
