@@ -6,6 +6,9 @@
 //! others down: it is listed by [`Catalog::namespaces`] with the reason, and
 //! calls and searches in its namespace answer with that reason, never with a
 //! silent "0 tools".
+//!
+//! Every text that leaves a source (results, error messages, the reason a
+//! source is unavailable) passes its [`Redactor`] here, in one place per kind.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -14,6 +17,7 @@ use async_trait::async_trait;
 use base64::Engine as _;
 use executor_core::{PolicyAction, SourcePolicy};
 use executor_sandbox::{CallContext, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
+use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use reqwest::header::{HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -25,14 +29,18 @@ use crate::config::{
 use crate::mcp::McpUpstream;
 use crate::openapi::{self, HttpOperation};
 use crate::outbound::{Outbound, OutboundError};
+use crate::redact::Redactor;
 use crate::search::SearchIndex;
-use crate::secrets::{Redactor, Secrets};
+use crate::secrets::Secrets;
 use crate::tool::{Target, ToolDef};
 
 /// How much of an upstream error body the code sees.
 const ERROR_EXCERPT_CHARS: usize = 500;
 const DEFAULT_SEARCH_LIMIT: usize = 20;
 const MAX_SEARCH_LIMIT: usize = 100;
+/// What a cookie value cannot hold as it is (RFC 6265 `cookie-octet`s), and
+/// `%`, so the encoding can be undone.
+const COOKIE_VALUE: &AsciiSet = &CONTROLS.add(b' ').add(b'"').add(b',').add(b';').add(b'\\').add(b'%');
 
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
@@ -88,10 +96,10 @@ struct HttpUpstream {
 }
 
 /// A source's credentials and extra headers, resolved.
+#[derive(Default)]
 struct Credentials {
     headers: Vec<(HeaderName, HeaderValue)>,
     query: Vec<(String, String)>,
-    redactor: Redactor,
 }
 
 impl Catalog {
@@ -105,6 +113,9 @@ impl Catalog {
         let mut tools = Vec::new();
         let mut sources = Vec::new();
         for (config, result) in config.sources.iter().zip(connected) {
+            if let Err(reason) = &result {
+                tracing::warn!(namespace = %config.namespace, %reason, "source unavailable");
+            }
             let connection = result.map(|(connection, source_tools)| {
                 tools.extend(source_tools);
                 connection
@@ -265,14 +276,15 @@ impl Tools for Catalog {
         let Some(Source { connection: Ok(connection), .. }) = self.source(&tool.namespace) else {
             return Err(self.unknown_tool(path));
         };
-        match (&tool.target, &connection.upstream) {
-            (Target::Http(op), Upstream::OpenApi(http)) => {
-                http.call(op, args, tool.effect, ctx, &connection.redactor).await
-            }
-            (Target::Mcp(name), Upstream::Mcp(mcp)) => {
-                mcp.call(name, args, &connection.redactor).await.map(ToolSuccess::plain)
-            }
+        let redactor = &connection.redactor;
+        let outcome = match (&tool.target, &connection.upstream) {
+            (Target::Http(op), Upstream::OpenApi(http)) => http.call(op, args, tool.effect, ctx, redactor).await,
+            (Target::Mcp(name), Upstream::Mcp(mcp)) => mcp.call(name, args).await.map(ToolSuccess::plain),
             _ => unreachable!("a source's tools have that source's target kind"),
+        };
+        match outcome {
+            Ok(success) => Ok(ToolSuccess { data: redactor.redact_json(success.data), ..success }),
+            Err(error) => Err(ToolError { message: redactor.redact(&error.message), ..error }),
         }
     }
 
@@ -301,11 +313,7 @@ impl HttpUpstream {
         redactor: &Redactor,
     ) -> Result<ToolSuccess, ToolError> {
         let parts = op.request(&args).map_err(|e| invalid(e.to_string()))?;
-        let mut url = self.base_url.clone();
-        url.set_path(&format!("{}{}", self.base_url.path().trim_end_matches('/'), parts.path));
-        if !self.query.is_empty() || !parts.query.is_empty() {
-            url.query_pairs_mut().extend_pairs(self.query.iter().chain(&parts.query));
-        }
+        let url = parts.url(&self.base_url, &self.query, &op.path).map_err(|e| invalid(e.to_string()))?;
         let method = reqwest::Method::from_bytes(op.method.as_bytes()).map_err(|e| invalid(e.to_string()))?;
         let mut request = self.outbound.request(method, url);
         for (name, value) in &self.headers {
@@ -321,39 +329,78 @@ impl HttpUpstream {
         if let Some(body) = &parts.body {
             request = request.header(reqwest::header::CONTENT_TYPE, "application/json").body(body.to_string());
         }
-        let (status, body) = self.outbound.send(request).await.map_err(|e| outbound_error(e, redactor))?;
-        let text = redactor.redact(&String::from_utf8_lossy(&body));
+        let answer = self.outbound.send(request).await.map_err(outbound_error)?;
+        let status = answer.status;
         if (200..300).contains(&status) {
+            let text = String::from_utf8_lossy(&answer.body);
             let data = match text.trim().is_empty() {
                 true => Value::Null,
-                false => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+                false => serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text.into_owned())),
             };
             return Ok(ToolSuccess { data, http_status: Some(status) });
         }
-        let excerpt: String = text.chars().take(ERROR_EXCERPT_CHARS).collect();
-        let hint = if (300..400).contains(&status) { " (redirects to another host are not followed)" } else { "" };
-        Err(ToolError { code: format!("http_{status}"), message: format!("HTTP {status}{hint}: {}", excerpt.trim()) })
+        let excerpt = redactor.excerpt(&answer.body, ERROR_EXCERPT_CHARS);
+        let hint = match (status, answer.location) {
+            (300..400, location) => {
+                let location = location.map_or("none".into(), |l| redactor.excerpt(l.as_bytes(), ERROR_EXCERPT_CHARS));
+                let rule = match op.method.as_str() {
+                    "GET" | "HEAD" => "redirects to another origin, or more than 5, are not followed",
+                    _ => "only GET and HEAD follow redirects: this request was sent once and not re-sent",
+                };
+                format!(" ({rule}; Location: {location})")
+            }
+            _ => String::new(),
+        };
+        Err(ToolError { code: format!("http_{status}"), message: format!("HTTP {status}{hint}: {excerpt}") })
     }
 }
 
-fn outbound_error(error: OutboundError, redactor: &Redactor) -> ToolError {
+fn outbound_error(error: OutboundError) -> ToolError {
     let code = match &error {
         OutboundError::Refused { .. } | OutboundError::BadUrl { .. } => "destination_refused",
         OutboundError::Timeout { .. } => "timeout",
         OutboundError::TooLarge { .. } => "response_too_large",
         OutboundError::Failed { .. } => "upstream_error",
     };
-    ToolError { code: code.into(), message: redactor.redact(&error.to_string()) }
+    ToolError { code: code.into(), message: error.to_string() }
 }
 
+/// A source's tools and connection; an error is the reason it is
+/// unavailable, redacted with everything the source's config and secrets hold.
 async fn connect_source(
     config: &SourceConfig,
     outbound: &Outbound,
     secrets: &Secrets,
 ) -> Result<(Connection, Vec<ToolDef>), String> {
+    // A key written into a configured URL is known before any secret is resolved.
+    let mut redactor = Redactor::default();
+    match &config.kind {
+        SourceKind::OpenApi { spec, base_url } => {
+            redactor.add_url_credentials(base_url);
+            if let SpecLocation::Url(url) = spec {
+                redactor.add_url_credentials(url);
+            }
+        }
+        SourceKind::Mcp { url } => redactor.add_url_credentials(url),
+    }
     let fail = |what: &str, why: String| format!("source `{}` ({what}) failed: {why}", config.namespace);
-    let credentials = credentials(config, secrets).await.map_err(|e| fail("secrets", e))?;
-    let redactor = credentials.redactor.clone();
+    let connected = match credentials(config, secrets, &mut redactor).await {
+        Ok(credentials) => connect_upstream(config, outbound, credentials, &redactor, fail).await,
+        Err(e) => Err(fail("secrets", e)),
+    };
+    match connected {
+        Ok((upstream, tools)) => Ok((Connection { upstream, redactor }, tools)),
+        Err(reason) => Err(redactor.redact(&reason)),
+    }
+}
+
+async fn connect_upstream(
+    config: &SourceConfig,
+    outbound: &Outbound,
+    credentials: Credentials,
+    redactor: &Redactor,
+    fail: impl Fn(&str, String) -> String,
+) -> Result<(Upstream, Vec<ToolDef>), String> {
     match &config.kind {
         SourceKind::OpenApi { spec, base_url } => {
             outbound.check_url(base_url).map_err(|e| fail("base_url", e.to_string()))?;
@@ -362,7 +409,7 @@ async fn connect_source(
                     .await
                     .map_err(|e| fail("spec", format!("cannot read {}: {e}", path.display())))?,
                 SpecLocation::Url(url) => {
-                    fetch_spec(url, outbound, &credentials).await.map_err(|e| fail("spec", redactor.redact(&e)))?
+                    fetch_spec(url, outbound, &credentials, redactor).await.map_err(|e| fail("spec", e))?
                 }
             };
             let tools = openapi::load(&config.namespace, &text).map_err(|e| fail("spec", e.to_string()))?;
@@ -372,7 +419,7 @@ async fn connect_source(
                 query: credentials.query,
                 outbound: outbound.clone(),
             });
-            Ok((Connection { upstream, redactor }, tools))
+            Ok((upstream, tools))
         }
         SourceKind::Mcp { url } => {
             let mut url = url.clone();
@@ -380,16 +427,21 @@ async fn connect_source(
                 url.query_pairs_mut().extend_pairs(&credentials.query);
             }
             let headers = credentials.headers.into_iter().collect();
-            let (mcp, tools) = McpUpstream::connect(&config.namespace, &url, headers, outbound, &redactor)
+            let (mcp, tools) = McpUpstream::connect(&config.namespace, &url, headers, outbound, redactor)
                 .await
                 .map_err(|e| fail("mcp", e))?;
-            Ok((Connection { upstream: Upstream::Mcp(mcp), redactor }, tools))
+            Ok((Upstream::Mcp(mcp), tools))
         }
     }
 }
 
 /// The spec is fetched with the source's credentials: private APIs often protect it too.
-async fn fetch_spec(url: &Url, outbound: &Outbound, credentials: &Credentials) -> Result<String, String> {
+async fn fetch_spec(
+    url: &Url,
+    outbound: &Outbound,
+    credentials: &Credentials,
+    redactor: &Redactor,
+) -> Result<String, String> {
     let mut url = url.clone();
     if !credentials.query.is_empty() {
         url.query_pairs_mut().extend_pairs(&credentials.query);
@@ -398,21 +450,22 @@ async fn fetch_spec(url: &Url, outbound: &Outbound, credentials: &Credentials) -
     for (name, value) in &credentials.headers {
         request = request.header(name, value);
     }
-    let (status, body) = outbound.send(request).await.map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&body).into_owned();
-    match status {
-        200..300 => Ok(text),
-        _ => Err(format!("HTTP {status}: {}", text.chars().take(ERROR_EXCERPT_CHARS).collect::<String>())),
+    let answer = outbound.send(request).await.map_err(|e| e.to_string())?;
+    match answer.status {
+        200..300 => Ok(String::from_utf8_lossy(&answer.body).into_owned()),
+        status => Err(format!("HTTP {status}: {}", redactor.excerpt(&answer.body, ERROR_EXCERPT_CHARS))),
     }
 }
 
-async fn credentials(config: &SourceConfig, secrets: &Secrets) -> Result<Credentials, String> {
-    let mut out = Credentials { headers: Vec::new(), query: Vec::new(), redactor: Redactor::default() };
+/// The source's auth and headers, resolved; every secret value goes into `redactor`.
+async fn credentials(config: &SourceConfig, secrets: &Secrets, redactor: &mut Redactor) -> Result<Credentials, String> {
+    let mut out = Credentials::default();
     let header = |out: &mut Credentials, name: &str, value: &str, secret: bool| -> Result<(), String> {
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("header `{name}`: {e}"))?;
-        // The value is not shown: it may be a secret.
-        let mut value =
-            HeaderValue::from_str(value).map_err(|_| format!("header `{name}`: the value is not valid in a header"))?;
+        // The value is not shown: it may be a secret. Bytes, so a secret that is not ASCII is sent as UTF-8.
+        let mut value = HeaderValue::from_bytes(value.as_bytes()).map_err(|_| {
+            format!("header `{name}`: the value is not valid in a header (line breaks, control characters)")
+        })?;
         value.set_sensitive(secret);
         out.headers.push((name, value));
         Ok(())
@@ -421,22 +474,25 @@ async fn credentials(config: &SourceConfig, secrets: &Secrets) -> Result<Credent
         None => {}
         Some(Auth::Bearer { token }) => {
             let token = secrets.resolve(token).await.map_err(|e| e.to_string())?;
-            out.redactor.add(token.clone());
+            redactor.add(&token);
             header(&mut out, "authorization", &format!("Bearer {token}"), true)?;
         }
         Some(Auth::Basic { username, password }) => {
             let password = secrets.resolve(password).await.map_err(|e| e.to_string())?;
+            redactor.add_basic(username, &password);
             let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
-            out.redactor.add(password);
-            out.redactor.add(encoded.clone());
             header(&mut out, "authorization", &format!("Basic {encoded}"), true)?;
         }
         Some(Auth::ApiKey { name, value, location }) => {
             let value = secrets.resolve(value).await.map_err(|e| e.to_string())?;
-            out.redactor.add(value.clone());
+            redactor.add(&value);
             match location {
                 ApiKeyLocation::Header => header(&mut out, name, &value, true)?,
                 ApiKeyLocation::Query => out.query.push((name.clone(), value.to_string())),
+                ApiKeyLocation::Cookie => {
+                    let cookie = format!("{name}={}", utf8_percent_encode(&value, COOKIE_VALUE));
+                    header(&mut out, "cookie", &cookie, true)?;
+                }
             }
         }
     }
@@ -445,7 +501,7 @@ async fn credentials(config: &SourceConfig, secrets: &Secrets) -> Result<Credent
             ConfiguredHeader::Literal(text) => header(&mut out, name, text, false)?,
             ConfiguredHeader::Secret(reference) => {
                 let value = secrets.resolve(reference).await.map_err(|e| e.to_string())?;
-                out.redactor.add(value.clone());
+                redactor.add(&value);
                 header(&mut out, name, &value, true)?;
             }
         }

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use url::Url;
 
 use crate::naming::is_identifier;
+use crate::redact::display_url;
 use crate::secrets::{SecretRef, SecretRefError};
 
 /// The environment variable naming the sources file when `--config` is not given.
@@ -83,6 +84,8 @@ pub enum Auth {
 pub enum ApiKeyLocation {
     Header,
     Query,
+    /// Sent as `Cookie: <name>=<value>`, the value percent-encoded where cookie syntax requires.
+    Cookie,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -244,7 +247,12 @@ fn validate_source(raw: RawSource, base_dir: &Path) -> Result<SourceConfig, Fiel
         }
         Some(RawAuth::ApiKey { name, value, location }) => {
             if name.is_empty() {
-                return Err(("auth.name", "must name the header or query parameter".into()));
+                return Err(("auth.name", "must name the header, query parameter or cookie".into()));
+            }
+            // RFC 6265: a cookie name is a token; anything else would end the name or the cookie.
+            let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+            if location == ApiKeyLocation::Cookie && !name.chars().all(token) {
+                return Err(("auth.name", format!("`{name}` is not a valid cookie name")));
             }
             Some(Auth::ApiKey { name, value: secret("auth.value", &value)?, location })
         }
@@ -264,11 +272,12 @@ fn validate_source(raw: RawSource, base_dir: &Path) -> Result<SourceConfig, Fiel
     Ok(SourceConfig { namespace: raw.namespace, kind, auth, headers, policy: raw.policy })
 }
 
+/// The value is not repeated when it does not parse: a key in its query would be.
 fn parse_url(field: &'static str, value: &str) -> Result<Url, FieldProblem> {
-    let url = Url::parse(value).map_err(|e| (field, format!("`{value}` is not a URL: {e}")))?;
+    let url = Url::parse(value).map_err(|e| (field, format!("is not a URL: {e}")))?;
     match url.scheme() {
         "http" | "https" if url.host().is_some() => Ok(url),
-        _ => Err((field, format!("`{value}` must be an http(s) URL with a host"))),
+        _ => Err((field, format!("`{}` must be an http(s) URL with a host", display_url(&url)))),
     }
 }
 
@@ -335,7 +344,17 @@ mod tests {
         let cases = [
             (source("kind = \"openapi\"\nbase_url = \"https://x.test\""), "source `gh`, field `spec`: is required"),
             (source("kind = \"mcp\""), "field `url`: is required"),
-            (source("kind = \"mcp\"\nurl = \"ftp://x.test\""), "field `url`: `ftp://x.test` must be an http(s) URL"),
+            (
+                source("kind = \"mcp\"\nurl = \"ftp://u:hunter2@x.test/?k=hunter2\""),
+                "field `url`: `ftp://x.test/` must be an http(s) URL",
+            ),
+            (source("kind = \"mcp\"\nurl = \"https://x.test:99999/?k=hunter2\""), "field `url`: is not a URL"),
+            (
+                source(
+                    "kind = \"mcp\"\nurl = \"https://x.test\"\nauth = { type = \"api_key\", name = \"a;b\", in = \"cookie\", value = \"env:K\" }",
+                ),
+                "field `auth.name`: `a;b` is not a valid cookie name",
+            ),
             (source("kind = \"mcp\"\nurl = \"https://x.test\"\nspec = \"a.json\""), "field `spec`: does not apply"),
             (
                 source("kind = \"mcp\"\nurl = \"https://x.test\"\nauth = { type = \"bearer\", token = \"hunter2\" }"),

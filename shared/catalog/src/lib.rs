@@ -4,7 +4,7 @@
 //! reference and checked outbound requests.
 //!
 //! Pure parts (config validation, naming, OpenAPI mapping, search ranking,
-//! TypeScript rendering, address rules) are table-tested in their modules;
+//! TypeScript rendering, address rules, redaction) are table-tested in their modules;
 //! `catalog.rs`, `mcp.rs`, `outbound.rs` and `secrets.rs` are the adapters.
 
 mod catalog;
@@ -14,6 +14,7 @@ mod mcp_client;
 mod naming;
 pub mod openapi;
 mod outbound;
+mod redact;
 mod search;
 mod secrets;
 mod tool;
@@ -22,4 +23,5 @@ mod typescript;
 pub use catalog::{Catalog, CatalogError, NamespaceInfo};
 pub use config::{CONFIG_ENV, CatalogConfig, ConfigError};
 pub use outbound::{AddressRules, OutboundError};
-pub use secrets::{REDACTED, SecretError, SecretRef};
+pub use redact::REDACTED;
+pub use secrets::{SecretError, SecretRef};

@@ -1,6 +1,8 @@
 //! Upstream MCP servers over Streamable HTTP ([`McpClient`]), through the
 //! catalog's checked HTTP client: `tools/list` becomes tools under the
 //! source's namespace, `tools/call` results become data or a `ToolError`.
+//! Arguments travel only as JSON in the request body: the URL and headers
+//! are the source's own. The catalog redacts what comes back.
 
 use std::collections::HashMap;
 
@@ -13,7 +15,7 @@ use crate::mcp_client::{CallToolResult, McpClient};
 
 use crate::naming::{deduplicate, sanitize};
 use crate::outbound::Outbound;
-use crate::secrets::Redactor;
+use crate::redact::Redactor;
 use crate::tool::{Target, ToolDef};
 
 pub struct McpUpstream {
@@ -21,8 +23,9 @@ pub struct McpUpstream {
 }
 
 impl McpUpstream {
-    /// Connect and list the tools. Errors are text meant for the operator,
-    /// already redacted; the caller prefixes the source.
+    /// Connect and list the tools. Errors are text meant for the operator;
+    /// the caller prefixes the source and redacts. `redactor` is for the
+    /// client's excerpts of upstream answers, redacted before they are cut.
     pub async fn connect(
         namespace: &str,
         url: &Url,
@@ -31,10 +34,10 @@ impl McpUpstream {
         redactor: &Redactor,
     ) -> Result<(Self, Vec<ToolDef>), String> {
         outbound.check_url(url).map_err(|e| e.to_string())?;
-        let client = McpClient::connect(url.clone(), headers.into_iter().collect(), outbound)
+        let client = McpClient::connect(url.clone(), headers.into_iter().collect(), outbound, redactor)
             .await
-            .map_err(|e| redactor.redact(&format!("MCP handshake failed: {e}")))?;
-        let mut listed = client.list_tools().await.map_err(|e| redactor.redact(&format!("tools/list failed: {e}")))?;
+            .map_err(|e| format!("MCP handshake failed: {e}"))?;
+        let mut listed = client.list_tools().await.map_err(|e| format!("tools/list failed: {e}"))?;
         // Named in name order, so collisions after sanitising resolve the same way every time.
         listed.sort_by(|a, b| a.name.cmp(&b.name));
         let paths = deduplicate(listed.iter().map(|t| format!("{namespace}.{}", sanitize(&t.name))));
@@ -59,7 +62,7 @@ impl McpUpstream {
         Ok((Self { client }, tools))
     }
 
-    pub async fn call(&self, name: &str, args: Value, redactor: &Redactor) -> ToolOutcome {
+    pub async fn call(&self, name: &str, args: Value) -> ToolOutcome {
         let arguments = match args {
             Value::Object(map) => Some(map),
             Value::Null => None,
@@ -71,15 +74,15 @@ impl McpUpstream {
             }
         };
         match self.client.call_tool(name, arguments).await {
-            Ok(result) => outcome(result, redactor),
-            Err(e) => Err(ToolError { code: "upstream_error".into(), message: redactor.redact(&e.to_string()) }),
+            Ok(result) => outcome(result),
+            Err(e) => Err(ToolError { code: "upstream_error".into(), message: e.to_string() }),
         }
     }
 }
 
 /// Structured content when present; otherwise the text (parsed when it is
 /// JSON); several blocks become an array of them.
-fn outcome(result: CallToolResult, redactor: &Redactor) -> ToolOutcome {
+fn outcome(result: CallToolResult) -> ToolOutcome {
     let text = |block: &Value| match (block.get("type").and_then(Value::as_str), block.get("text")) {
         (Some("text"), Some(Value::String(text))) => Some(text.clone()),
         _ => None,
@@ -91,7 +94,7 @@ fn outcome(result: CallToolResult, redactor: &Redactor) -> ToolOutcome {
             (true, Some(data)) => data.to_string(),
             (true, None) => "the tool reported an error without a message".into(),
         };
-        return Err(ToolError { code: "tool_error".into(), message: redactor.redact(&message) });
+        return Err(ToolError { code: "tool_error".into(), message });
     }
     let data = match (result.structured_content, result.content.as_slice()) {
         (Some(data), _) => data,
@@ -102,5 +105,5 @@ fn outcome(result: CallToolResult, redactor: &Redactor) -> ToolOutcome {
         },
         (None, many) => Value::Array(many.to_vec()),
     };
-    Ok(redactor.redact_json(data))
+    Ok(data)
 }

@@ -9,10 +9,15 @@
 //! until the answer with our id (requests the server sends meanwhile are
 //! answered: `ping` with an empty result, anything else "method not found",
 //! as a client without capabilities must); `Mcp-Session-Id` and the
-//! negotiated `MCP-Protocol-Version` go on every later request, and a 404
-//! for the session starts a new one and retries once. Not supported: the
-//! optional GET stream for server-initiated messages and resuming a broken
-//! SSE stream (the call fails; the agent's code can retry it).
+//! negotiated `MCP-Protocol-Version` go on every later request.
+//!
+//! At most once: a 404 for the session (the upstream restarted) starts a new
+//! session and repeats the request only for `tools/list`; a `tools/call`
+//! whose session was lost fails, not retried, since it may have run (the
+//! next request starts the new session). Redirects are not followed (every
+//! message is a POST). Not supported: the optional GET stream for
+//! server-initiated messages and resuming a broken SSE stream (the call
+//! fails; the agent's code can retry it).
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +28,7 @@ use serde_json::{Map, Value, json};
 use url::Url;
 
 use crate::outbound::{Outbound, OutboundError};
+use crate::redact::Redactor;
 
 /// What we ask for; older servers answer with theirs.
 const PROTOCOL_VERSION: &str = "2025-11-25";
@@ -31,6 +37,8 @@ const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26",
 const MAX_PAGES: usize = 100;
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
+/// How much of an upstream's error answer is kept.
+const EXCERPT_CHARS: usize = 500;
 
 #[derive(Debug, thiserror::Error)]
 pub enum McpClientError {
@@ -42,6 +50,21 @@ pub enum McpClientError {
     Rpc { code: i64, message: String },
     #[error("the server does not speak MCP as expected: {0}")]
     Protocol(String),
+    #[error(
+        "the server lost the MCP session during {method} (HTTP 404): the request was not retried, as it may have \
+         run; the next request starts a new session (call again only if running it twice is harmless)"
+    )]
+    SessionLost { method: String },
+}
+
+/// Whether a request may be sent again in a new session when the server has
+/// lost the one it was sent in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    /// Reads: sending twice changes nothing.
+    Repeatable,
+    /// The outcome of the first attempt is unknown, so there is no second.
+    AtMostOnce,
 }
 
 /// A tool as `tools/list` describes it (the fields the catalog uses).
@@ -84,6 +107,8 @@ struct ToolsPage {
 struct Handshake {
     session: Option<HeaderValue>,
     version: Option<String>,
+    /// The session is gone (or its replacement failed): start a new one first.
+    renew: bool,
 }
 
 pub struct McpClient {
@@ -92,17 +117,25 @@ pub struct McpClient {
     headers: HeaderMap,
     handshake: Mutex<Handshake>,
     next_id: AtomicU64,
+    redactor: Redactor,
 }
 
 impl McpClient {
-    /// Connect: `initialize`, then `notifications/initialized`.
-    pub async fn connect(url: Url, headers: HeaderMap, outbound: &Outbound) -> Result<Self, McpClientError> {
+    /// Connect: `initialize`, then `notifications/initialized`. Excerpts of
+    /// error answers are redacted by `redactor` before they are cut.
+    pub async fn connect(
+        url: Url,
+        headers: HeaderMap,
+        outbound: &Outbound,
+        redactor: &Redactor,
+    ) -> Result<Self, McpClientError> {
         let client = Self {
             outbound: outbound.clone(),
             url,
             headers,
             handshake: Mutex::new(Handshake::default()),
             next_id: AtomicU64::new(1),
+            redactor: redactor.clone(),
         };
         client.initialize().await?;
         Ok(client)
@@ -114,7 +147,7 @@ impl McpClient {
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_PAGES {
             let params = cursor.as_ref().map_or_else(|| json!({}), |c| json!({ "cursor": c }));
-            let page: ToolsPage = parse(self.request("tools/list", params).await?)?;
+            let page: ToolsPage = parse(self.request("tools/list", params, Delivery::Repeatable).await?)?;
             tools.extend(page.tools);
             match page.next_cursor {
                 Some(next) if !next.is_empty() => cursor = Some(next),
@@ -133,11 +166,20 @@ impl McpClient {
         if let Some(arguments) = arguments {
             params["arguments"] = Value::Object(arguments);
         }
-        parse(self.request("tools/call", params).await?)
+        parse(self.request("tools/call", params, Delivery::AtMostOnce).await?)
     }
 
+    /// A new session; should it fail, the next request tries again.
     async fn initialize(&self) -> Result<(), McpClientError> {
         *self.handshake.lock().expect("handshake lock") = Handshake::default();
+        let result = self.handshake().await;
+        if result.is_err() {
+            self.handshake.lock().expect("handshake lock").renew = true;
+        }
+        result
+    }
+
+    async fn handshake(&self) -> Result<(), McpClientError> {
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
             "capabilities": {},
@@ -148,7 +190,8 @@ impl McpClient {
         if !SUPPORTED_VERSIONS.contains(&version) {
             return Err(McpClientError::Protocol(format!("the server wants protocol version {version:?}")));
         }
-        *self.handshake.lock().expect("handshake lock") = Handshake { session, version: Some(version.to_owned()) };
+        *self.handshake.lock().expect("handshake lock") =
+            Handshake { session, version: Some(version.to_owned()), renew: false };
         let notification = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
         let response = self.outbound.open(self.post(&notification)).await?;
         match response.status().as_u16() {
@@ -157,15 +200,25 @@ impl McpClient {
         }
     }
 
-    /// A request in the current session; a session the server has forgotten
-    /// (404) is replaced once.
-    async fn request(&self, method: &str, params: Value) -> Result<Value, McpClientError> {
+    /// A request in the current session. A session the server has forgotten
+    /// (404) is replaced; the request is sent again in the new one only if
+    /// it is [`Delivery::Repeatable`].
+    async fn request(&self, method: &str, params: Value, delivery: Delivery) -> Result<Value, McpClientError> {
+        if self.handshake.lock().expect("handshake lock").renew {
+            self.initialize().await?;
+        }
         let had_session = self.handshake.lock().expect("handshake lock").session.is_some();
         match self.exchange(method, params.clone()).await {
-            Err(McpClientError::Status { status: 404, .. }) if had_session => {
-                self.initialize().await?;
-                Ok(self.exchange(method, params).await?.0)
-            }
+            Err(McpClientError::Status { status: 404, .. }) if had_session => match delivery {
+                Delivery::Repeatable => {
+                    self.initialize().await?;
+                    Ok(self.exchange(method, params).await?.0)
+                }
+                Delivery::AtMostOnce => {
+                    self.handshake.lock().expect("handshake lock").renew = true;
+                    Err(McpClientError::SessionLost { method: method.to_owned() })
+                }
+            },
             other => Ok(other?.0),
         }
     }
@@ -177,6 +230,7 @@ impl McpClient {
         let mut response = self.outbound.open(self.post(&request)).await?;
         let status = response.status().as_u16();
         let session = response.headers().get(SESSION_HEADER).cloned();
+        let location = response.headers().get(reqwest::header::LOCATION).map(|l| l.as_bytes().to_vec());
         let is_stream = response
             .headers()
             .get(CONTENT_TYPE)
@@ -185,7 +239,12 @@ impl McpClient {
         if !(200..300).contains(&status) || !is_stream {
             let body = self.outbound.read_body(&mut response).await?;
             if !(200..300).contains(&status) {
-                let body = String::from_utf8_lossy(&body).chars().take(500).collect();
+                let mut body = self.redactor.excerpt(&body, EXCERPT_CHARS);
+                if let (300..400, Some(location)) = (status, location) {
+                    let location = self.redactor.excerpt(&location, EXCERPT_CHARS);
+                    body =
+                        format!("a redirect, not followed (Location: {location}); set the source's url to it: {body}");
+                }
                 return Err(McpClientError::Status { status, body });
             }
             let message: Value = serde_json::from_slice(&body)

@@ -10,15 +10,21 @@
 //!
 //! Arguments are one flat object: each parameter by its name (a name used in
 //! two locations gets the location as prefix for the second, e.g.
-//! `query_id`), and the request body as `body`.
+//! `query_id`), and the request body as `body`. The document (paths,
+//! parameter names) is trusted; argument values are not: a path parameter
+//! must stay one segment ([`path_problem`]), a header value must be visible
+//! ASCII, and query values are form-encoded.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use executor_core::Effect;
+use icu_normalizer::ComposingNormalizerBorrowed;
+use percent_encoding::{AsciiSet, CONTROLS, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
+use url::Url;
 
 use crate::naming::{deduplicate, sanitize};
 use crate::tool::{Target, ToolDef};
@@ -287,7 +293,7 @@ fn json_content(holder: &Value) -> Option<&Value> {
     content.iter().find(|(media, _)| media.contains("json")).and_then(|(_, media)| media.get("schema"))
 }
 
-/// Why a call's arguments cannot become a request.
+/// Why a call's arguments cannot become a request. Nothing is sent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ArgumentError {
     #[error("arguments must be an object, e.g. tools.x.y({{id: 1}})")]
@@ -300,17 +306,36 @@ pub enum ArgumentError {
     MissingBody,
     #[error("unknown argument `{argument}`; this tool takes: {expected}")]
     Unknown { argument: String, expected: String },
+    #[error(
+        "argument `{argument}` (path parameter) {problem}; a path parameter is exactly one path segment: not empty, \
+         `.` or `..`, and without `/`, `\\`, control characters or anything that decodes or normalises to them"
+    )]
+    UnsafePath { argument: String, problem: &'static str },
+    #[error("argument `{argument}` (header parameter) may hold only visible ASCII characters, spaces and tabs")]
+    UnsafeHeader { argument: String },
+    #[error("the URL would not keep the operation's path `{path}` (a segment of it would be read as `.` or `..`)")]
+    PathChanged { path: String },
 }
 
 /// The parts of a request a call's arguments decide.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestParts {
-    /// The path with parameters substituted and percent-encoded.
-    pub path: String,
+    /// The operation's path segments, parameters substituted, each percent-encoded.
+    pub segments: Vec<String>,
     pub query: Vec<(String, String)>,
     pub headers: Vec<(String, String)>,
     pub body: Option<Value>,
 }
+
+/// Parameter values keep only RFC 3986's unreserved characters: nothing else
+/// can add a segment, a query or a host, or be read as a delimiter.
+const VALUE: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+/// The document's own path text: what a URL path cannot hold as it is (`%` is
+/// left, the document may have encoded already).
+const LITERAL: &AsciiSet =
+    &CONTROLS.add(b' ').add(b'"').add(b'#').add(b'<').add(b'>').add(b'?').add(b'`').add(b'{').add(b'}').add(b'\\');
+/// Percent-decoding rounds looked through for a hidden `..` or `/`.
+const MAX_DECODINGS: usize = 4;
 
 impl HttpOperation {
     pub fn request(&self, args: &Value) -> Result<RequestParts, ArgumentError> {
@@ -328,7 +353,8 @@ impl HttpOperation {
             let expected = if expected.is_empty() { "no arguments".into() } else { expected.join(", ") };
             return Err(ArgumentError::Unknown { argument: unknown.clone(), expected });
         }
-        let mut parts = RequestParts { path: self.path.clone(), query: Vec::new(), headers: Vec::new(), body: None };
+        let mut path_values: Vec<(&str, String)> = Vec::new();
+        let mut parts = RequestParts { segments: Vec::new(), query: Vec::new(), headers: Vec::new(), body: None };
         for param in &self.params {
             let Some(value) = args.get(&param.argument).filter(|v| !v.is_null()) else {
                 if param.required {
@@ -341,7 +367,11 @@ impl HttpOperation {
             };
             match param.location {
                 ParamLocation::Path => {
-                    parts.path = parts.path.replace(&format!("{{{}}}", param.name), &percent_encode(&scalar(value)));
+                    let value = scalar(value);
+                    if let Some(problem) = path_problem(&value) {
+                        return Err(ArgumentError::UnsafePath { argument: param.argument.clone(), problem });
+                    }
+                    path_values.push((&param.name, utf8_percent_encode(&value, VALUE).to_string()));
                 }
                 // Arrays repeat the parameter (OpenAPI's default `form`, `explode: true`).
                 ParamLocation::Query => match value {
@@ -350,9 +380,16 @@ impl HttpOperation {
                     }
                     _ => parts.query.push((param.name.clone(), scalar(value))),
                 },
-                ParamLocation::Header => parts.headers.push((param.name.clone(), scalar(value))),
+                ParamLocation::Header => {
+                    let value = scalar(value);
+                    if !value.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b)) {
+                        return Err(ArgumentError::UnsafeHeader { argument: param.argument.clone() });
+                    }
+                    parts.headers.push((param.name.clone(), value));
+                }
             }
         }
+        parts.segments = self.segments(&path_values);
         match (args.get(BODY_ARGUMENT), self.body) {
             (Some(body), Some(_)) => parts.body = Some(body.clone()),
             (None, Some(true)) => return Err(ArgumentError::MissingBody),
@@ -360,6 +397,87 @@ impl HttpOperation {
         }
         Ok(parts)
     }
+
+    /// The document's path, segment by segment, with `{name}`s replaced by
+    /// their encoded values; the document's own text is taken as written.
+    fn segments(&self, values: &[(&str, String)]) -> Vec<String> {
+        let path = self.path.strip_prefix('/').unwrap_or(&self.path);
+        path.split('/')
+            .map(|template| {
+                let mut segment = String::new();
+                let mut rest = template;
+                while let Some(open) = rest.find('{') {
+                    let close = rest[open..].find('}').map(|c| open + c);
+                    let value = close.and_then(|close| values.iter().find(|(name, _)| *name == &rest[open + 1..close]));
+                    let (Some(close), Some((_, value))) = (close, value) else {
+                        segment.extend(utf8_percent_encode(&rest[..=open], LITERAL));
+                        rest = &rest[open + 1..];
+                        continue;
+                    };
+                    segment.extend(utf8_percent_encode(&rest[..open], LITERAL));
+                    segment.push_str(value);
+                    rest = &rest[close + 1..];
+                }
+                segment.extend(utf8_percent_encode(rest, LITERAL));
+                segment
+            })
+            .collect()
+    }
+}
+
+impl RequestParts {
+    /// `base` with these segments after its path and these query pairs after
+    /// `credentials` (and its own query). The URL is checked to hold exactly
+    /// the segments meant, so nothing can be re-read as a dot segment.
+    pub fn url(&self, base: &Url, credentials: &[(String, String)], template: &str) -> Result<Url, ArgumentError> {
+        let mut intended: Vec<&str> = base.path_segments().map(Iterator::collect).unwrap_or_default();
+        // The base's trailing slash is not a segment of its own.
+        if intended.last() == Some(&"") {
+            intended.pop();
+        }
+        intended.extend(self.segments.iter().map(String::as_str));
+        let mut url = base.clone();
+        url.set_path(&format!("/{}", intended.join("/")));
+        if url.path_segments().is_none_or(|segments| !segments.eq(intended.iter().copied())) {
+            return Err(ArgumentError::PathChanged { path: template.to_owned() });
+        }
+        if !credentials.is_empty() || !self.query.is_empty() {
+            url.query_pairs_mut().extend_pairs(credentials.iter().chain(&self.query));
+        }
+        Ok(url)
+    }
+}
+
+/// Why a path parameter's value could change the path, if it could. Each
+/// layer of percent-decoding is looked at too (an upstream or a proxy may
+/// decode before routing), after NFKC normalisation (some fold `．` into
+/// `.`), and so is the part before a `;` (servlet containers route
+/// `..;x` as `..`).
+fn path_problem(value: &str) -> Option<&'static str> {
+    if value.is_empty() {
+        return Some("is empty");
+    }
+    let nfkc = ComposingNormalizerBorrowed::new_nfkc();
+    let mut layer = value.to_owned();
+    for _ in 0..=MAX_DECODINGS {
+        let normalized = nfkc.normalize(&layer);
+        let before_parameters = normalized.split(';').next().unwrap_or_default();
+        if matches!(before_parameters, "" | "." | "..") {
+            return Some("is, or decodes to, a `.` or `..` segment");
+        }
+        if normalized.chars().any(|c| matches!(c, '/' | '\\') || c.is_control()) {
+            return Some("contains, or decodes to, `/`, `\\` or a control character");
+        }
+        let Ok(decoded) = percent_decode_str(&layer).decode_utf8() else {
+            // Overlong forms (`%c0%ae`) are `.` to some decoders.
+            return Some("decodes to bytes that are not UTF-8");
+        };
+        if decoded == layer.as_str() {
+            return None;
+        }
+        layer = decoded.into_owned();
+    }
+    Some("is percent-encoded too many times over")
 }
 
 /// Strings as they are, anything else as JSON text.
@@ -368,19 +486,6 @@ fn scalar(value: &Value) -> String {
         Value::String(text) => text.clone(),
         other => other.to_string(),
     }
-}
-
-/// Everything but RFC 3986 unreserved characters, so a parameter can never add
-/// a path segment, a query or another host.
-fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => out.push(byte as char),
-            _ => out.push_str(&format!("%{byte:02X}")),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -477,9 +582,9 @@ components:
         let tools = load("gh", SPEC).unwrap();
         let list = http(&tools[1]);
         let parts = list
-            .request(&json!({"owner": "a b", "repo": "../x", "state": "open", "labels": ["x", "y"], "X-Trace": "t1"}))
+            .request(&json!({"owner": "a b", "repo": "x.y", "state": "open", "labels": ["x", "y"], "X-Trace": "t1"}))
             .unwrap();
-        assert_eq!(parts.path, "/repos/a%20b/..%2Fx/issues");
+        assert_eq!(parts.segments, ["repos", "a%20b", "x.y", "issues"]);
         assert_eq!(
             parts.query,
             [("state".into(), "open".into()), ("labels".into(), "x".into()), ("labels".into(), "y".into())]
@@ -494,7 +599,7 @@ components:
         let delete = http(&tools[4]);
         assert_eq!(delete.params[1].argument, "query_id");
         let parts = delete.request(&json!({"id": 7, "query_id": "q"})).unwrap();
-        assert_eq!((parts.path.as_str(), parts.query.len()), ("/7", 1));
+        assert_eq!((parts.segments, parts.query.len()), (vec!["7".to_owned()], 1));
 
         let errors = [
             (list.request(&json!([])), "must be an object"),
@@ -504,11 +609,93 @@ components:
                 "unknown argument `stat`; this tool takes: owner, repo, state",
             ),
             (create.request(&json!({"owner": "o", "repo": "r"})), "missing required argument `body`"),
+            (list.request(&json!({"owner": "..", "repo": "r"})), "argument `owner` (path parameter) is, or decodes"),
+            (list.request(&json!({"owner": "o", "repo": "r", "X-Trace": "a\r\nb"})), "`X-Trace` (header parameter)"),
         ];
         for (result, expected) in errors {
             let message = result.unwrap_err().to_string();
             assert!(message.contains(expected), "{message}");
         }
+    }
+
+    #[test]
+    fn path_parameters_stay_one_segment() {
+        let refused = [
+            "",
+            ".",
+            "..",
+            "../x",
+            "x/..",
+            "a/b",
+            "a\\b",
+            "/",
+            "%2e",
+            "%2E%2e",
+            "%2e%2e/",
+            ".%2e",
+            "%2f",
+            "a%2Fb",
+            "%5c",
+            "%252e%252e",
+            "%25252f",
+            "%c0%ae%c0%ae",
+            "%ff",
+            "\0",
+            "a\u{0}b",
+            "\r\n",
+            "a\tb",
+            "\u{7f}",
+            "\u{85}",
+            "．．",
+            "．",
+            "‥",
+            "a／b",
+            "a＼b",
+            "..;x",
+            ".;",
+            ";x",
+            "%2e%2e;jsessionid=1",
+            "%2525252525252e",
+        ];
+        for value in refused {
+            assert!(path_problem(value).is_some(), "{value:?} is refused");
+        }
+        let kept = [
+            "a", "a b", "a.b", "..a", "a..", "...", "…", "%", "100%", "%zz", "%2", "ü", "日本", "?x=1", "#frag", "a;b",
+        ];
+        for value in kept {
+            assert_eq!(path_problem(value), None, "{value:?} is kept");
+        }
+    }
+
+    #[test]
+    fn urls_keep_the_segments_meant() {
+        let op = HttpOperation {
+            method: "GET".into(),
+            path: "/files/{name}/v{n}.json/{missing}".into(),
+            params: vec![
+                Param { name: "name".into(), argument: "name".into(), location: ParamLocation::Path, required: true },
+                Param { name: "n".into(), argument: "n".into(), location: ParamLocation::Path, required: true },
+                Param { name: "q".into(), argument: "q".into(), location: ParamLocation::Query, required: false },
+            ],
+            body: None,
+        };
+        let credentials = [("key".to_owned(), "k&=#".to_owned())];
+        let cases = [
+            ("https://h.test/api/", "a b?#%", "https://h.test/api/files/a%20b%3F%23%25/v2.json/%7Bmissing%7D"),
+            ("https://h.test", "..a", "https://h.test/files/..a/v2.json/%7Bmissing%7D"),
+            ("https://h.test/a%2Fb", "ü", "https://h.test/a%2Fb/files/%C3%BC/v2.json/%7Bmissing%7D"),
+        ];
+        for (base, name, expected) in cases {
+            let parts = op.request(&json!({"name": name, "n": 2, "q": "x&y=z#w"})).unwrap();
+            let url = parts.url(&Url::parse(base).unwrap(), &credentials, &op.path).unwrap();
+            assert_eq!(url.as_str(), format!("{expected}?key=k%26%3D%23&q=x%26y%3Dz%23w"));
+        }
+        // A dot segment in the document itself is caught when the URL is built.
+        let dotted = HttpOperation { path: "/a/../b".into(), params: vec![], ..op };
+        let parts = dotted.request(&json!({})).unwrap();
+        let error = parts.url(&Url::parse("https://h.test").unwrap(), &[], &dotted.path).unwrap_err();
+        assert_eq!(error, ArgumentError::PathChanged { path: "/a/../b".into() });
     }
 
     #[test]

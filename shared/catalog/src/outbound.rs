@@ -1,7 +1,11 @@
 //! Every request the catalog makes goes through here: the destination's
-//! addresses are checked after DNS resolution and before connecting, redirects
-//! are followed only within the same origin, and responses are cut at a size
-//! and a deadline.
+//! addresses are checked after DNS resolution and before connecting, and
+//! responses are cut at a size and a deadline.
+//!
+//! Redirects: GET and HEAD follow them within the same origin, at most 5;
+//! any other method gets the 3xx back and nothing is re-sent, since a
+//! redirected write would repeat its body (and idempotency key) wherever the
+//! upstream points.
 //!
 //! Always refused: the cloud metadata endpoints (169.254.169.254,
 //! fd00:ec2::254), link-local (169.254.0.0/16, fe80::/10), unspecified
@@ -9,15 +13,23 @@
 //! refused unless `outbound.allow_loopback = true`, the switch for local
 //! development and tests. Private networks are allowed: services in the same
 //! VPC are legitimate sources.
+//!
+//! Errors never carry a URL's query or userinfo ([`display_url`]), where
+//! credentials travel.
 
 use std::error::Error as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use reqwest::{Method, StatusCode};
 use url::{Host, Url};
 
 use crate::config::OutboundConfig;
+use crate::redact::display_url;
+
+/// Same-origin redirects a read follows before the 3xx is handed back.
+const MAX_REDIRECTS: usize = 5;
 
 /// Which destination addresses are acceptable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +96,15 @@ impl Resolve for CheckedResolver {
     }
 }
 
+/// A response read whole.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    /// The `Location` header, as text, when there is one.
+    pub location: Option<String>,
+    pub body: Vec<u8>,
+}
+
 /// The one HTTP client of the catalog, with its limits.
 #[derive(Clone)]
 pub struct Outbound {
@@ -95,17 +116,10 @@ pub struct Outbound {
 impl Outbound {
     pub fn new(config: &OutboundConfig) -> Result<Self, OutboundError> {
         let rules = AddressRules { allow_loopback: config.allow_loopback };
-        let redirects = reqwest::redirect::Policy::custom(|attempt| {
-            let first = attempt.previous().first().map(Url::origin);
-            if attempt.previous().len() < 5 && first == Some(attempt.url().origin()) {
-                attempt.follow()
-            } else {
-                attempt.stop()
-            }
-        });
         let client = executor_http_client::builder()
             .dns_resolver(Arc::new(CheckedResolver { rules }))
-            .redirect(redirects)
+            // Followed in `open`, which knows the method.
+            .redirect(reqwest::redirect::Policy::none())
             // A proxy would resolve names itself, past the address check.
             .no_proxy()
             .timeout(config.timeout)
@@ -121,7 +135,7 @@ impl Outbound {
             Some(Host::Ipv4(v4)) => IpAddr::V4(v4),
             Some(Host::Ipv6(v6)) => IpAddr::V6(v6),
             Some(Host::Domain(_)) if matches!(url.scheme(), "http" | "https") => return Ok(()),
-            _ => return Err(OutboundError::BadUrl { url: url.to_string() }),
+            _ => return Err(OutboundError::BadUrl { url: display_url(url) }),
         };
         match self.rules.refusal(ip) {
             Some(reason) => Err(OutboundError::Refused { host: ip.to_string(), ip, reason }),
@@ -130,10 +144,14 @@ impl Outbound {
     }
 
     /// Send and read the whole body, within the size cap.
-    pub async fn send(&self, request: reqwest::RequestBuilder) -> Result<(u16, Vec<u8>), OutboundError> {
+    pub async fn send(&self, request: reqwest::RequestBuilder) -> Result<Answer, OutboundError> {
         let mut response = self.open(request).await?;
+        let location = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
         let body = self.read_body(&mut response).await?;
-        Ok((response.status().as_u16(), body))
+        Ok(Answer { status: response.status().as_u16(), location, body })
     }
 
     /// The rest of `response`'s body, within the size cap.
@@ -153,9 +171,26 @@ impl Outbound {
         if let Some(traceparent) = executor_telemetry::traceparent(&tracing::Span::current()) {
             request = request.header("traceparent", traceparent);
         }
-        let request = request.build().map_err(|e| self.error(e))?;
-        self.check_url(request.url())?;
-        let response = self.client.execute(request).await.map_err(|e| self.error(e))?;
+        let mut request = request.build().map_err(|e| self.error(e))?;
+        let reads = matches!(*request.method(), Method::GET | Method::HEAD);
+        let origin = request.url().origin();
+        let mut redirects = 0;
+        let response = loop {
+            self.check_url(request.url())?;
+            // A read is sent again as it was; a write never is.
+            let again = if reads && redirects < MAX_REDIRECTS { request.try_clone() } else { None };
+            let response = self.client.execute(request).await.map_err(|e| self.error(e))?;
+            match again.zip(redirect_target(&response)) {
+                Some((mut again, target)) if target.origin() == origin => {
+                    let (from, to) = (display_url(response.url()), display_url(&target));
+                    tracing::debug!(%from, %to, "following a redirect");
+                    *again.url_mut() = target;
+                    request = again;
+                    redirects += 1;
+                }
+                _ => break response,
+            }
+        };
         let limit = self.config.max_response_bytes;
         if response.content_length().is_some_and(|n| n > limit as u64) {
             return Err(OutboundError::TooLarge { limit });
@@ -182,7 +217,9 @@ impl Outbound {
     }
 
     /// The resolver's refusal is buried in reqwest's error chain; bring it up.
+    /// reqwest names the URL in its errors: it is left out, query and all.
     pub fn error(&self, error: reqwest::Error) -> OutboundError {
+        let error = error.without_url();
         if error.is_timeout() {
             return OutboundError::Timeout { seconds: self.config.timeout.as_secs() };
         }
@@ -199,6 +236,22 @@ impl Outbound {
         };
         OutboundError::Failed { detail }
     }
+}
+
+/// Where a redirect points, resolved against the URL that answered.
+fn redirect_target(response: &reqwest::Response) -> Option<Url> {
+    let redirects = [
+        StatusCode::MOVED_PERMANENTLY,
+        StatusCode::FOUND,
+        StatusCode::SEE_OTHER,
+        StatusCode::TEMPORARY_REDIRECT,
+        StatusCode::PERMANENT_REDIRECT,
+    ];
+    if !redirects.contains(&response.status()) {
+        return None;
+    }
+    let location = response.headers().get(reqwest::header::LOCATION)?.to_str().ok()?;
+    response.url().join(location).ok()
 }
 
 #[cfg(test)]

@@ -1,13 +1,12 @@
 //! Secrets by reference: the config names where a secret lives (`env:NAME` or
 //! an AWS Secrets Manager ARN), never its value. Values are fetched once per
-//! process and cached; [`Redactor`] removes them from anything that could be
-//! journaled, logged or shown (response bodies, error excerpts).
+//! process and cached; `redact.rs` removes them from anything that could be
+//! journaled, logged or shown.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use serde_json::Value;
 use tokio::sync::{Mutex, OnceCell};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -94,46 +93,6 @@ impl Secrets {
     }
 }
 
-/// Replaces known secret values (and the encodings a header would carry) with `[redacted]`.
-#[derive(Debug, Clone, Default)]
-pub struct Redactor {
-    values: Vec<Arc<str>>,
-}
-
-pub const REDACTED: &str = "[redacted]";
-
-impl Redactor {
-    /// Very short values would redact ordinary text and are unlikely to be real secrets.
-    const MIN_LEN: usize = 4;
-
-    pub fn add(&mut self, value: impl Into<Arc<str>>) {
-        let value = value.into();
-        if value.len() >= Self::MIN_LEN && !self.values.contains(&value) {
-            self.values.push(value);
-            // Longest first, so a value containing another is removed whole.
-            self.values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-        }
-    }
-
-    pub fn redact(&self, text: &str) -> String {
-        self.values.iter().fold(text.to_owned(), |text, secret| text.replace(&**secret, REDACTED))
-    }
-
-    /// A result echoed back with a secret in it must not reach the journal.
-    pub fn redact_json(&self, data: Value) -> Value {
-        if self.values.is_empty() {
-            return data;
-        }
-        let text = data.to_string();
-        let redacted = self.redact(&text);
-        if redacted == text {
-            return data;
-        }
-        // A secret with JSON escapes in it could break the text; then the text itself is the result.
-        serde_json::from_str(&redacted).unwrap_or(Value::String(redacted))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,15 +114,5 @@ mod tests {
         assert_eq!(&*path, std::env::var("PATH").unwrap());
         let missing = secrets.resolve(&SecretRef::Env("EXECUTOR_TEST_UNSET_SECRET".into())).await.unwrap_err();
         assert_eq!(missing.to_string(), "secret `env:EXECUTOR_TEST_UNSET_SECRET`: the environment variable is not set");
-    }
-
-    #[test]
-    fn redaction_removes_every_occurrence_longest_first() {
-        let mut redactor = Redactor::default();
-        redactor.add("abc");
-        redactor.add("s3cret");
-        redactor.add("s3cret-and-more");
-        let text = "Authorization: Bearer s3cret-and-more; again s3cret; abc stays";
-        assert_eq!(redactor.redact(text), "Authorization: Bearer [redacted]; again [redacted]; abc stays");
     }
 }

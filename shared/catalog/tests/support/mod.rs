@@ -1,8 +1,11 @@
 //! Real upstreams on loopback: an HTTP service described by an OpenAPI
 //! document (axum) and an MCP server over Streamable HTTP (rmcp). Both count
-//! their side effects and record the credentials they receive.
+//! their side effects and record the credentials they receive. `recording`
+//! has upstreams that write down every request exactly as it arrived.
 
 #![allow(dead_code)] // each test binary uses part of the support
+
+pub mod recording;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once};
