@@ -19,10 +19,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use executor_core::{ExecutionId, Principal, Timeouts, Timestamp};
-use executor_sandbox::{Clock, Limits, Sandbox};
+use executor_core::{ExecutionId, ManualClock, Principal, Timeouts};
+use executor_sandbox::{Limits, Sandbox};
 use executor_service::{ExecutionResult, Executions};
 use executor_store::EmbeddedStore;
 use executor_tests::faults::Upstream;
@@ -73,7 +73,9 @@ async fn kill_9_during_approvals_loses_no_pause_and_doubles_no_write() {
 
     // The same data, read by a service whose clock is past every run limit.
     let store = Arc::new(EmbeddedStore::open(&data).unwrap());
-    let later = Executions::new(store, Sandbox::new(Limits::default()), Timeouts::default(), Arc::new(AfterRunLimit));
+    let later_clock = ManualClock::starting_now();
+    later_clock.advance(Limits::default().wall_clock + Duration::from_secs(61));
+    let later = Executions::new(store, Sandbox::new(Limits::default()), Timeouts::default(), Arc::new(later_clock));
     let owner = Principal::parse(OWNER).unwrap();
     let told = tally.told.lock().unwrap().clone();
 
@@ -376,16 +378,6 @@ fn create_key(data: &Path) -> String {
 
 fn free_port() -> SocketAddr {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free loopback port")
-}
-
-/// A clock past the longest a continuation can run (wall clock + 60 s).
-struct AfterRunLimit;
-
-impl Clock for AfterRunLimit {
-    fn now(&self) -> Timestamp {
-        let limit = Limits::default().wall_clock + Duration::from_secs(61);
-        Timestamp::from(SystemTime::now()).plus(limit)
-    }
 }
 
 /// SplitMix64: a seeded sequence, so a run's kill pattern can be replayed.

@@ -30,14 +30,16 @@ use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use executor_catalog::{Catalog, CatalogConfig};
 use executor_core::{
-    AlarmDecision, ElicitationMode, ExecutionId, Principal, SessionId, SessionStatus, Timeouts, Timestamp, TokenHash,
+    AlarmDecision, Clock, ElicitationMode, ExecutionId, ManualClock, Principal, SessionId, SessionStatus, SystemClock,
+    Timeouts, Timestamp, TokenHash,
 };
-use executor_sandbox::{Clock, Limits, Sandbox};
+use executor_sandbox::{Limits, Sandbox};
 use executor_service::{Alarms, ExecutionResult, Executions, Host, HostConfig, ResumeError};
 use executor_store::{
     Access, AlarmScheduler, DynamoStore, EmbeddedStore, EventBridgeScheduler, InProcessScheduler, KeyStore,
@@ -65,33 +67,102 @@ const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embedded_store_with_a_fault_at_every_step() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = EmbeddedStore::open(dir.path()).unwrap();
-    suite(Arc::new(Embedded { store })).await;
+    suite(embedded_rig).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamodb_with_a_fault_at_every_step() {
-    suite(Arc::new(Dynamo::new().await)).await;
+    suite(|| async { Rig::start(Arc::new(Dynamo::new().await)).await }).await;
 }
 
 /// DELETE /mcp ends a session; a pause its owner was told about must stay
 /// resumable until its deadline (from another session or none).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs fix: DELETE /mcp expires the session's paused executions (Alarms::destroy via Host::delete); \
+#[ignore = "needs fix: DELETE /mcp expires the session's paused executions (Host::delete -> Alarms::destroy); \
             they should stay resumable by their owner until their deadline"]
 async fn a_pause_outlives_the_deletion_of_its_session() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = EmbeddedStore::open(dir.path()).unwrap();
-    let mut rig = Rig::start(Arc::new(Embedded { store })).await;
-    let mut client = rig.client(ElicitationMode::Model);
-    assert!(client.initialize().await.is_ok());
-    let paused = client.call("execute", json!({ "code": WRITE })).await;
-    let id = paused.execution_id().expect("a pause").to_owned();
-    let deleted = client.delete().await;
-    assert_eq!(deleted, 204);
+    let mut rig = embedded_rig().await;
+    let (client, id, _) = rig.told_pause(WRITE).await;
+    assert_eq!(client.delete().await, 204);
     let outcome = rig.settle_told_pause(&id, false).await;
     assert_eq!(outcome, "still paused, resumed later: completed");
+}
+
+/// The write that settles an approved call fails once (nothing stored): the
+/// call was made and its outcome is known, so it should be stored (the write
+/// is conditional on the version read, so trying it again is safe) rather than
+/// left for the run limit to report as `interrupted`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs fix: Executions::claim_and_replay gives up on the first failed settle write; the call was made, \
+            yet the execution reads `interrupted` (outcome unknown) and a retried resume says already settled"]
+async fn a_failed_settle_write_keeps_the_outcome_of_the_approved_call() {
+    let mut rig = embedded_rig().await;
+    let (client, id, told) = rig.told_pause(WRITE).await;
+    rig.faults.arm(Trigger::CallOf("update_execution", 2), Fault::Error);
+    let answer = rig.resumed(&client, &id, &told).await;
+    assert_eq!(rig.faults.fired().map(|f| f.operation), Some("update_execution"));
+    assert_eq!(answer.status(), Some("completed"), "{answer:?}");
+    assert_eq!(rig.settle_told_pause(&id, true).await, "completed");
+    assert_eq!(rig.upstream.posts().iter().filter(|p| key_of(p) == Some(id.as_str())).count(), 1);
+}
+
+/// The claim is stored but its acknowledgement is lost: nobody runs the
+/// approved call, and the owner is told it "was already resumed", then later
+/// that it was interrupted with its call "unknown". The resumer that wrote the
+/// claim should recognise it (e.g. a claim id stored in `Resuming`, checked by
+/// reading the execution again after an unacknowledged write) and go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs fix: Executions::claim_and_replay treats an unacknowledged claim as failed; the claim is stored, \
+            no one runs the approved call and the execution ends `interrupted` without it"]
+async fn a_claim_whose_acknowledgement_is_lost_still_runs_the_approved_call_once() {
+    let mut rig = embedded_rig().await;
+    let (client, id, told) = rig.told_pause(WRITE).await;
+    rig.faults.arm(Trigger::CallOf("update_execution", 1), Fault::LostAck);
+    let answer = rig.resumed(&client, &id, &told).await;
+    assert_eq!(rig.faults.fired().map(|f| f.operation), Some("update_execution"));
+    assert_eq!(answer.status(), Some("completed"), "{answer:?}");
+    assert_eq!(rig.upstream.posts().iter().filter(|p| key_of(p) == Some(id.as_str())).count(), 1);
+}
+
+/// The answer to an accept is lost after the code went on and paused at its
+/// next write. The client, not knowing, sends the same accept again: it must
+/// not approve the next call, which nobody was shown (one approval, one call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs fix: `resume` decides whatever call is pending (Executions::resume names no pause), so a \
+            retried accept of one pause approves the next; the paused result could carry a pause id that \
+            resume must repeat (native request states likewise name only the execution)"]
+async fn a_retried_accept_never_approves_a_pause_nobody_saw() {
+    let mut rig = embedded_rig().await;
+    let (client, id, told) = rig.told_pause(TWO_WRITES).await;
+    // The claim is write 1; the next pause is write 2, stored but unacknowledged.
+    rig.faults.arm(Trigger::CallOf("update_execution", 2), Fault::LostAck);
+    let retried = rig.resumed(&client, &id, &told).await;
+    assert_eq!(rig.faults.fired().map(|f| f.operation), Some("update_execution"));
+    rig.assert_upstream_writes();
+    assert_eq!(retried.status(), Some("waiting_for_interaction"), "the next pause is shown: {retried:?}");
+}
+
+/// The write that settles an approved call fails after the call was made: the
+/// page must not tell the person that nothing was decided (they would approve
+/// again elsewhere, or redo the change by hand).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs fix: the approval page answers a store error after the claim with 'Nothing was decided; try \
+            again' (approvals.rs unavailable_page) although the decision was stored and the call made"]
+async fn the_approval_page_never_says_nothing_was_decided_after_the_call() {
+    let mut rig = embedded_rig().await;
+    let (id, form) = rig.approval_form().await;
+    rig.faults.arm(Trigger::CallOf("update_execution", 2), Fault::Error);
+    let page = form.submit().await;
+    rig.faults.disarm();
+    assert_eq!(rig.upstream.posts().iter().filter(|p| key_of(p) == Some(id.as_str())).count(), 1, "the call was made");
+    let Page::Shown { status, html, .. } = page else { panic!("{page:?}") };
+    assert!(!html.contains("Nothing was decided"), "page {status} denies the decision that was made: {html}");
+}
+
+async fn embedded_rig() -> Rig<Embedded> {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    Rig::start(Arc::new(Embedded { store, _dir: dir })).await
 }
 
 // ---------------------------------------------------------------------------
@@ -124,6 +195,7 @@ trait Deployment: Send + Sync + 'static {
 /// `executor serve`: the embedded store and in-process alarms.
 struct Embedded {
     store: EmbeddedStore,
+    _dir: tempfile::TempDir,
 }
 
 #[async_trait]
@@ -164,10 +236,11 @@ struct Dynamo {
 
 impl Dynamo {
     async fn new() -> Self {
-        let table = format!("executor-faults-{}", std::process::id());
-        let store = DynamoStore::new(executor_tests::dynamodb_client_in("us-east-1"), table.clone());
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let name = format!("executor-faults-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let store = DynamoStore::new(executor_tests::dynamodb_client_in("us-east-1"), name.clone());
         store.create_table().await.expect("create the table in moto_server");
-        let group = format!("executor-faults-{}", std::process::id());
+        let (table, group) = (name.clone(), name);
         executor_tests::scheduler_client().create_schedule_group().name(&group).send().await.unwrap();
         let target = SchedulerTarget {
             group,
@@ -191,7 +264,8 @@ impl Deployment for Dynamo {
     }
 
     fn scheduler(&self) -> Scheduler {
-        Scheduler::EventBridge(EventBridgeScheduler::new(executor_tests::scheduler_client(), self.target.clone()))
+        let scheduler = EventBridgeScheduler::new(executor_tests::scheduler_client(), self.target.clone());
+        Scheduler::EventBridge(scheduler, self.target.group.clone())
     }
 
     async fn host(
@@ -213,7 +287,8 @@ impl Deployment for Dynamo {
 #[derive(Clone)]
 enum Scheduler {
     InProcess(InProcessScheduler),
-    EventBridge(EventBridgeScheduler),
+    /// With its schedule group.
+    EventBridge(EventBridgeScheduler, String),
 }
 
 #[async_trait]
@@ -221,29 +296,37 @@ impl AlarmScheduler for Scheduler {
     async fn schedule(&self, session: &SessionId, at: Timestamp) -> Result<(), StoreError> {
         match self {
             Scheduler::InProcess(s) => s.schedule(session, at).await,
-            Scheduler::EventBridge(s) => s.schedule(session, at).await,
+            Scheduler::EventBridge(s, _) => s.schedule(session, at).await,
         }
     }
 
     async fn cancel(&self, session: &SessionId) -> Result<(), StoreError> {
         match self {
             Scheduler::InProcess(s) => s.cancel(session).await,
-            Scheduler::EventBridge(s) => s.cancel(session).await,
+            Scheduler::EventBridge(s, _) => s.cancel(session).await,
         }
     }
 }
 
 impl Scheduler {
-    /// The schedule expression of the session's armed alarm, if one is armed.
-    async fn armed(&self, session: &SessionId) -> Option<String> {
+    /// Whether an alarm of `session` is armed for `at`.
+    async fn armed_for(&self, session: &SessionId, at: Timestamp) -> bool {
         match self {
-            Scheduler::InProcess(s) => s.armed_at(session).map(EventBridgeScheduler::expression),
-            Scheduler::EventBridge(_) => {
+            Scheduler::InProcess(s) => s.armed_at(session) == Some(at),
+            Scheduler::EventBridge(_, group) => {
+                // Every schedule of the session (named after it), by expression.
                 let client = executor_tests::scheduler_client();
-                let group = format!("executor-faults-{}", std::process::id());
-                let name = format!("executor-session-{session}");
-                let found = client.get_schedule().name(name).group_name(group).send().await.ok()?;
-                found.schedule_expression().map(str::to_owned)
+                let prefix = format!("executor-session-{session}");
+                let listed = client.list_schedules().group_name(group).name_prefix(prefix).send().await.unwrap();
+                let expected = EventBridgeScheduler::expression(at);
+                for summary in listed.schedules() {
+                    let name = summary.name().unwrap_or_default();
+                    let found = client.get_schedule().name(name).group_name(group).send().await.unwrap();
+                    if found.schedule_expression() == Some(expected.as_str()) {
+                        return true;
+                    }
+                }
+                false
             }
         }
     }
@@ -339,6 +422,14 @@ impl Answer {
         match self {
             Answer::Done { value, .. } => value["executionId"].as_str(),
             _ => None,
+        }
+    }
+
+    /// The arguments of the call a paused answer asks about (`Null` otherwise).
+    fn interaction_args(&self) -> Value {
+        match self {
+            Answer::Done { value, .. } => value["interaction"]["args"].clone(),
+            _ => Value::Null,
         }
     }
 
@@ -445,6 +536,26 @@ impl Client {
         self.send(body).await.0
     }
 
+    /// `GET /api/executions/{id}`: where an execution stands, as its owner reads it.
+    async fn view(&self, id: &str) -> Answer {
+        let base = self.url.split("/mcp").next().unwrap();
+        let sent = self
+            .http
+            .get(format!("{base}/api/executions/{id}"))
+            .header("authorization", format!("Bearer {}", self.token))
+            .send()
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(e) => return Answer::Lost(e.to_string()),
+        };
+        let status = response.status().as_u16();
+        match response.json::<Value>().await {
+            Ok(value) => Answer::Done { is_error: status != 200, value },
+            Err(e) => Answer::Lost(e.to_string()),
+        }
+    }
+
     async fn list_tools(&self) -> Answer {
         self.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})).await.0
     }
@@ -497,26 +608,19 @@ fn hidden(html: &str, name: &str) -> String {
 
 /// A clock past the longest a continuation can run (wall clock + 60 s), so that
 /// a stranded continuation reads as what it will be: interrupted.
-struct AfterRunLimit;
-
-impl Clock for AfterRunLimit {
-    fn now(&self) -> Timestamp {
-        let limit = Limits::default().wall_clock + Duration::from_secs(61);
-        Timestamp::from(SystemTime::now()).plus(limit)
-    }
+fn after_run_limit() -> Arc<ManualClock> {
+    let clock = ManualClock::starting_now();
+    clock.advance(Limits::default().wall_clock + Duration::from_secs(61));
+    Arc::new(clock)
 }
 
 /// A clock `ago` in the past: work created by it looks that old.
-struct Ago(Duration);
-
-impl Clock for Ago {
-    fn now(&self) -> Timestamp {
-        Timestamp::from_millis(Timestamp::from(SystemTime::now()).as_millis() - self.0.as_millis() as u64)
-    }
+fn ago(ago: Duration) -> Arc<ManualClock> {
+    Arc::new(ManualClock::new(Timestamp::from_millis(now().as_millis() - ago.as_millis() as u64)))
 }
 
 fn now() -> Timestamp {
-    SystemTime::now().into()
+    SystemClock.now()
 }
 
 fn alice() -> Principal {
@@ -538,8 +642,9 @@ struct Rig<D: Deployment> {
     addr: SocketAddr,
     token: String,
     http: reqwest::Client,
-    /// Executions whose pause got an `accept`: the only ones allowed to write upstream.
-    accepted: HashSet<String>,
+    /// The calls a decider was shown and accepted, as (executionId, the POST
+    /// body): the only writes allowed to reach the upstream.
+    approved: HashSet<(String, String)>,
     _dir: tempfile::TempDir,
 }
 
@@ -572,7 +677,7 @@ impl<D: Deployment> Rig<D> {
             addr,
             token,
             http,
-            accepted: HashSet::new(),
+            approved: HashSet::new(),
             _dir: dir,
         }
     }
@@ -634,7 +739,7 @@ impl<D: Deployment> Rig<D> {
     /// Services reading the store with a clock past every run limit.
     fn later(&self) -> Executions {
         let store = Arc::new(self.deployment.open());
-        Executions::new(store, Sandbox::new(Limits::default()), Timeouts::default(), Arc::new(AfterRunLimit))
+        Executions::new(store, Sandbox::new(Limits::default()), Timeouts::default(), after_run_limit())
     }
 
     /// Where a pause the client was told about stands, after recovery: resumed
@@ -645,12 +750,17 @@ impl<D: Deployment> Rig<D> {
         let view = self.later().view(&alice(), &execution).await;
         let calls = |rig: &Self| rig.upstream.posts().iter().filter(|p| key_of(p) == Some(id)).count();
         match view {
-            Ok(ExecutionResult::Paused { .. }) => {
-                self.accepted.insert(id.to_owned());
+            Ok(ExecutionResult::Paused { pending, .. }) => {
+                // The owner reads the pending call, then accepts it, and each next one shown.
+                for call in &pending {
+                    self.approve(id, &call.args);
+                }
                 let client = self.client(ElicitationMode::Model);
                 let mut answer = client.call("resume", json!({ "executionId": id, "action": "accept" })).await;
                 let mut steps = 1;
                 while answer.status() == Some("waiting_for_interaction") && steps < 5 {
+                    let Answer::Done { value, .. } = &answer else { unreachable!() };
+                    self.approve(id, &value["interaction"]["args"]);
                     answer = client.call("resume", json!({ "executionId": id, "action": "accept" })).await;
                     steps += 1;
                 }
@@ -670,15 +780,61 @@ impl<D: Deployment> Rig<D> {
         }
     }
 
-    /// No idempotency key twice, and no write for an execution nobody accepted.
+    /// A decider was shown the call with `args` of execution `id` and accepted it.
+    fn approve(&mut self, id: &str, args: &Value) {
+        self.approved.insert((id.to_owned(), args["body"].to_string()));
+    }
+
+    /// A session and a pause of `code` in model mode, told to the client:
+    /// (client, executionId, the paused answer).
+    async fn told_pause(&mut self, code: &str) -> (Client, String, Answer) {
+        let mut client = self.client(ElicitationMode::Model);
+        assert!(client.initialize().await.is_ok());
+        let paused = client.call("execute", json!({ "code": code })).await;
+        assert_eq!(paused.status(), Some("waiting_for_interaction"), "{paused:?}");
+        (client, paused.execution_id().unwrap().to_owned(), paused)
+    }
+
+    /// A browser-mode pause and its approval page, opened: (executionId, the
+    /// page's form set to approve). The approval counts as given.
+    async fn approval_form(&mut self) -> (String, Form) {
+        let mut client = self.client(ElicitationMode::Browser);
+        assert!(client.initialize().await.is_ok());
+        let paused = client.call("execute", json!({ "code": WRITE })).await;
+        assert_eq!(paused.status(), Some("user_approval_required"), "{paused:?}");
+        let Answer::Done { value, .. } = &paused else { unreachable!() };
+        let (id, url) = (value["executionId"].as_str().unwrap().to_owned(), value["approvalUrl"].as_str().unwrap());
+        let page = open(&self.http, url).await;
+        let Page::Shown { status: 200, cookie: Some(cookie), html } = page else { panic!("the page opens: {page:?}") };
+        let body = format!("token={}&csrf={}&decision=accept", hidden(&html, "token"), hidden(&html, "csrf"));
+        let action = url.split('?').next().unwrap().to_owned();
+        // The page shows the call of WRITE, and the person approves it.
+        self.approve(&id, &json!({ "body": { "note": "fault run" } }));
+        (id, Form { http: self.http.clone(), action, cookie, body })
+    }
+
+    /// `resume` with accept of the `told` pause, once more if the first answer
+    /// was a storage error.
+    async fn resumed(&mut self, client: &Client, id: &str, told: &Answer) -> Answer {
+        self.approve(id, &told.interaction_args());
+        let decision = json!({ "executionId": id, "action": "accept" });
+        let first = client.call("resume", decision.clone()).await;
+        self.faults.disarm();
+        match first.label().as_str() {
+            "store_error" => client.call("resume", decision).await,
+            _ => first,
+        }
+    }
+
+    /// No idempotency key twice, and no write that no decider was shown and accepted.
     fn assert_upstream_writes(&self) {
         let posts = self.upstream.posts();
         let mut seen = HashSet::new();
         for post in &posts {
             let key = post.idempotency_key.clone().expect("every write carries an Idempotency-Key");
             assert!(seen.insert(key.clone()), "DOUBLE: {key} reached the upstream twice: {posts:#?}");
-            let execution = key_of(post).unwrap();
-            assert!(self.accepted.contains(execution), "a write of {execution} that nobody approved");
+            let call = (key_of(post).unwrap().to_owned(), post.body.to_string());
+            assert!(self.approved.contains(&call), "UNAPPROVED: {call:?} reached the upstream; nobody accepted it");
         }
     }
 }
@@ -782,8 +938,8 @@ async fn run<D: Deployment>(rig: &mut Rig<D>, operation: Operation, injection: I
     let run = match operation {
         Operation::Initialize => initialize(rig, injection, &what).await,
         Operation::Execute => execute(rig, injection, &what).await,
-        Operation::Resume => resume(rig, injection, &what, WRITE).await,
-        Operation::ResumeToNextPause => resume(rig, injection, &what, TWO_WRITES).await,
+        Operation::Resume => resume(rig, injection, &what, WRITE, false).await,
+        Operation::ResumeToNextPause => resume(rig, injection, &what, TWO_WRITES, true).await,
         Operation::ApprovalPage => approval_page(rig, injection, &what).await,
         Operation::KeyCreation => key_creation(rig, injection).await,
         Operation::AlarmReschedule => alarm(rig, injection, Duration::from_secs(2 * 60), None).await,
@@ -810,8 +966,8 @@ async fn initialize<D: Deployment>(rig: &mut Rig<D>, injection: Injection, what:
     let alarm = session.alarm_at.expect("an active session has an alarm");
     // The alarm is armed: a schedule on AWS; locally, re-armed from the store at every start.
     match rig.deployment.scheduler() {
-        scheduler @ Scheduler::EventBridge(_) => {
-            assert_eq!(scheduler.armed(&id).await, Some(EventBridgeScheduler::expression(alarm)), "{what}")
+        scheduler @ Scheduler::EventBridge(..) => {
+            assert!(scheduler.armed_for(&id, alarm).await, "{what}: the alarm is scheduled")
         }
         Scheduler::InProcess(_) => {
             let armed = rig.deployment.open().armed_sessions().await.unwrap();
@@ -837,21 +993,27 @@ async fn execute<D: Deployment>(rig: &mut Rig<D>, injection: Injection, what: &s
     Run { fired, first: first.label(), outcome }
 }
 
-async fn resume<D: Deployment>(rig: &mut Rig<D>, injection: Injection, what: &str, code: &str) -> Run {
-    let mut client = rig.client(ElicitationMode::Model);
-    assert!(client.initialize().await.is_ok());
-    let paused = client.call("execute", json!({ "code": code })).await;
-    let id = paused.execution_id().expect("a pause").to_owned();
+/// Accept a pause; a client without a clear outcome tries again. With
+/// `careful`, it first reads where the execution stands (the owner's API) and
+/// sends the accept again only if the pause it accepted still waits: `resume`
+/// decides whatever call is pending, so a blind retry would approve a next
+/// pause nobody was shown (see `a_retried_accept_never_approves_a_pause_nobody_saw`).
+async fn resume<D: Deployment>(rig: &mut Rig<D>, injection: Injection, what: &str, code: &str, careful: bool) -> Run {
+    let (client, id, paused) = rig.told_pause(code).await;
+    rig.approve(&id, &paused.interaction_args());
     let decision = json!({ "executionId": id, "action": "accept" });
-    rig.accepted.insert(id.clone());
     injection.arm(rig);
     let (first, crashed) = rig.through_crashes(client.call("resume", decision.clone())).await;
     let fired = injection.disarm(rig);
     first.assert_clear(crashed, what);
-    // Retried like a client that got no clear outcome; "already settled" is one.
+    // "Already settled" is a clear outcome; a storage error or no answer is not.
     let last = match first.label().as_str() {
         "store_error" | "connection lost" | "http 503" => {
-            let retried = client.call("resume", decision).await;
+            let view = if careful { Some(client.view(&id).await) } else { None };
+            let retried = match view {
+                Some(view) if view.interaction_args() != paused.interaction_args() => view,
+                _ => client.call("resume", decision).await,
+            };
             retried.assert_clear(false, what);
             retried
         }
@@ -867,31 +1029,49 @@ async fn resume<D: Deployment>(rig: &mut Rig<D>, injection: Injection, what: &st
 }
 
 async fn approval_page<D: Deployment>(rig: &mut Rig<D>, injection: Injection, what: &str) -> Run {
-    let mut client = rig.client(ElicitationMode::Browser);
-    assert!(client.initialize().await.is_ok());
-    let paused = client.call("execute", json!({ "code": WRITE })).await;
-    assert_eq!(paused.status(), Some("user_approval_required"), "{paused:?}");
-    let Answer::Done { value, .. } = &paused else { unreachable!() };
-    let (id, url) = (value["executionId"].as_str().unwrap().to_owned(), value["approvalUrl"].as_str().unwrap());
-    let url = url.to_owned();
-    let page = open(&rig.http, &url).await;
-    let Page::Shown { status: 200, cookie, html } = page else { panic!("{what}: the page opens: {page:?}") };
-    let form = format!("token={}&csrf={}&decision=accept", hidden(&html, "token"), hidden(&html, "csrf"));
-    let submit = {
-        let (http, url, cookie) = (rig.http.clone(), url.split('?').next().unwrap().to_owned(), cookie.unwrap());
-        move || submit(http.clone(), url.clone(), cookie.clone(), form.clone())
-    };
-    rig.accepted.insert(id.clone());
+    let (id, form) = rig.approval_form().await;
     injection.arm(rig);
-    let (first, crashed) = rig.through_crashes(submit()).await;
+    let (first, crashed) = rig.through_crashes(form.submit()).await;
     let fired = injection.disarm(rig);
     first.assert_clear(crashed, what);
     // The person tries again when the page did not say what happened.
     if !matches!(&first, Page::Shown { status: 200, .. }) {
-        submit().await.assert_clear(false, what);
+        form.submit().await.assert_clear(false, what);
     }
     let outcome = rig.settle_told_pause(&id, true).await;
     Run { fired, first: first.label(), outcome }
+}
+
+/// The approval page's form, as the browser that opened the link holds it.
+struct Form {
+    http: reqwest::Client,
+    action: String,
+    cookie: String,
+    body: String,
+}
+
+impl Form {
+    /// Approve: POST the form with its CSRF cookie.
+    async fn submit(&self) -> Page {
+        let sent = self
+            .http
+            .post(&self.action)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("cookie", &self.cookie)
+            .body(self.body.clone())
+            .send()
+            .await;
+        match sent {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                match response.text().await {
+                    Ok(html) => Page::Shown { status, cookie: None, html },
+                    Err(e) => Page::Lost(e.to_string()),
+                }
+            }
+            Err(e) => Page::Lost(e.to_string()),
+        }
+    }
 }
 
 async fn open(http: &reqwest::Client, url: &str) -> Page {
@@ -906,26 +1086,6 @@ async fn open(http: &reqwest::Client, url: &str) -> Page {
                 .map(str::to_owned);
             match response.text().await {
                 Ok(html) => Page::Shown { status, cookie, html },
-                Err(e) => Page::Lost(e.to_string()),
-            }
-        }
-        Err(e) => Page::Lost(e.to_string()),
-    }
-}
-
-async fn submit(http: reqwest::Client, action: String, cookie: String, form: String) -> Page {
-    let sent = http
-        .post(action)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .header("cookie", cookie)
-        .body(form)
-        .send()
-        .await;
-    match sent {
-        Ok(response) => {
-            let status = response.status().as_u16();
-            match response.text().await {
-                Ok(html) => Page::Shown { status, cookie: None, html },
                 Err(e) => Page::Lost(e.to_string()),
             }
         }
@@ -971,7 +1131,7 @@ async fn alarm<D: Deployment>(
     let timeouts = Timeouts::default();
     let paused = match paused_minutes_ago {
         Some(minutes) => {
-            let clock = Arc::new(Ago(Duration::from_secs(minutes * 60)));
+            let clock = ago(Duration::from_secs(minutes * 60));
             let sandbox = Sandbox::with_clock(Limits::default(), clock.clone());
             let executions = Executions::new(store.clone(), sandbox, timeouts, clock);
             let mode = ElicitationMode::Model;
@@ -989,7 +1149,7 @@ async fn alarm<D: Deployment>(
     let at = now();
     let alarms = |store: Arc<dyn Store>, scheduler: Arc<dyn AlarmScheduler>| {
         let sandbox = Sandbox::new(Limits::default());
-        let clock = Arc::new(executor_sandbox::SystemClock);
+        let clock = Arc::new(SystemClock);
         let executions = Arc::new(Executions::new(store.clone(), sandbox, timeouts, clock));
         Alarms::new(store.clone(), store, executions, scheduler, timeouts)
     };
@@ -1021,7 +1181,7 @@ async fn alarm<D: Deployment>(
     let outcome = match (paused_minutes_ago, decision) {
         (None, AlarmDecision::Reschedule { at: next }) | (Some(_), AlarmDecision::ExtendPausedLease { at: next }) => {
             assert_eq!((stored.status, stored.alarm_at), (SessionStatus::Active, Some(next)));
-            assert_eq!(scheduler.armed(&session_id).await, Some(EventBridgeScheduler::expression(next)));
+            assert!(scheduler.armed_for(&session_id, next).await, "the next alarm is armed");
             match paused {
                 Some((id, _)) => {
                     rig.settle_told_pause(id.as_str(), false).await;
@@ -1063,10 +1223,14 @@ struct Row {
     outcome: BTreeMap<String, usize>,
 }
 
-async fn suite<D: Deployment>(deployment: Arc<D>) {
-    let mut rig = Rig::start(deployment).await;
+/// Every operation on a rig of its own (a fresh store: moto copies a whole
+/// table for each transaction, so small tables keep it quick).
+async fn suite<D: Deployment, F: Future<Output = Rig<D>>>(rig: impl Fn() -> F) {
     let mut table: BTreeMap<(Operation, String), Row> = BTreeMap::new();
+    let mut store = "";
     for operation in Operation::ALL {
+        let mut rig = rig().await;
+        store = rig.deployment.name();
         let mut injections: Vec<Box<dyn Fn(usize) -> Injection>> =
             Fault::ALL.into_iter().map(|f| Box::new(move |n| Injection::Store(f, n)) as Box<_>).collect();
         if operation.calls_upstream() {
@@ -1088,7 +1252,6 @@ async fn suite<D: Deployment>(deployment: Arc<D>) {
             }
         }
     }
-    let store = rig.deployment.name();
     let mut summary = String::from("| operation | store | fault | injected | first answer | after recovery |\n");
     summary.push_str("|---|---|---|---|---|---|\n");
     let counts = |map: &BTreeMap<String, usize>| {
