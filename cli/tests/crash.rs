@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 
 const SEED: u64 = 0x5eed_c4a5_4e11;
 /// Pause/approve cycles the clients complete between them.
-const CYCLES: usize = 300;
+const CYCLES: usize = 500;
 const CLIENTS: usize = 4;
 /// A POST held this long by the upstream is a window for a kill to land in.
 const HOLD: Duration = Duration::from_millis(1500);
