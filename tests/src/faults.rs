@@ -55,10 +55,6 @@ impl Fault {
             Fault::CrashAfter => "crash after",
         }
     }
-
-    pub fn is_crash(self) -> bool {
-        matches!(self, Fault::CrashBefore | Fault::CrashAfter)
-    }
 }
 
 /// How long a [`Fault::Timeout`] holds the caller before failing.
@@ -78,8 +74,6 @@ pub enum Trigger {
 pub struct Fired {
     pub fault: Fault,
     pub operation: &'static str,
-    /// Its position among all calls since the plan was armed.
-    pub call: usize,
 }
 
 #[derive(Default)]
@@ -129,11 +123,6 @@ impl Faults {
         self.plan.lock().unwrap().fired.clone()
     }
 
-    /// The operations called since the plan was armed, in order.
-    pub fn calls(&self) -> Vec<&'static str> {
-        self.plan.lock().unwrap().calls.clone()
-    }
-
     /// Completes once a crash fault has stopped its caller.
     pub async fn crashed(&self) {
         let mut crashed = self.crashed.subscribe();
@@ -155,7 +144,7 @@ impl Faults {
             return None;
         }
         plan.armed = None;
-        plan.fired = Some(Fired { fault, operation, call });
+        plan.fired = Some(Fired { fault, operation });
         Some(fault)
     }
 
@@ -217,12 +206,6 @@ fn phrase(operation: &'static str) -> &'static str {
 pub struct Faulty<T> {
     inner: T,
     faults: Faults,
-}
-
-impl<T> Faulty<T> {
-    pub fn inner(&self) -> &T {
-        &self.inner
-    }
 }
 
 #[async_trait]
@@ -411,14 +394,9 @@ impl Upstream {
         *self.ledger.fired.lock().unwrap()
     }
 
-    /// Every request applied so far, in order.
-    pub fn applied(&self) -> Vec<Applied> {
-        self.ledger.applied.lock().unwrap().clone()
-    }
-
-    /// The applied POSTs.
+    /// The POSTs applied so far, in order.
     pub fn posts(&self) -> Vec<Applied> {
-        self.applied().into_iter().filter(|a| a.method == "POST").collect()
+        self.ledger.applied.lock().unwrap().iter().filter(|a| a.method == "POST").cloned().collect()
     }
 
     /// How many requests are being answered right now.
