@@ -4,6 +4,10 @@
 //! `tests/moto_server.py`, which serialises requests so conditional transactions
 //! are atomic as on DynamoDB) per test binary on a free loopback port; it stops
 //! when the test process exits. Every DynamoDB test gets a table of its own.
+//! [`faults`] wraps the stores, the alarm schedulers and an upstream service
+//! in fault injection.
+
+pub mod faults;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
