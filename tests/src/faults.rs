@@ -279,8 +279,8 @@ impl<T: AlarmScheduler> AlarmScheduler for Faulty<T> {
         self.faults.run("schedule", self.inner.schedule(session, at)).await
     }
 
-    async fn cancel(&self, session: &SessionId) -> Result<(), StoreError> {
-        self.faults.run("cancel", self.inner.cancel(session)).await
+    async fn cancel(&self, session: &SessionId, at: Timestamp) -> Result<(), StoreError> {
+        self.faults.run("cancel", self.inner.cancel(session, at)).await
     }
 }
 

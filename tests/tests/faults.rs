@@ -80,8 +80,6 @@ async fn dynamodb_with_a_fault_at_every_step() {
 /// DELETE /mcp ends a session; a pause its owner was told about must stay
 /// resumable until its deadline (from another session or none).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs fix: DELETE /mcp expires the session's paused executions (Host::delete -> Alarms::destroy); \
-            they should stay resumable by their owner until their deadline"]
 async fn a_pause_outlives_the_deletion_of_its_session() {
     let mut rig = embedded_rig().await;
     let (client, id, _) = rig.told_pause(WRITE).await;
@@ -95,8 +93,6 @@ async fn a_pause_outlives_the_deletion_of_its_session() {
 /// is conditional on the version read, so trying it again is safe) rather than
 /// left for the run limit to report as `interrupted`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs fix: Executions::claim_and_replay gives up on the first failed settle write; the call was made, \
-            yet the execution reads `interrupted` (outcome unknown) and a retried resume says already settled"]
 async fn a_failed_settle_write_keeps_the_outcome_of_the_approved_call() {
     let mut rig = embedded_rig().await;
     let (client, id, told) = rig.told_pause(WRITE).await;
@@ -114,8 +110,6 @@ async fn a_failed_settle_write_keeps_the_outcome_of_the_approved_call() {
 /// claim should recognise it (e.g. a claim id stored in `Resuming`, checked by
 /// reading the execution again after an unacknowledged write) and go on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs fix: Executions::claim_and_replay treats an unacknowledged claim as failed; the claim is stored, \
-            no one runs the approved call and the execution ends `interrupted` without it"]
 async fn a_claim_whose_acknowledgement_is_lost_still_runs_the_approved_call_once() {
     let mut rig = embedded_rig().await;
     let (client, id, told) = rig.told_pause(WRITE).await;
@@ -130,9 +124,6 @@ async fn a_claim_whose_acknowledgement_is_lost_still_runs_the_approved_call_once
 /// next write. The client, not knowing, sends the same accept again: it must
 /// not approve the next call, which nobody was shown (one approval, one call).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs fix: `resume` decides whatever call is pending (Executions::resume names no pause), so a \
-            retried accept of one pause approves the next; the paused result could carry a pause id that \
-            resume must repeat (native request states likewise name only the execution)"]
 async fn a_retried_accept_never_approves_a_pause_nobody_saw() {
     let mut rig = embedded_rig().await;
     let (client, id, told) = rig.told_pause(TWO_WRITES).await;
@@ -148,8 +139,6 @@ async fn a_retried_accept_never_approves_a_pause_nobody_saw() {
 /// page must not tell the person that nothing was decided (they would approve
 /// again elsewhere, or redo the change by hand).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs fix: the approval page answers a store error after the claim with 'Nothing was decided; try \
-            again' (approvals.rs unavailable_page) although the decision was stored and the call made"]
 async fn the_approval_page_never_says_nothing_was_decided_after_the_call() {
     let mut rig = embedded_rig().await;
     let (id, form) = rig.approval_form().await;
@@ -302,10 +291,10 @@ impl AlarmScheduler for Scheduler {
         }
     }
 
-    async fn cancel(&self, session: &SessionId) -> Result<(), StoreError> {
+    async fn cancel(&self, session: &SessionId, at: Timestamp) -> Result<(), StoreError> {
         match self {
-            Scheduler::InProcess(s) => s.cancel(session).await,
-            Scheduler::EventBridge(s, _) => s.cancel(session).await,
+            Scheduler::InProcess(s) => s.cancel(session, at).await,
+            Scheduler::EventBridge(s, _) => s.cancel(session, at).await,
         }
     }
 }
@@ -431,6 +420,14 @@ impl Answer {
     fn interaction_args(&self) -> Value {
         match self {
             Answer::Done { value, .. } => value["interaction"]["args"].clone(),
+            _ => Value::Null,
+        }
+    }
+
+    /// The `pauseId` a paused answer carries, for the decision to name.
+    fn pause_id(&self) -> Value {
+        match self {
+            Answer::Done { value, .. } => value["pauseId"].clone(),
             _ => Value::Null,
         }
     }
@@ -819,7 +816,8 @@ impl<D: Deployment> Rig<D> {
     /// was a storage error.
     async fn resumed(&mut self, client: &Client, id: &str, told: &Answer) -> Answer {
         self.approve(id, &told.interaction_args());
-        let decision = json!({ "executionId": id, "action": "accept" });
+        let pause = told.pause_id();
+        let decision = json!({ "executionId": id, "action": "accept", "pauseId": pause });
         let first = client.call("resume", decision.clone()).await;
         self.faults.disarm();
         match first.label().as_str() {
@@ -995,15 +993,14 @@ async fn execute<D: Deployment>(rig: &mut Rig<D>, injection: Injection, what: &s
     Run { fired, first: first.label(), outcome }
 }
 
-/// Accept a pause; a client without a clear outcome tries again. With
-/// `careful`, it first reads where the execution stands (the owner's API) and
-/// sends the accept again only if the pause it accepted still waits: `resume`
-/// decides whatever call is pending, so a blind retry would approve a next
-/// pause nobody was shown (see `a_retried_accept_never_approves_a_pause_nobody_saw`).
+/// Accept a pause (naming it by its `pauseId`); a client without a clear
+/// outcome tries again. With `careful`, it first reads where the execution
+/// stands (the owner's API) as well; without, the retry is blind, which the
+/// `pauseId` makes safe (see `a_retried_accept_never_approves_a_pause_nobody_saw`).
 async fn resume<D: Deployment>(rig: &mut Rig<D>, injection: Injection, what: &str, code: &str, careful: bool) -> Run {
     let (client, id, paused) = rig.told_pause(code).await;
     rig.approve(&id, &paused.interaction_args());
-    let decision = json!({ "executionId": id, "action": "accept" });
+    let decision = json!({ "executionId": id, "action": "accept", "pauseId": paused.pause_id() });
     injection.arm(rig);
     let (first, crashed) = rig.through_crashes(client.call("resume", decision.clone())).await;
     let fired = injection.disarm(rig);
@@ -1130,7 +1127,8 @@ async fn alarm<D: Deployment>(
     assert!(client.initialize().await.is_ok());
     let session_id = SessionId::parse(client.session.clone().unwrap()).unwrap();
     let store = Arc::new(rig.deployment.open());
-    let timeouts = Timeouts::default();
+    // Five minutes idle ends a session here, so the lease rows are quick to reach.
+    let timeouts = Timeouts { session_timeout: Duration::from_secs(5 * 60), ..Timeouts::default() };
     let paused = match paused_minutes_ago {
         Some(minutes) => {
             let clock = ago(Duration::from_secs(minutes * 60));
@@ -1147,19 +1145,18 @@ async fn alarm<D: Deployment>(
     let mut session = store.get_session(Access::Internal, &session_id).await.unwrap();
     session.last_activity_at = Timestamp::from_millis(now().as_millis() - idle.as_millis() as u64);
     store.update_session(&mut session).await.unwrap();
+    // The generation that fires: what the session's record says is armed.
+    let generation = session.alarm_at;
 
     let at = now();
     let alarms = |store: Arc<dyn Store>, scheduler: Arc<dyn AlarmScheduler>| {
-        let sandbox = Sandbox::new(Limits::default());
-        let clock = Arc::new(SystemClock);
-        let executions = Arc::new(Executions::new(store.clone(), sandbox, timeouts, clock));
-        Alarms::new(store.clone(), store, executions, scheduler, timeouts)
+        Alarms::new(store.clone(), store, scheduler, timeouts)
     };
     let scheduler = rig.deployment.scheduler();
     let faulty = alarms(Arc::new(rig.faults.wrap(rig.deployment.open())), Arc::new(rig.faults.wrap(scheduler.clone())));
     injection.arm(rig);
     let id = session_id.clone();
-    let first = rig.task(async move { faulty.fire(&id, at).await }).await;
+    let first = rig.task(async move { faulty.fire(&id, generation, at).await }).await;
     let fired = injection.disarm(rig);
     let label = match &first {
         Some(Ok(decision)) => decision_name(decision).to_owned(),
@@ -1176,10 +1173,19 @@ async fn alarm<D: Deployment>(
         _ => {
             let scheduler = rig.deployment.scheduler();
             let unfaulted = alarms(Arc::new(rig.deployment.open()), Arc::new(scheduler.clone()));
-            (unfaulted.fire(&session_id, at).await.unwrap(), scheduler)
+            (unfaulted.fire(&session_id, generation, at).await.unwrap(), scheduler)
         }
     };
     let stored = store.get_session(Access::Internal, &session_id).await.unwrap();
+    // A redelivery after the first firing stored its decision only arms that
+    // decision (and says Ignore): the outcome is the first firing's.
+    let decision = match (decision, stored.alarm_at) {
+        (AlarmDecision::Ignore, Some(next)) if stored.is_active() && Some(next) > generation => match paused {
+            Some(_) => AlarmDecision::ExtendPausedLease { at: next },
+            None => AlarmDecision::Reschedule { at: next },
+        },
+        (decision, _) => decision,
+    };
     let outcome = match (paused_minutes_ago, decision) {
         (None, AlarmDecision::Reschedule { at: next }) | (Some(_), AlarmDecision::ExtendPausedLease { at: next }) => {
             assert_eq!((stored.status, stored.alarm_at), (SessionStatus::Active, Some(next)));

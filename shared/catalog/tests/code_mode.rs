@@ -81,7 +81,7 @@ async fn a_post_pauses_and_once_approved_reaches_the_upstream_once() {
 
     // Another orchestrator over the same store, as another process would be.
     let resumed = executions(data.path())
-        .resume(&alice, &execution_id, Some(ApprovalAction::Accept), tools.clone())
+        .resume(&alice, &execution_id, Some(ApprovalAction::Accept), None, tools.clone())
         .await
         .unwrap();
     match resumed {
@@ -98,7 +98,7 @@ async fn a_post_pauses_and_once_approved_reaches_the_upstream_once() {
     assert_eq!(Recorded::count(&w.shop.recorded.gets), 1);
     assert_eq!(*w.shop.recorded.idempotency_keys.lock().unwrap(), [format!("{execution_id}:1")]);
 
-    let again = executions(data.path()).resume(&alice, &execution_id, Some(ApprovalAction::Accept), tools).await;
+    let again = executions(data.path()).resume(&alice, &execution_id, Some(ApprovalAction::Accept), None, tools).await;
     assert_eq!(again.unwrap_err().code(), "execution_already_settled");
     assert_eq!(Recorded::count(&w.shop.recorded.posts), 1);
 }

@@ -238,6 +238,11 @@ pub struct Execution {
     /// traces are exported: the resume that follows links its trace to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause_trace: Option<String>,
+    /// A random id the latest claimer wrote with its claim: after a claim write
+    /// whose answer was lost, the claimer reads the execution again and knows
+    /// the claim is its own only if this is its id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
     /// Bumped by every stored write; writes are conditional on it.
     pub version: u64,
 }
@@ -267,6 +272,7 @@ impl Execution {
             links: ApprovalLinks::default(),
             logs: Vec::new(),
             pause_trace: None,
+            claim: None,
             version: 0,
         }
     }

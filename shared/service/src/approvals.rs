@@ -258,7 +258,12 @@ fn not_found_page() -> Response<Bytes> {
 }
 
 fn unavailable_page(detail: &str) -> Response<Bytes> {
-    let text = format!("The approval service could not reach its storage ({detail}). Nothing was decided; try again.");
+    // Said the same whether or not the decision was stored before storage
+    // failed: the page cannot know, and the link tells the truth when reloaded.
+    let text = format!(
+        "The approval service could not reach its storage ({detail}), so it cannot confirm what happened. Reload \
+         this page in a moment: it shows the call if it still waits for a decision, or says it was already decided."
+    );
     page(StatusCode::SERVICE_UNAVAILABLE, approval_page::message("Try again shortly", &text, None))
 }
 

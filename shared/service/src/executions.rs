@@ -28,6 +28,8 @@ const RETENTION: Duration = Duration::from_secs(24 * 3600);
 
 /// How often a waiting browser-mode `resume` looks at the stored execution.
 const POLL_INTERVAL: Duration = Duration::from_millis(250);
+/// Writes of a known outcome tried before the error is reported.
+const SETTLE_ATTEMPTS: u64 = 3;
 /// On top of the sandbox's wall clock: time to store a continuation's outcome.
 /// A claim older than both has nothing running it any more.
 const SETTLE_SLACK: Duration = Duration::from_secs(60);
@@ -198,15 +200,26 @@ impl Executions {
     /// is decided by the person at the link: `resume` waits for the outcome.
     /// A native pause is decided by the answer to its own elicitation:
     /// `resume` reports where it stands.
+    ///
+    /// `pause` names the pause the decision is for (the `pauseId` of the
+    /// paused result). When the execution is no longer at that pause (a
+    /// retried decision whose answer was lost, after the code went on), the
+    /// decision is not applied to whatever is pending now: the answer is
+    /// where the execution stands, e.g. the next pause, shown for the first time.
     pub async fn resume(
         &self,
         owner: &Principal,
         id: &ExecutionId,
         action: Option<ApprovalAction>,
+        pause: Option<u32>,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
         let execution = self.load(Access::Owner(owner), id).await?;
+        let elsewhere = pause.is_some_and(|step| {
+            !matches!(execution.state, ExecutionState::Paused { .. }) || pending_step(&execution) != Some(step)
+        });
         match (execution.mode, action) {
+            (ElicitationMode::Model, Some(_)) if elsewhere => settled(&execution),
             (ElicitationMode::Browser, _) => {
                 let span = tracing::info_span!(
                     "execution.await_decision",
@@ -356,9 +369,25 @@ impl Executions {
             Err(_) if execution.state == ExecutionState::Expired => return Err(ResumeError::Expired(id)),
             Err(_) => return Err(ResumeError::AlreadySettled(id)),
         }
+        let claim = crate::ids::claim_id().map_err(no_randomness)?;
+        execution.claim = Some(claim.clone());
         match self.store.update_execution(&mut execution).await {
             Ok(()) => {}
             Err(StoreError::Conflict { .. }) => return Err(ResumeError::AlreadySettled(id)),
+            // The answer was lost, not necessarily the write: if the stored
+            // claim is ours, we won and go on; anyone else's, we lost.
+            Err(error @ StoreError::Backend { .. }) => {
+                let stored = self.store.get_execution(Access::Internal, &id).await.map_err(|e| not_found(&id, e))?;
+                let ours = matches!(stored.state, ExecutionState::Resuming { .. })
+                    && stored.claim.as_deref() == Some(claim.as_str());
+                if !ours {
+                    return match stored.state {
+                        ExecutionState::Paused { .. } => Err(ResumeError::Store(error)),
+                        _ => Err(ResumeError::AlreadySettled(id)),
+                    };
+                }
+                execution = stored;
+            }
             Err(e) => return Err(not_found(&id, e)),
         }
         let approval =
@@ -375,8 +404,27 @@ impl Executions {
         // Settled, or paused again at the next approval.
         let (result, event) = match outcome {
             Outcome::Paused { snapshot, logs } => {
-                let link = self.pause(&mut execution, snapshot, logs, now, Write::Update).await?;
-                return Ok(paused_result(&execution, link));
+                let before = execution.clone();
+                return match self.pause(&mut execution, snapshot.clone(), logs.clone(), now, Write::Update).await {
+                    Ok(link) => Ok(paused_result(&execution, link)),
+                    // The call ran; its pause must be stored, not left to be
+                    // reported as interrupted. The write is conditional on the
+                    // version, so trying it again is safe.
+                    Err(StoreError::Backend { .. }) => {
+                        execution = before;
+                        match self.pause(&mut execution, snapshot, logs, now, Write::Update).await {
+                            Ok(link) => Ok(paused_result(&execution, link)),
+                            Err(StoreError::Conflict { .. }) => {
+                                settled(&self.store.get_execution(Access::Internal, &id).await?)
+                            }
+                            Err(e) => Err(e.into()),
+                        }
+                    }
+                    Err(StoreError::Conflict { .. }) => {
+                        settled(&self.store.get_execution(Access::Internal, &id).await?)
+                    }
+                    Err(e) => Err(e.into()),
+                };
             }
             Outcome::Completed { result, logs } => {
                 let event = ExecutionEvent::Complete { result: result.clone() };
@@ -398,13 +446,24 @@ impl Executions {
         if let ExecutionResult::Completed { logs, .. } | ExecutionResult::Failed { logs, .. } = &result {
             execution.logs.clone_from(logs);
         }
-        match self.store.update_execution(&mut execution).await {
-            Ok(()) => {}
-            // Declared interrupted meanwhile (this run outlived its limit): that record stands.
-            Err(StoreError::Conflict { .. }) => {
-                return settled(&self.store.get_execution(Access::Internal, &id).await?);
+        // The call ran and its outcome is known: store it, trying again on a
+        // store failure (conditional on the version, so safe to repeat).
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match self.store.update_execution(&mut execution).await {
+                Ok(()) => break,
+                // Stored by an earlier attempt whose answer was lost, or declared
+                // interrupted meanwhile (this run outlived its limit): what is
+                // stored stands.
+                Err(StoreError::Conflict { .. }) => {
+                    return settled(&self.store.get_execution(Access::Internal, &id).await?);
+                }
+                Err(StoreError::Backend { .. }) if attempts < SETTLE_ATTEMPTS => {
+                    tokio::time::sleep(Duration::from_millis(50 * attempts)).await;
+                }
+                Err(e) => return Err(e.into()),
             }
-            Err(e) => return Err(e.into()),
         }
         let settled = execution.status();
         count(if settled == ExecutionStatus::Completed {

@@ -15,6 +15,11 @@ pub(crate) fn execution_id() -> Result<ExecutionId, getrandom::Error> {
     Ok(ExecutionId::parse(random_hex()?).expect("hex is a valid id"))
 }
 
+/// Marks a claim as written by this resumer (see `Execution::claim`).
+pub(crate) fn claim_id() -> Result<String, getrandom::Error> {
+    random_hex()
+}
+
 pub(crate) fn session_id() -> Result<SessionId, getrandom::Error> {
     Ok(SessionId::parse(random_hex()?).expect("hex is a valid id"))
 }

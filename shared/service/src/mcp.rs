@@ -89,7 +89,15 @@ impl McpServer {
                 return invalid(&format!("`action` must be \"accept\", \"decline\" or \"cancel\", not {other}"));
             }
         };
-        let result = self.executions.resume(&caller.owner, &id, action, self.tools.clone()).await;
+        let pause = match args.get("pauseId") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) if text.parse::<u32>().is_ok() => text.parse().ok(),
+            Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n <= u64::from(u32::MAX)) => {
+                n.as_u64().map(|n| n as u32)
+            }
+            Some(other) => return invalid(&format!("`pauseId` must be the pauseId of the paused result, not {other}")),
+        };
+        let result = self.executions.resume(&caller.owner, &id, action, pause, self.tools.clone()).await;
         self.render_resumed(caller, result)
     }
 
@@ -191,6 +199,11 @@ fn resume_tool() -> Tool {
                 "type": "string",
                 "enum": ["accept", "decline", "cancel"],
                 "description": "The user's decision. Without it, resume only reports where the execution stands.",
+            },
+            "pauseId": {
+                "type": "string",
+                "description": "The pauseId of the paused result the decision is for. If the execution has moved \
+                                on (a retry), nothing is decided and resume reports where it stands.",
             },
             "content": { "type": "object", "description": "Optional data for the approval." },
         },

@@ -40,6 +40,7 @@ pub(crate) fn execution(result: &ExecutionResult, base_url: &str) -> (Value, boo
                     "executionId": execution_id,
                     "expiresAt": expires_at.to_rfc3339(),
                     "interaction": { "kind": "approval", "message": message, "tool": first.path, "args": first.args },
+                    "pauseId": first.step.to_string(),
                     "decidedBy": if *mode == ElicitationMode::Native { "client" } else { "model" },
                     "logs": logs,
                 }),
@@ -72,10 +73,11 @@ pub(crate) fn text(structured: &Value) -> String {
             structured["expiresAt"].as_str().unwrap_or("soon"),
         ),
         Some("waiting_for_interaction") => format!(
-            "Paused: {} needs approval. Ask the user, then call `resume` with executionId \"{}\" and action \
-             \"accept\" or \"decline\" before {}.",
+            "Paused: {} needs approval. Ask the user, then call `resume` with executionId \"{}\", pauseId \"{}\" \
+             and action \"accept\" or \"decline\" before {}.",
             structured["interaction"]["tool"].as_str().unwrap_or("a tool"),
             structured["executionId"].as_str().unwrap_or(""),
+            structured["pauseId"].as_str().unwrap_or(""),
             structured["expiresAt"].as_str().unwrap_or("it expires"),
         ),
         Some("user_approval_required") => format!(
@@ -142,6 +144,7 @@ mod tests {
                         "tool": "gh.issues.create",
                         "args": {"title": "t"},
                     },
+                    "pauseId": "2",
                     "decidedBy": "model",
                     "logs": [],
                 }),
@@ -167,6 +170,7 @@ mod tests {
                         "tool": "gh.issues.create",
                         "args": {"title": "t"},
                     },
+                    "pauseId": "2",
                     "decidedBy": "client",
                     "logs": [],
                 }),

@@ -85,7 +85,7 @@ async fn a_pause_is_persisted_and_resumed_in_another_process<S: Store + 'static>
     // Another "process": new tools, new orchestrator; only the store is shared.
     let tools = TestTools::new();
     let result = executions(&store, generous())
-        .resume(&alice(), &id, Some(ApprovalAction::Accept), tools.clone())
+        .resume(&alice(), &id, Some(ApprovalAction::Accept), None, tools.clone())
         .await
         .unwrap();
     let ExecutionResult::Completed { result, .. } = result else { panic!("{result:?}") };
@@ -95,7 +95,8 @@ async fn a_pause_is_persisted_and_resumed_in_another_process<S: Store + 'static>
     assert_eq!(stored.state, ExecutionState::Completed { result: json!([true, {"title": "x"}]) });
     assert!(store.paused_executions(Access::Internal, &SessionId::parse("s1").unwrap()).await.unwrap().is_empty());
 
-    let again = executions(&store, generous()).resume(&alice(), &id, Some(ApprovalAction::Accept), tools.clone()).await;
+    let again =
+        executions(&store, generous()).resume(&alice(), &id, Some(ApprovalAction::Accept), None, tools.clone()).await;
     assert_eq!(again.unwrap_err().code(), "execution_already_settled");
     assert_eq!(tools.calls().len(), 1, "a retried resume calls nothing");
 }
@@ -106,7 +107,9 @@ async fn racing_resumes_have_one_winner_and_one_upstream_call<S: Store + 'static
     let racers = (0..8).map(|_| {
         let (store, tools, id) = (store.clone(), tools.clone(), id.clone());
         tokio::spawn(async move {
-            executions(&store, generous()).resume(&alice(), &id, Some(ApprovalAction::Accept), tools.clone()).await
+            executions(&store, generous())
+                .resume(&alice(), &id, Some(ApprovalAction::Accept), None, tools.clone())
+                .await
         })
     });
     let mut winners = 0;
@@ -126,11 +129,11 @@ async fn other_owners_and_unknown_ids_are_not_found<S: Store + 'static>(store: A
     let tools = TestTools::new();
     let orchestrator = executions(&store, generous());
     let bob = Principal::parse("bob").unwrap();
-    let foreign = orchestrator.resume(&bob, &id, Some(ApprovalAction::Accept), tools.clone()).await.unwrap_err();
+    let foreign = orchestrator.resume(&bob, &id, Some(ApprovalAction::Accept), None, tools.clone()).await.unwrap_err();
     assert_eq!(foreign.code(), "execution_not_found");
     let unknown = ExecutionId::parse("nope").unwrap();
     let missing =
-        orchestrator.resume(&alice(), &unknown, Some(ApprovalAction::Accept), tools.clone()).await.unwrap_err();
+        orchestrator.resume(&alice(), &unknown, Some(ApprovalAction::Accept), None, tools.clone()).await.unwrap_err();
     assert_eq!(missing.code(), "execution_not_found");
     assert_eq!(foreign.to_string().replace(id.as_str(), "ID"), missing.to_string().replace("nope", "ID"));
     assert!(tools.calls().is_empty());
@@ -145,10 +148,12 @@ async fn an_approval_past_its_window_expires<S: Store + 'static>(store: Arc<S>) 
         .await
         .unwrap();
     let ExecutionResult::Paused { execution_id: id, .. } = result else { panic!("{result:?}") };
-    let expired = executions(&store, closed).resume(&alice(), &id, Some(ApprovalAction::Accept), tools.clone()).await;
+    let expired =
+        executions(&store, closed).resume(&alice(), &id, Some(ApprovalAction::Accept), None, tools.clone()).await;
     assert_eq!(expired.unwrap_err().code(), "execution_expired");
     assert_eq!(store.get_execution(Access::Internal, &id).await.unwrap().state, ExecutionState::Expired);
-    let again = executions(&store, closed).resume(&alice(), &id, Some(ApprovalAction::Accept), tools.clone()).await;
+    let again =
+        executions(&store, closed).resume(&alice(), &id, Some(ApprovalAction::Accept), None, tools.clone()).await;
     assert_eq!(again.unwrap_err().code(), "execution_expired");
     assert_eq!(tools.calls().len(), 1, "only the read before the pause ran");
 }
@@ -157,7 +162,7 @@ async fn a_decline_settles_as_declined<S: Store + 'static>(store: Arc<S>) {
     let id = pause(&store, WRITE).await;
     let tools = TestTools::new();
     let result = executions(&store, generous())
-        .resume(&alice(), &id, Some(ApprovalAction::Decline), tools.clone())
+        .resume(&alice(), &id, Some(ApprovalAction::Decline), None, tools.clone())
         .await
         .unwrap();
     let ExecutionResult::Failed { error, .. } = result else { panic!("{result:?}") };
@@ -171,10 +176,10 @@ async fn a_second_approval_pauses_again<S: Store + 'static>(store: Arc<S>) {
     let id = pause(&store, code).await;
     let tools = TestTools::new();
     let orchestrator = executions(&store, generous());
-    let second = orchestrator.resume(&alice(), &id, Some(ApprovalAction::Accept), tools.clone()).await.unwrap();
+    let second = orchestrator.resume(&alice(), &id, Some(ApprovalAction::Accept), None, tools.clone()).await.unwrap();
     let ExecutionResult::Paused { pending, .. } = second else { panic!("{second:?}") };
     assert_eq!(pending[0].args, json!({"n": 2}));
-    let done = orchestrator.resume(&alice(), &id, Some(ApprovalAction::Accept), tools.clone()).await.unwrap();
+    let done = orchestrator.resume(&alice(), &id, Some(ApprovalAction::Accept), None, tools.clone()).await.unwrap();
     assert!(matches!(done, ExecutionResult::Completed { .. }), "{done:?}");
     assert_eq!(tools.calls().len(), 2);
 }
@@ -207,8 +212,9 @@ async fn a_stranded_continuation_is_reported_interrupted_and_never_rerun<S: Stor
     assert_eq!(stored.state, ExecutionState::Failed { error: ExecutionFailure::interrupted() }, "and stored so");
 
     // Resuming it again is refused, and the approved call is not made a second time.
-    let again =
-        executions(&store, generous()).resume(&alice(), &stranded, Some(ApprovalAction::Accept), tools.clone()).await;
+    let again = executions(&store, generous())
+        .resume(&alice(), &stranded, Some(ApprovalAction::Accept), None, tools.clone())
+        .await;
     assert_eq!(again.unwrap_err().code(), "execution_already_settled");
     assert!(tools.calls().is_empty(), "{:?}", tools.calls());
 }
