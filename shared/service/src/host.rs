@@ -341,6 +341,9 @@ impl Host {
             Ok(message) => message,
             Err(e) => return rpc_error(StatusCode::BAD_REQUEST, -32700, &format!("Parse error: {e}")),
         };
+        if let Some(error) = crate::params::invalid(&message) {
+            return json_response(StatusCode::OK, &error);
+        }
         let mode = match elicitation_mode(parts.uri.query(), self.config.default_mode) {
             Ok(mode) => mode,
             Err(message) => return rpc_error(StatusCode::BAD_REQUEST, -32602, &message),

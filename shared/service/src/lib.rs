@@ -13,6 +13,7 @@ mod jwt_crypto;
 mod mcp;
 mod native;
 mod oidc;
+mod params;
 mod results;
 mod spans;
 
