@@ -9,11 +9,11 @@ mod conformance;
 mod executions;
 mod host;
 mod ids;
+mod jsonrpc;
 mod jwt_crypto;
 mod mcp;
 mod native;
 mod oidc;
-mod params;
 mod results;
 mod spans;
 
