@@ -202,7 +202,7 @@ async fn run_serve<S: Store + 'static>(args: ServeArgs, store: Arc<S>) -> Result
         namespaces.push(source.namespace);
     }
     #[cfg(unix)]
-    warn_of_open_files_limit(limits.max_connections);
+    make_room_for_connections(limits.max_connections);
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     // First start: no key yet, so make one for whoever runs it.
@@ -241,7 +241,7 @@ const OTHER_OPEN_FILES: u64 = 64;
 /// Raise the open-files limit, and say so when it still cannot hold the
 /// connection cap: `accept` would fail before the cap's 503 could be sent.
 #[cfg(unix)]
-fn warn_of_open_files_limit(max_connections: usize) {
+fn make_room_for_connections(max_connections: usize) {
     let limit = serve::raise_open_files_limit();
     if limit < max_connections as u64 + OTHER_OPEN_FILES {
         eprintln!(

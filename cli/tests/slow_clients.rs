@@ -124,7 +124,8 @@ async fn a_thousand_slow_clients_neither_block_the_server_nor_stay_open() {
     let connected = Arc::new(tokio::sync::Barrier::new(4 * PER_KIND + 1));
     let clients: Vec<_> =
         (0..4 * PER_KIND).map(|i| tokio::spawn(slow_client(server.addr, kinds[i % 4], connected.clone()))).collect();
-    connected.wait().await;
+    let all_connected = tokio::time::timeout(Duration::from_secs(60), connected.wait()).await;
+    all_connected.expect("every slow client connects and sends its opening bytes within 60 s");
 
     // Every slow client is connected and has sent its opening bytes: a fresh
     // client is still answered.
