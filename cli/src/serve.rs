@@ -206,6 +206,11 @@ async fn connection(
                 }
             }
             _ = stop.wait_for(|stopping| *stopping), if !draining => {
+                // No request begun: nothing to finish (hyper would wait for
+                // a fresh connection's first request).
+                if watch.waiting() {
+                    return;
+                }
                 served.as_mut().graceful_shutdown();
                 draining = true;
             }
@@ -254,11 +259,11 @@ fn closing(status: StatusCode, message: String) -> Response<Bytes> {
 /// Where a connection is between requests, which decides the timeout that runs.
 #[derive(Debug, Clone, Copy)]
 enum Phase {
-    /// A request head is awaited since this instant (the connection's start,
-    /// or the first byte after an idle wait): the header timeout runs.
+    /// No byte of a request yet, since `since`: the connection's start (the
+    /// header timeout runs from there) or the last answer (the idle timeout).
+    Waiting { since: Instant, first: bool },
+    /// A request head has begun; the header timeout runs from this instant.
     Head(Instant),
-    /// Nothing received since the last answer, at this instant: the idle timeout runs.
-    Idle(Instant),
     /// A request is being read (under the body timeout) or answered.
     Busy,
 }
@@ -270,7 +275,7 @@ struct Watch {
 
 impl Watch {
     fn new() -> Self {
-        Self { phase: Mutex::new(Phase::Head(Instant::now())), changed: Notify::new() }
+        Self { phase: Mutex::new(Phase::Waiting { since: Instant::now(), first: true }), changed: Notify::new() }
     }
 
     fn set(&self, phase: Phase) {
@@ -278,21 +283,25 @@ impl Watch {
         self.changed.notify_one();
     }
 
-    /// Bytes arrived: after an idle wait they begin the next request's head.
-    /// (Bytes of a next request that arrive while one is answered, pipelined,
-    /// leave the connection idle after the answer: the idle timeout still bounds it.)
+    /// Bytes arrived: while waiting they begin a request's head. (Bytes of a
+    /// next request that arrive while one is answered, pipelined, leave the
+    /// connection waiting after the answer: the idle timeout still bounds it.)
     fn received(&self) {
         let mut phase = self.phase.lock().unwrap_or_else(|e| e.into_inner());
-        if let Phase::Idle(_) = *phase {
-            *phase = Phase::Head(Instant::now());
+        if let Phase::Waiting { since, first } = *phase {
+            *phase = Phase::Head(if first { since } else { Instant::now() });
             self.changed.notify_one();
         }
     }
 
+    fn waiting(&self) -> bool {
+        matches!(*self.phase.lock().unwrap_or_else(|e| e.into_inner()), Phase::Waiting { .. })
+    }
+
     fn deadline(&self, limits: &ConnectionLimits) -> Option<Instant> {
         match *self.phase.lock().unwrap_or_else(|e| e.into_inner()) {
-            Phase::Head(since) => Some(since + limits.header_timeout),
-            Phase::Idle(since) => Some(since + limits.idle_timeout),
+            Phase::Waiting { since, first: true } | Phase::Head(since) => Some(since + limits.header_timeout),
+            Phase::Waiting { since, first: false } => Some(since + limits.idle_timeout),
             Phase::Busy => None,
         }
     }
@@ -341,7 +350,7 @@ impl AsyncWrite for Watched {
     }
 }
 
-/// A response body that marks the connection idle once hyper has taken it
+/// A response body that marks the connection waiting once hyper has taken it
 /// (dropped after its last frame is written, or when the connection ends).
 /// A client that does not read the answer is then bounded by the idle timeout.
 struct Answer {
@@ -368,7 +377,7 @@ impl Body for Answer {
 
 impl Drop for Answer {
     fn drop(&mut self) {
-        self.watch.set(Phase::Idle(Instant::now()));
+        self.watch.set(Phase::Waiting { since: Instant::now(), first: false });
     }
 }
 

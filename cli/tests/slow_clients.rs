@@ -216,3 +216,62 @@ async fn connections_past_the_cap_are_told_to_retry() {
     assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
     assert!(answer.ends_with("\r\n\r\nok"), "{answer}");
 }
+
+/// Bytes until the server closes the connection (EOF or reset), within a bound.
+async fn rest_of(stream: &mut TcpStream) -> String {
+    let mut answer = Vec::new();
+    let mut buffer = [0u8; 1024];
+    let read = async {
+        while let Ok(n @ 1..) = stream.read(&mut buffer).await {
+            answer.extend_from_slice(&buffer[..n]);
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), read).await.expect("the server closes the connection");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn shutdown_finishes_requests_in_flight_and_closes_the_rest_at_once() {
+    // Timeouts far longer than the test's bounds: shutting down must not wait for them.
+    let hour = Duration::from_secs(3600);
+    let limits = ConnectionLimits { header_timeout: hour, body_timeout: hour, idle_timeout: hour, max_connections: 16 };
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+    let catalog = Arc::new(Catalog::load(None).await.unwrap());
+    let host = serve::host(store, catalog, &[], HostConfig::default()).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(serve::serve_with_limits(listener, host, limits, async {
+        let _ = stopped.await;
+    }));
+
+    let mut silent = TcpStream::connect(addr).await.unwrap();
+    let mut idle = keep_alive_client(addr).await;
+    // A request in flight: the server has its head and is reading its body
+    // (it asked for the body: 100 Continue) when the shutdown begins.
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let mut busy = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    busy.write_all(head.as_bytes()).await.unwrap();
+    let mut buffer = [0u8; 64];
+    let n = busy.read(&mut buffer).await.unwrap();
+    assert!(buffer[..n].starts_with(b"HTTP/1.1 100 Continue"), "{}", String::from_utf8_lossy(&buffer[..n]));
+    stop.send(()).unwrap();
+
+    assert_eq!(rest_of(&mut silent).await, "", "a connection without a request is closed");
+    assert_eq!(rest_of(&mut idle).await, "", "an idle connection is closed");
+    busy.write_all(body.as_bytes()).await.unwrap();
+    let answer = rest_of(&mut busy).await;
+    assert!(answer.starts_with("HTTP/1.1 401 Unauthorized\r\n"), "the request in flight is answered: {answer}");
+    assert!(answer.contains("connection: close\r\n"), "{answer}");
+    tokio::time::timeout(Duration::from_secs(30), served)
+        .await
+        .expect("serve returns once the request in flight is answered")
+        .unwrap()
+        .unwrap();
+}
