@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use executor_catalog::Catalog;
@@ -40,18 +41,56 @@ struct StoreArgs {
     store: StoreKind,
 }
 
+#[derive(Parser)]
+struct ServeArgs {
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    addr: SocketAddr,
+    /// Sources file (TOML, see executor.example.toml); default: `EXECUTOR_CONFIG`.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// What slow, idle or too many clients may hold (`serve::ConnectionLimits`).
+#[derive(clap::Args)]
+struct LimitArgs {
+    /// Milliseconds a client has to send a request line and headers, from
+    /// connecting or from the first byte of a later request.
+    #[arg(long, env = "EXECUTOR_HEADER_TIMEOUT_MS", default_value_t = 10_000, value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    header_timeout_ms: u64,
+    /// Milliseconds a client has to send a whole request body once its headers are in.
+    #[arg(long, env = "EXECUTOR_BODY_TIMEOUT_MS", default_value_t = 30_000, value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    body_timeout_ms: u64,
+    /// Milliseconds a kept-alive connection may wait for its next request before it is closed.
+    #[arg(long, env = "EXECUTOR_IDLE_TIMEOUT_MS", default_value_t = 60_000, value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    idle_timeout_ms: u64,
+    /// Connections open at once; past it a new connection is answered 503 (retry later) and closed.
+    #[arg(long, env = "EXECUTOR_MAX_CONNECTIONS", default_value_t = 1024, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> serve::ConnectionLimits {
+        serve::ConnectionLimits {
+            header_timeout: Duration::from_millis(self.header_timeout_ms),
+            body_timeout: Duration::from_millis(self.body_timeout_ms),
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+            max_connections: self.max_connections as usize,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Serve MCP, approvals and health on one port (the default command).
-    Serve {
-        #[arg(long, default_value = "127.0.0.1:8787")]
-        addr: SocketAddr,
-        /// Sources file (TOML, see executor.example.toml); default: `EXECUTOR_CONFIG`.
-        #[arg(long)]
-        config: Option<PathBuf>,
-        #[command(flatten)]
-        store: StoreArgs,
-    },
+    Serve(ServeArgs),
     /// Manage API keys (bearer tokens).
     Keys {
         #[command(subcommand)]
@@ -77,15 +116,12 @@ enum KeysCommand {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let command = Cli::parse().command.unwrap_or(Command::Serve {
-        addr: SocketAddr::from(([127, 0, 0, 1], 8787)),
-        config: None,
-        store: StoreArgs { data_dir: ".executor".into(), store: StoreKind::Embedded },
-    });
+    // No command is `serve` with its defaults (and its environment variables).
+    let command = Cli::parse().command.unwrap_or_else(|| Command::Serve(ServeArgs::parse_from(["executor"])));
     let result = match command {
-        Command::Serve { addr, config, store } => match open(&store).await {
-            Ok(Opened::Embedded(s)) => run_serve(addr, config, &store.data_dir, s).await,
-            Ok(Opened::Dynamo(s)) => run_serve(addr, config, &store.data_dir, s).await,
+        Command::Serve(args) => match open(&args.store).await {
+            Ok(Opened::Embedded(s)) => run_serve(args, s).await,
+            Ok(Opened::Dynamo(s)) => run_serve(args, s).await,
             Err(e) => Err(e),
         },
         Command::Keys { command, store } => match open(&store).await {
@@ -143,12 +179,9 @@ async fn run_keys(command: KeysCommand, store: &impl executor_store::KeyStore) -
     Ok(())
 }
 
-async fn run_serve<S: Store + 'static>(
-    addr: SocketAddr,
-    sources: Option<PathBuf>,
-    data_dir: &Path,
-    store: Arc<S>,
-) -> Result<(), String> {
+async fn run_serve<S: Store + 'static>(args: ServeArgs, store: Arc<S>) -> Result<(), String> {
+    let ServeArgs { addr, config: sources, store: StoreArgs { data_dir, .. }, limits } = args;
+    let limits = limits.limits();
     // The conformance build serves requests without a token (the suite cannot
     // send one; see executor-service's `conformance` feature): loopback only.
     #[cfg(feature = "conformance")]
@@ -168,6 +201,8 @@ async fn run_serve<S: Store + 'static>(
         }
         namespaces.push(source.namespace);
     }
+    #[cfg(unix)]
+    make_room_for_connections(limits.max_connections);
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     // First start: no key yet, so make one for whoever runs it.
@@ -187,14 +222,31 @@ async fn run_serve<S: Store + 'static>(
     let mut config =
         executor_service::HostConfig::default().with_env(|n| std::env::var(n).ok()).map_err(|e| e.to_string())?;
     if config.request_state_key.is_none() {
-        config.request_state_key = Some(serve::request_state_key(data_dir).map_err(|e| e.to_string())?);
+        config.request_state_key = Some(serve::request_state_key(&data_dir).map_err(|e| e.to_string())?);
     }
     let host = serve::host(store, Arc::new(catalog), &namespaces, config).await.map_err(|e| e.to_string())?;
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
         eprintln!("executor: shutting down");
     };
-    let served = serve::serve(listener, host, shutdown).await.map_err(|e| e.to_string());
+    let served = serve::serve_with_limits(listener, host, limits, shutdown).await.map_err(|e| e.to_string());
     telemetry.shutdown().await;
     served
+}
+
+/// Files besides connections: the store, sources, outbound requests, logs.
+#[cfg(unix)]
+const OTHER_OPEN_FILES: u64 = 64;
+
+/// Raise the open-files limit, and say so when it still cannot hold the
+/// connection cap: `accept` would fail before the cap's 503 could be sent.
+#[cfg(unix)]
+fn make_room_for_connections(max_connections: usize) {
+    let limit = serve::raise_open_files_limit();
+    if limit < max_connections as u64 + OTHER_OPEN_FILES {
+        eprintln!(
+            "executor: this process may open {limit} files, too few for --max-connections {max_connections}; \
+             raise `ulimit -n` or lower --max-connections"
+        );
+    }
 }

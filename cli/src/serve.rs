@@ -1,45 +1,402 @@
 //! `executor serve`: every route in one process on one port, over HTTP/1.1.
 //! The host itself is framework-neutral (`executor_service::Host`); this is
-//! the thin glue between it and a socket.
+//! the glue between it and a socket: hyper's HTTP/1.1, with the timeouts and
+//! the connection cap that keep slow or idle clients from holding the server
+//! ([`ConnectionLimits`]).
 
+use std::convert::Infallible;
 use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
+use std::pin::{Pin, pin};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-use axum::Router;
-use axum::body::Body;
-use axum::extract::Request;
-use axum::response::Response;
+use bytes::Bytes;
 use executor_core::Principal;
 use executor_sandbox::{Limits, Sandbox, Tools};
 use executor_service::{Host, HostConfig, RequestStateKey};
-
 use executor_store::{AlarmScheduler, InProcessScheduler, Store, StoreError};
-use http_body_util::{BodyExt, Limited};
-use tokio::net::TcpListener;
+use http::{HeaderValue, Request, Response, StatusCode, header};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tokio::time::Instant;
 
-/// Serve `host` on `listener` until `shutdown` completes; requests in flight finish.
+/// How long a client may take at each step, and how many connections may be
+/// open at once. Each bound frees what a slow or idle client holds (a task,
+/// buffers, a file descriptor) instead of letting it wait forever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// From a connection's start, or the first byte of a later request, until
+    /// its request line and headers are complete.
+    pub header_timeout: Duration,
+    /// From the end of the headers until the whole body has arrived.
+    pub body_timeout: Duration,
+    /// How long a kept-alive connection may wait for its next request.
+    pub idle_timeout: Duration,
+    /// Connections open at once; more are answered 503 and closed.
+    pub max_connections: usize,
+}
+
+impl Default for ConnectionLimits {
+    /// Headers are a few hundred bytes: 10 s is ample even on a poor mobile
+    /// link. A body is at most 1 MiB (the host's limit): 30 s allows about
+    /// 35 KB/s. An agent pauses between tool calls while its model thinks, so
+    /// a minute of idleness keeps its connection warm without hoarding it.
+    /// 1,024 connections are far more than the agents and approvers of one
+    /// `executor serve`, and fit the usual file limit once it is raised (see
+    /// [`raise_open_files_limit`]).
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 1024,
+        }
+    }
+}
+
+/// Refused connections being answered at once, past the cap. Each keeps its
+/// socket until the client has read the 503 (at most [`REFUSAL_LINGER`]);
+/// beyond this many a refused connection is closed without an answer, so a
+/// flood cannot turn refusals into a second unbounded pool of open files.
+const LINGERING_REFUSALS: usize = 64;
+const REFUSAL_LINGER: Duration = Duration::from_secs(1);
+
+/// Serve `host` on `listener` until `shutdown` completes; requests in flight
+/// finish. With the default [`ConnectionLimits`].
 pub async fn serve(
     listener: TcpListener,
     host: Host,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let app = Router::new().fallback(move |request: Request| {
-        let host = host.clone();
-        async move { handle(&host, request).await }
-    });
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+) -> io::Result<()> {
+    serve_with_limits(listener, host, ConnectionLimits::default(), shutdown).await
 }
 
-async fn handle(host: &Host, request: Request) -> Response {
+/// [`serve`] with the given limits.
+pub async fn serve_with_limits(
+    listener: TcpListener,
+    host: Host,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    let open = Arc::new(Semaphore::new(limits.max_connections));
+    let refusals = Arc::new(Semaphore::new(LINGERING_REFUSALS));
+    let (stopping, stop) = watch::channel(false);
+    let mut shutdown = pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    accept_failed(error).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        match open.clone().try_acquire_owned() {
+            Ok(permit) => {
+                tokio::spawn(connection(stream, host.clone(), limits, stop.clone(), permit));
+            }
+            Err(_) => refuse(stream, &refusals, limits.max_connections),
+        }
+    }
+    drop(listener);
+    stopping.send_replace(true);
+    // Each connection holds a permit until it closes: all permits back means
+    // every request in flight has been answered.
+    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    let _ = open.acquire_many(all).await;
+    Ok(())
+}
+
+/// A failed `accept` is the listener's problem, not a client's: a client that
+/// gave up in the backlog is skipped; anything else (typically no file
+/// descriptors left) pauses accepting briefly instead of spinning.
+async fn accept_failed(error: io::Error) {
+    use io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(error.kind(), ConnectionAborted | ConnectionRefused | ConnectionReset) {
+        return;
+    }
+    tracing::warn!(%error, "cannot accept a connection; retrying in 100 ms");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+/// Past the cap, answer `503` at once and close, rather than leaving the
+/// client in the listen backlog where it cannot tell a full server from a
+/// dead one. The answer is written without waiting (a new socket's send
+/// buffer always has room for it) and without reading the request; the
+/// socket then lingers, draining what the client sends, so that closing it
+/// does not reset the connection before the client has read the answer.
+fn refuse(mut stream: TcpStream, lingering: &Arc<Semaphore>, max_connections: usize) {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "error": {
+            "code": -32000,
+            "message": format!("the server is at its limit of {max_connections} open connections; retry in a few seconds"),
+        },
+        "id": null,
+    })
+    .to_string();
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n\
+         connection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.try_write(answer.as_bytes());
+    let Ok(permit) = lingering.clone().try_acquire_owned() else { return };
+    tokio::spawn(async move {
+        let _permit = permit;
+        let _ = stream.shutdown().await;
+        let drain = async {
+            let mut buffer = [0u8; 4096];
+            while let Ok(1..) = tokio::io::AsyncReadExt::read(&mut stream, &mut buffer).await {}
+        };
+        let _ = tokio::time::timeout(REFUSAL_LINGER, drain).await;
+    });
+}
+
+/// One connection: HTTP/1.1 with keep-alive, watched by the header and idle
+/// timeouts (the body timeout is the request's, in [`respond`]).
+async fn connection(
+    stream: TcpStream,
+    host: Host,
+    limits: ConnectionLimits,
+    mut stop: watch::Receiver<bool>,
+    _permit: OwnedSemaphorePermit,
+) {
+    let watch = Arc::new(Watch::new());
+    let service = service_fn({
+        let watch = watch.clone();
+        move |request: Request<Incoming>| {
+            let (host, watch) = (host.clone(), watch.clone());
+            async move {
+                watch.set(Phase::Busy);
+                let response = respond(&host, request, limits.body_timeout).await;
+                Ok::<_, Infallible>(response.map(|bytes| Answer { bytes: Some(bytes), watch }))
+            }
+        }
+    });
+    let io = TokioIo::new(Watched { stream, watch: watch.clone() });
+    // Our own header timeout, not hyper's: hyper's also runs while a
+    // kept-alive connection waits for its next request, which is the idle
+    // timeout's job here.
+    let mut served = pin!(http1::Builder::new().header_read_timeout(None).serve_connection(io, service));
+    let mut draining = false;
+    loop {
+        let changed = watch.changed.notified();
+        let deadline = watch.deadline(&limits);
+        tokio::select! {
+            _ = served.as_mut() => return,
+            () = changed => {}
+            () = until(deadline) => {
+                // Past its deadline in the phase it is still in: drop it (and so close the socket).
+                if watch.deadline(&limits).is_some_and(|d| d <= Instant::now()) {
+                    return;
+                }
+            }
+            _ = stop.wait_for(|stopping| *stopping), if !draining => {
+                // No request begun: nothing to finish (hyper would wait for
+                // a fresh connection's first request).
+                if watch.waiting() {
+                    return;
+                }
+                served.as_mut().graceful_shutdown();
+                draining = true;
+            }
+        }
+    }
+}
+
+async fn until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Read the body (within the body timeout and the size limit) and let the host answer.
+async fn respond(host: &Host, request: Request<Incoming>, body_timeout: Duration) -> Response<Bytes> {
     let (parts, body) = request.into_parts();
     // One byte over the limit is enough for the host to answer 413.
-    let body = match Limited::new(body, host.max_body_bytes() + 1).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(_) => return host.body_too_large().map(Body::from),
+    let read = Limited::new(body, host.max_body_bytes() + 1).collect();
+    let body = match tokio::time::timeout(body_timeout, read).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(error)) if error.downcast_ref::<LengthLimitError>().is_some() => return host.body_too_large(),
+        Ok(Err(_)) => return closing(StatusCode::BAD_REQUEST, "the request body could not be read".into()),
+        Err(_) => {
+            let message = format!(
+                "the request body did not arrive within {} ms; send the whole body at once",
+                body_timeout.as_millis()
+            );
+            return closing(StatusCode::REQUEST_TIMEOUT, message);
+        }
     };
-    host.handle(http::Request::from_parts(parts, body)).await.map(Body::from)
+    host.handle(Request::from_parts(parts, body)).await
+}
+
+/// A JSON-RPC error that also ends the connection: what is left of the
+/// request on the socket cannot be read as the next one.
+fn closing(status: StatusCode, message: String) -> Response<Bytes> {
+    let body = serde_json::json!({ "jsonrpc": "2.0", "error": { "code": -32600, "message": message }, "id": null });
+    let mut response = Response::new(Bytes::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// Where a connection is between requests, which decides the timeout that runs.
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    /// No byte of a request yet, since `since`: the connection's start (the
+    /// header timeout runs from there) or the last answer (the idle timeout).
+    Waiting { since: Instant, first: bool },
+    /// A request head has begun; the header timeout runs from this instant.
+    Head(Instant),
+    /// A request is being read (under the body timeout) or answered.
+    Busy,
+}
+
+struct Watch {
+    phase: Mutex<Phase>,
+    changed: Notify,
+}
+
+impl Watch {
+    fn new() -> Self {
+        Self { phase: Mutex::new(Phase::Waiting { since: Instant::now(), first: true }), changed: Notify::new() }
+    }
+
+    fn set(&self, phase: Phase) {
+        *self.phase.lock().unwrap_or_else(|e| e.into_inner()) = phase;
+        self.changed.notify_one();
+    }
+
+    /// Bytes arrived: while waiting they begin a request's head. (Bytes of a
+    /// next request that arrive while one is answered, pipelined, leave the
+    /// connection waiting after the answer: the idle timeout still bounds it.)
+    fn received(&self) {
+        let mut phase = self.phase.lock().unwrap_or_else(|e| e.into_inner());
+        if let Phase::Waiting { since, first } = *phase {
+            *phase = Phase::Head(if first { since } else { Instant::now() });
+            self.changed.notify_one();
+        }
+    }
+
+    fn waiting(&self) -> bool {
+        matches!(*self.phase.lock().unwrap_or_else(|e| e.into_inner()), Phase::Waiting { .. })
+    }
+
+    fn deadline(&self, limits: &ConnectionLimits) -> Option<Instant> {
+        match *self.phase.lock().unwrap_or_else(|e| e.into_inner()) {
+            Phase::Waiting { since, first: true } | Phase::Head(since) => Some(since + limits.header_timeout),
+            Phase::Waiting { since, first: false } => Some(since + limits.idle_timeout),
+            Phase::Busy => None,
+        }
+    }
+}
+
+/// The socket, telling the watch when bytes arrive.
+struct Watched {
+    stream: TcpStream,
+    watch: Arc<Watch>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.watch.received();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+/// A response body that marks the connection waiting once hyper has taken it
+/// (dropped after its last frame is written, or when the connection ends).
+/// A client that does not read the answer is then bounded by the idle timeout.
+struct Answer {
+    bytes: Option<Bytes>,
+    watch: Arc<Watch>,
+}
+
+impl Body for Answer {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Poll::Ready(self.bytes.take().map(|bytes| Ok(Frame::data(bytes))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.bytes.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.bytes.as_ref().map_or(0, |b| b.len() as u64))
+    }
+}
+
+impl Drop for Answer {
+    fn drop(&mut self) {
+        self.watch.set(Phase::Waiting { since: Instant::now(), first: false });
+    }
+}
+
+/// Raise this process's soft limit on open files to its hard limit and
+/// return the limit in force. Every connection is an open file, and the usual
+/// soft limit (1,024) would be reached before the default connection cap;
+/// `accept` would then fail and new clients wait in the backlog unanswered.
+#[cfg(unix)]
+pub fn raise_open_files_limit() -> u64 {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    // `None` is unlimited.
+    let Some(current) = limit.current else { return u64::MAX };
+    let target = limit.maximum.unwrap_or(u64::MAX);
+    if current < target && setrlimit(Resource::Nofile, Rlimit { current: Some(target), maximum: limit.maximum }).is_ok()
+    {
+        return target;
+    }
+    current
 }
 
 /// The host `executor serve` runs: the store, the tools, default limits, and

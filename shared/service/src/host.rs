@@ -365,6 +365,9 @@ impl Host {
             Ok(message) => message,
             Err(e) => return rpc_error(StatusCode::BAD_REQUEST, -32700, &format!("Parse error: {e}")),
         };
+        if let Some(error) = crate::jsonrpc::invalid_params(&message) {
+            return json_response(StatusCode::OK, &error);
+        }
         let mode = match elicitation_mode(parts.uri.query(), self.config.default_mode) {
             Ok(mode) => mode,
             Err(message) => return rpc_error(StatusCode::BAD_REQUEST, -32602, &message),
@@ -397,7 +400,7 @@ impl Host {
         let response = self.mcp.handle(request.map(Full::new)).await;
         let (parts, body) = response.into_parts();
         let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-        Response::from_parts(parts, body)
+        crate::jsonrpc::error_as_json_rpc(Response::from_parts(parts, body))
     }
 
     /// After a successful `initialize` of a version with sessions: store the

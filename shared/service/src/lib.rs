@@ -9,6 +9,7 @@ mod conformance;
 mod executions;
 mod host;
 mod ids;
+mod jsonrpc;
 mod jwt_crypto;
 mod mcp;
 mod native;
