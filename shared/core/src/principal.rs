@@ -59,7 +59,7 @@ impl Principal {
     /// An API-key owner: a plain name (`executor keys create --owner NAME`).
     pub fn key_owner(name: &str) -> Result<Self, PrincipalError> {
         let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@' | '+');
-        if name.is_empty() {
+        if name.trim().is_empty() {
             return Err(PrincipalError::Empty);
         }
         if name.len() > MAX_OWNER_NAME_LEN || !name.chars().all(plain) {
