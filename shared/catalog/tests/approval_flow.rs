@@ -188,8 +188,10 @@ async fn still_waiting_hands_out_a_fresh_link_and_the_window_expires() {
     let local = Local::start(config).await;
     let (id, first) = local.pause(WRITE).await;
 
-    let waited = local.call("resume", json!({ "executionId": id })).await;
+    // The model cannot decide a browser pause: its accept is ignored, and it waits.
+    let waited = local.call("resume", json!({ "executionId": id, "action": "accept" })).await;
     assert_eq!(waited["status"], "user_approval_required", "{waited}");
+    assert_eq!(local.posts(), 0, "resume made no call");
     let second = waited["approvalUrl"].as_str().unwrap();
     assert_ne!(second, first, "each answer carries its own link");
     for url in [first.as_str(), second] {
