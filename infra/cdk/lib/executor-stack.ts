@@ -84,7 +84,7 @@ export class ExecutorStack extends Stack {
     // --- Session alarms: docs/lifecycle.md -------------------------------------
     // Deleting the group (stack teardown) deletes the schedules left in it.
     this.scheduleGroup = new scheduler.CfnScheduleGroup(this, 'SessionAlarms', { name: groupName });
-    // The scheduler adapter names each session's schedule `executor-session-<sessionId>`.
+    // The scheduler adapter names each alarm's schedule `executor-session-<sessionId>-<generation>`.
     const schedulesArn = this.formatArn({
       service: 'scheduler',
       resource: 'schedule',
@@ -304,7 +304,7 @@ export class ExecutorStack extends Stack {
       Validations.of(fn.role!).acknowledge({
         id: `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/${groupName}/executor-session-*]`,
         reason:
-          'One schedule per session, named at run time (executor-session-<sessionId>); the grant covers ' +
+          'One schedule per session alarm, named at run time (executor-session-<sessionId>-<generation>); the grant covers ' +
           "only such schedules in this stack's group. Scheduler offers no narrower resource.",
       });
     }

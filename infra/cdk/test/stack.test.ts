@@ -466,7 +466,8 @@ describe('the Rust code still matches the grants', () => {
   });
 
   test('schedule names (scheduler resource)', () => {
-    assert.match(rust('shared/store/src/scheduler/eventbridge.rs'), /format!\("executor-session-\{session\}"\)/);
+    // One schedule per alarm generation: `executor-session-<sessionId>-<at ms>`.
+    assert.match(rust('shared/store/src/scheduler/eventbridge.rs'), /format!\("executor-session-\{session\}-\{\}"/);
   });
 
   test('the DynamoDB calls the adapter makes', () => {

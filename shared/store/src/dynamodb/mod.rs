@@ -218,8 +218,8 @@ impl DynamoStore {
             // applies the transaction once; our retries after a cancellation are
             // new transactions with new tokens.
             let token = client_request_token().map_err(|e| StoreError::backend(operation, e))?;
-            let request = self.client.transact_write_items().client_request_token(token);
-            let sent = request.set_transact_items(Some(items.clone())).send().await;
+            let request = self.client.transact_write_items().set_transact_items(Some(items.clone()));
+            let sent = request.client_request_token(token).send().await;
             let Err(error) = sent else { return Ok(()) };
             let reasons: Vec<String> = match error.as_service_error() {
                 Some(TransactWriteItemsError::TransactionCanceledException(e)) => {
