@@ -7,6 +7,10 @@
 //! for the secrets in every encoding they may take. The secrets hold
 //! `/ + = & space % ü`, so each encoding differs from the raw value.
 //!
+//! Stored items too: an execution that makes those calls and then pauses is
+//! stored (its journal holds every call's outcome), and the store's file is
+//! searched the same way.
+//!
 //! The upstreams run on a runtime of their own: they see the secrets (they
 //! must), and their logs are not the catalog's.
 
@@ -415,5 +419,36 @@ async fn gather(careless: &Recording, telltale: &Recording, cut: &str, refused: 
             texts.push((tool, text));
         }
     }
+    texts.push(("the stored execution".to_owned(), stored_execution(catalog).await));
     texts
+}
+
+/// The embedded store's file after an execution made every read of the
+/// callable sources (their outcomes go into its journal) and paused at a write.
+async fn stored_execution(catalog: Catalog) -> String {
+    use executor_core::{ElicitationMode, Principal, SystemClock, Timeouts};
+    use executor_sandbox::{Limits, Sandbox};
+    use executor_service::{ExecutionResult, Executions};
+
+    let data = tempfile::tempdir().unwrap();
+    let store = Arc::new(executor_store::EmbeddedStore::open(data.path()).unwrap());
+    let sandbox = Sandbox::new(Limits::default());
+    let executions = Executions::new(store.clone(), sandbox, Timeouts::default(), Arc::new(SystemClock));
+    let mut code = String::from("const seen = [];\n");
+    for kind in AUTH_KINDS.iter().chain(&["url"]) {
+        for source in ["api", "cut", "down"] {
+            for tool in ["ok", "fail", "html"] {
+                code.push_str(&format!("seen.push(await tools.{kind}_{source}.t.{tool}({{}}));\n"));
+            }
+        }
+    }
+    code.push_str("await tools.bearer_api.t.moved({});\nreturn seen;");
+    let owner = Principal::key_owner("alice").unwrap();
+    let paused = executions.execute(&owner, None, ElicitationMode::Model, code, Arc::new(catalog)).await.unwrap();
+    assert!(matches!(paused, ExecutionResult::Paused { .. }), "the execution is stored: {paused:?}");
+    drop((executions, store));
+    let bytes = std::fs::read(data.path().join("executor.redb")).unwrap();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    assert!(text.contains(REDACTED), "the journal holds the redacted echoes");
+    text
 }
