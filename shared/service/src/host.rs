@@ -1,25 +1,23 @@
-//! The MCP function's HTTP surface, framework-neutral
-//! (`http::Request<Bytes>` -> `http::Response<Bytes>`), used by `executor serve`
-//! and the Lambda shell alike.
+//! The host: the services wired together, and the routes of both surfaces,
+//! framework-neutral (`http::Request<Bytes>` -> `http::Response<Bytes>`), used
+//! by `executor serve` and the Lambda shell alike. The MCP surface is `/mcp`,
+//! `/.well-known/...` and `/healthz`; the approval surface is `/approvals/...`
+//! and `/api/...`. Who is calling is `auth`'s business, sessions are
+//! `sessions`', the tools `mcp`'s, approvals `approvals`'.
 //!
-//! Sessions are a layer of our own in front of rmcp's *stateless* Streamable
-//! HTTP service, rather than rmcp's session mode with its `SessionStore`: rmcp's
-//! session mode keeps a live worker per session in memory, answers with SSE
-//! bodies and opens never-ending GET streams (which hang a buffered Lambda).
-//! Stateless, any instance answers any request; our layer creates the session
-//! record on `initialize` (conditional put), checks it on every later request
-//! (exists, active, same owner, else 404) and marks activity, coalesced.
+//! MCP requests go to rmcp's *stateless* Streamable HTTP service, rather than
+//! rmcp's session mode with its `SessionStore`: rmcp's session mode keeps a
+//! live worker per session in memory, answers with SSE bodies and opens
+//! never-ending GET streams (which hang a buffered Lambda). Stateless, any
+//! instance answers any request.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
-use executor_core::{
-    ClientInfo, Clock, ElicitationMode, Principal, Session, SessionId, SystemClock, Timeouts, TokenHash,
-};
+use executor_core::{ElicitationMode, Principal};
 use executor_sandbox::{Sandbox, Tools};
-use executor_store::{Access, AlarmScheduler, KeyStore, SessionStore, Store, StoreError};
-use executor_telemetry::Metric;
+use executor_store::{AlarmScheduler, Store};
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -28,141 +26,21 @@ use serde_json::{Value, json};
 use tracing::{Instrument, Span};
 
 use crate::approvals::ApprovalRoutes;
+use crate::auth::Authenticator;
+use crate::config::{HostConfig, parse_mode};
 use crate::mcp::{Caller, McpServer};
-use crate::native::{NativeApprovals, RequestStateKey};
-use crate::oidc::{Oidc, OidcConfig};
+use crate::native::NativeApprovals;
+use crate::oidc::Oidc;
+use crate::responses::{json_response, preflight, rpc_error, text, with_cors};
+use crate::sessions::{SESSION_HEADER, STATELESS_VERSION, Sessions};
 use crate::{Alarms, Executions, spans};
-
-const SESSION_HEADER: &str = "mcp-session-id";
-/// Sessions of this protocol version and later have none (served statelessly).
-const STATELESS_VERSION: &str = "2026-07-28";
-
-/// How the host is set up; the defaults suit `executor serve` on loopback.
-#[derive(Debug, Clone)]
-pub struct HostConfig {
-    pub timeouts: Timeouts,
-    /// Base of links handed to clients; derived from the request's host when unset.
-    pub public_url: Option<String>,
-    /// Hosts accepted in the `Host` header (DNS-rebinding protection); `None`
-    /// accepts any (behind API Gateway, which already routes by host).
-    pub allowed_hosts: Option<Vec<String>>,
-    pub max_body_bytes: usize,
-    /// Activity is written at most this often per session.
-    pub activity_interval: Duration,
-    /// How long a session record is kept (TTL) after its last write.
-    pub session_retention: Duration,
-    pub default_mode: ElicitationMode,
-    /// Accept OIDC JWTs as well as API keys.
-    pub oidc: Option<OidcConfig>,
-    /// How long a browser-mode `resume` waits for the human's decision.
-    pub approval_wait: Duration,
-    /// Seals native-mode request states; without it, native requests are
-    /// served in model mode. Every instance must share it.
-    pub request_state_key: Option<RequestStateKey>,
-    /// The one clock of the host: sessions, executions and approvals read it.
-    pub clock: Arc<dyn Clock>,
-    /// Sandbox runs at once in this process (`EXECUTOR_MAX_CONCURRENT_EXECUTIONS`);
-    /// more wait a second, then get `busy`. Bounds memory: each run may use
-    /// the sandbox's heap limit.
-    pub max_concurrent_executions: usize,
-}
-
-impl Default for HostConfig {
-    fn default() -> Self {
-        Self {
-            timeouts: Timeouts::default(),
-            public_url: None,
-            allowed_hosts: Some(vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]),
-            max_body_bytes: 1 << 20,
-            activity_interval: Duration::from_secs(30),
-            session_retention: Duration::from_secs(24 * 3600),
-            default_mode: ElicitationMode::Model,
-            oidc: None,
-            approval_wait: Duration::from_secs(20),
-            request_state_key: None,
-            clock: Arc::new(SystemClock),
-            max_concurrent_executions: crate::executions::DEFAULT_MAX_CONCURRENT,
-        }
-    }
-}
-
-/// A setting from the environment that cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{name} must be set, and hold a whole number (of milliseconds where it is a time) greater than zero, not {value:?}"
-)]
-pub struct ConfigError {
-    pub name: &'static str,
-    pub value: String,
-}
-
-impl HostConfig {
-    /// The defaults, with `EXECUTOR_SESSION_TIMEOUT_MS`, `EXECUTOR_PAUSED_LEASE_MS`,
-    /// `EXECUTOR_APPROVAL_WINDOW_MS`, `EXECUTOR_APPROVAL_WAIT_MS`, `EXECUTOR_ELICITATION_MODE`,
-    /// `EXECUTOR_REQUEST_STATE_KEY`, `EXECUTOR_PUBLIC_URL` and the `EXECUTOR_OIDC_*` settings
-    /// applied from `lookup`
-    /// (`|name| std::env::var(name).ok()` in the hosts).
-    pub fn with_env(mut self, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let millis = |name: &'static str, current: Duration| -> Result<Duration, ConfigError> {
-            match lookup(name) {
-                None => Ok(current),
-                Some(value) => match value.trim().parse::<u64>() {
-                    Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
-                    _ => Err(ConfigError { name, value }),
-                },
-            }
-        };
-        let t = &mut self.timeouts;
-        t.session_timeout = millis("EXECUTOR_SESSION_TIMEOUT_MS", t.session_timeout)?;
-        t.paused_lease = millis("EXECUTOR_PAUSED_LEASE_MS", t.paused_lease)?;
-        t.approval_window = millis("EXECUTOR_APPROVAL_WINDOW_MS", t.approval_window)?;
-        self.approval_wait = millis("EXECUTOR_APPROVAL_WAIT_MS", self.approval_wait)?;
-        if let Some(value) = lookup("EXECUTOR_MAX_CONCURRENT_EXECUTIONS") {
-            self.max_concurrent_executions = match value.trim().parse::<usize>() {
-                Ok(n) if n > 0 => n,
-                _ => return Err(ConfigError { name: "EXECUTOR_MAX_CONCURRENT_EXECUTIONS", value }),
-            };
-        }
-        if let Some(key) = lookup("EXECUTOR_REQUEST_STATE_KEY").filter(|k| !k.is_empty()) {
-            let short = || ConfigError { name: "EXECUTOR_REQUEST_STATE_KEY", value: "(hidden)".into() };
-            self.request_state_key = Some(RequestStateKey::new(key.into_bytes()).ok_or_else(short)?);
-        }
-        if let Some(mode) = lookup("EXECUTOR_ELICITATION_MODE").filter(|m| !m.trim().is_empty()) {
-            self.default_mode =
-                parse_mode(mode.trim()).map_err(|_| ConfigError { name: "EXECUTOR_ELICITATION_MODE", value: mode })?;
-        }
-        if let Some(url) = lookup("EXECUTOR_PUBLIC_URL").filter(|u| !u.trim().is_empty()) {
-            self.public_url = Some(url);
-        }
-        if let Some(issuer) = lookup("EXECUTOR_OIDC_ISSUER").filter(|u| !u.trim().is_empty()) {
-            let audience = lookup("EXECUTOR_OIDC_AUDIENCE")
-                .filter(|a| !a.trim().is_empty())
-                .ok_or(ConfigError { name: "EXECUTOR_OIDC_AUDIENCE", value: String::new() })?;
-            self.oidc = Some(OidcConfig {
-                issuer,
-                audience,
-                jwks_url: lookup("EXECUTOR_OIDC_JWKS_URL").filter(|u| !u.trim().is_empty()),
-                owner_claim: lookup("EXECUTOR_OIDC_OWNER_CLAIM").unwrap_or_else(|| "sub".into()),
-                share_key_owners: match lookup("EXECUTOR_OIDC_SHARE_KEY_OWNERS").as_deref().map(str::trim) {
-                    None | Some("" | "false" | "0") => false,
-                    Some("true" | "1") => true,
-                    Some(other) => {
-                        return Err(ConfigError { name: "EXECUTOR_OIDC_SHARE_KEY_OWNERS", value: other.to_owned() });
-                    }
-                },
-            });
-        }
-        Ok(self)
-    }
-}
 
 #[derive(Clone)]
 pub struct Host {
-    sessions: Arc<dyn SessionStore>,
-    keys: Arc<dyn KeyStore>,
+    auth: Arc<Authenticator>,
+    sessions: Arc<Sessions>,
     alarms: Arc<Alarms>,
     approvals: Arc<ApprovalRoutes>,
-    oidc: Option<Arc<Oidc>>,
     mcp: StreamableHttpService<McpServer, LocalSessionManager>,
     config: HostConfig,
     native_available: bool,
@@ -202,8 +80,15 @@ impl Host {
             None => rmcp_config.disable_allowed_hosts(),
         };
         let mcp = StreamableHttpService::new(move || Ok(server.clone()), Default::default(), rmcp_config);
-        let oidc = config.oidc.clone().map(|c| Arc::new(Oidc::new(c)));
-        Self { sessions: store.clone(), keys: store, alarms, approvals, oidc, mcp, config, native_available }
+        let auth = Arc::new(Authenticator::new(store.clone(), config.oidc.clone().map(Oidc::new)));
+        let sessions = Arc::new(Sessions::new(
+            store,
+            alarms.clone(),
+            config.clock.clone(),
+            config.activity_interval,
+            config.session_retention,
+        ));
+        Self { auth, sessions, alarms, approvals, mcp, config, native_available }
     }
 
     /// The alarm handler: what a fired alarm (in-process timer or the alarm
@@ -253,8 +138,8 @@ impl Host {
                     "bearer_methods_supported": ["header"],
                     "resource_name": "Executor",
                 });
-                if let Some(oidc) = &self.oidc {
-                    metadata["authorization_servers"] = json!([oidc.issuer()]);
+                if let Some(issuer) = self.auth.issuer() {
+                    metadata["authorization_servers"] = json!([issuer]);
                 }
                 with_cors(json_response(StatusCode::OK, &metadata))
             }
@@ -281,7 +166,7 @@ impl Host {
             return self.approvals.page(&request, secure).await;
         }
         if path.starts_with("/api/executions/") {
-            let owner = match self.authenticate(request.headers()).await {
+            let owner = match self.auth.authenticate(request.headers(), &self.base_url(request.headers())).await {
                 Ok(owner) => owner,
                 Err(response) => return response,
             };
@@ -298,59 +183,19 @@ impl Host {
         if request.method() == Method::OPTIONS {
             return preflight();
         }
-        let owner = match self.authenticate(request.headers()).await {
+        let owner = match self.auth.authenticate(request.headers(), &self.base_url(request.headers())).await {
             Ok(owner) => owner,
             Err(response) => return response,
         };
         match *request.method() {
             Method::POST => self.post(request, owner).await,
-            Method::DELETE => self.delete(request.headers(), &owner).await,
+            Method::DELETE => self.sessions.end(request.headers(), &owner).await,
             _ => {
                 let mut response =
                     rpc_error(StatusCode::METHOD_NOT_ALLOWED, -32000, "use POST; this server opens no streams");
                 response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST, DELETE, OPTIONS"));
                 response
             }
-        }
-    }
-
-    /// The caller of a bearer API key, or the 401 challenge.
-    async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Response<Bytes>> {
-        let token = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-            .map(str::trim);
-        let challenge = |message: &str| {
-            let mut response = rpc_error(StatusCode::UNAUTHORIZED, -32001, message);
-            let metadata = format!("{}/.well-known/oauth-protected-resource/mcp", self.base_url(headers));
-            if let Ok(value) = HeaderValue::from_str(&format!("Bearer resource_metadata=\"{metadata}\"")) {
-                response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
-            }
-            response
-        };
-        // Only the conformance build: its suite cannot send a token (see `conformance::anonymous_owner`).
-        #[cfg(feature = "conformance")]
-        if token.is_none_or(str::is_empty) {
-            return Ok(crate::conformance::anonymous_owner());
-        }
-        let Some(token) = token.filter(|t| !t.is_empty()) else {
-            return Err(challenge(
-                "Unauthorized: send `Authorization: Bearer <API key>` (create one with `executor keys create`)",
-            ));
-        };
-        if let Some(oidc) = self.oidc.as_ref().filter(|_| Oidc::looks_like_jwt(token)) {
-            let owner = oidc.principal(token).await.map_err(|e| challenge(&format!("Unauthorized: {e}")))?;
-            spans::record_owner(&owner);
-            return Ok(owner);
-        }
-        match self.keys.find_key(&TokenHash::of_token(token)).await {
-            Ok(key) => {
-                spans::record_owner(&key.owner);
-                Ok(key.owner)
-            }
-            Err(StoreError::NotFound { .. }) => Err(challenge("Unauthorized: the API key is not valid")),
-            Err(e) => Err(rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &e.to_string())),
         }
     }
 
@@ -376,7 +221,7 @@ impl Host {
         record_request(&message, &parts.headers);
         let session = match parts.headers.get(SESSION_HEADER) {
             Some(_) if initialize => None,
-            Some(value) => match self.check_session(value, &owner).await {
+            Some(value) => match self.sessions.check(value, &owner).await {
                 Ok(session) => {
                     spans::record("mcp.session.id", session.as_str());
                     Some(session)
@@ -393,7 +238,7 @@ impl Host {
         if !initialize || response.status() != StatusCode::OK {
             return response;
         }
-        self.start_session(response, &message, owner, mode).await
+        self.sessions.start(response, &message, owner, mode).await
     }
 
     async fn forward(&self, request: Request<Bytes>) -> Response<Bytes> {
@@ -401,121 +246,6 @@ impl Host {
         let (parts, body) = response.into_parts();
         let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
         crate::jsonrpc::error_as_json_rpc(Response::from_parts(parts, body))
-    }
-
-    /// After a successful `initialize` of a version with sessions: store the
-    /// session (conditional put) and hand its id to the client.
-    async fn start_session(
-        &self,
-        mut response: Response<Bytes>,
-        request: &Value,
-        owner: Principal,
-        mode: ElicitationMode,
-    ) -> Response<Bytes> {
-        let answered: Value = serde_json::from_slice(response.body()).unwrap_or_default();
-        let Some(version) = answered["result"]["protocolVersion"].as_str() else { return response };
-        if version >= STATELESS_VERSION {
-            return response;
-        }
-        let params = &request["params"];
-        let client = ClientInfo {
-            name: params["clientInfo"]["name"].as_str().unwrap_or_default().to_owned(),
-            version: params["clientInfo"]["version"].as_str().unwrap_or_default().to_owned(),
-            capabilities: params["capabilities"].clone(),
-        };
-        let id = match crate::ids::session_id() {
-            Ok(id) => id,
-            Err(e) => return rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &format!("no randomness: {e}")),
-        };
-        let now = self.config.clock.now();
-        let mut session = Session::new(id, owner, now, version, client, mode, now.plus(self.config.session_retention));
-        let alarm = self.alarms.first_alarm(&mut session);
-        if let Err(e) = self.sessions.create_session(&session).await {
-            return rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &format!("could not start a session: {e}"));
-        }
-        spans::record("mcp.session.id", session.id.as_str());
-        executor_telemetry::count(Metric::SessionsCreated);
-        tracing::info!(mcp.protocol.version = version, "session created");
-        if let Err(e) = self.alarms.arm(&session.id, alarm).await {
-            return rpc_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                -32603,
-                &format!("could not arm the session's alarm: {e}"),
-            );
-        }
-        if let Ok(value) = HeaderValue::from_str(session.id.as_str()) {
-            response.headers_mut().insert(SESSION_HEADER, value);
-        }
-        response
-    }
-
-    /// The caller's live session, its activity marked (at most once per
-    /// `activity_interval`), or 404 "Session not found".
-    async fn check_session(&self, value: &HeaderValue, owner: &Principal) -> Result<SessionId, Response<Bytes>> {
-        let not_found = || rpc_error(StatusCode::NOT_FOUND, -32001, "Session not found");
-        let id = value.to_str().ok().and_then(|v| SessionId::parse(v).ok()).ok_or_else(not_found)?;
-        let session = match self.sessions.get_session(Access::Owner(owner), &id).await {
-            Ok(session) if session.is_active() => session,
-            Ok(_) | Err(StoreError::NotFound { .. }) => return Err(not_found()),
-            Err(e) => return Err(rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &e.to_string())),
-        };
-        self.mark_activity(session).await;
-        Ok(id)
-    }
-
-    /// Record that the session was used now (coalesced: at most once per
-    /// `activity_interval`). Losing the race to a request marking the same
-    /// activity is fine; losing it to the alarm's write (which bumps the
-    /// version) is not, so the write is tried again on the fresh record. A
-    /// store failure does not fail the request: it is logged and counted,
-    /// since the alarm may then see the session idle for longer than it was.
-    async fn mark_activity(&self, mut session: Session) {
-        for _ in 0..2 {
-            let now = self.config.clock.now();
-            if now.since(session.last_activity_at) < self.config.activity_interval {
-                return;
-            }
-            session.last_activity_at = now;
-            session.expires_at = now.plus(self.config.session_retention);
-            match self.sessions.update_session(&mut session).await {
-                Ok(()) => return,
-                Err(StoreError::Conflict { .. }) => {
-                    match self.sessions.get_session(Access::Internal, &session.id).await {
-                        Ok(fresh) if fresh.is_active() => session = fresh,
-                        _ => return,
-                    }
-                }
-                Err(StoreError::NotFound { .. }) => return,
-                Err(error) => {
-                    executor_telemetry::count(Metric::ActivityWriteFailures);
-                    tracing::warn!(mcp.session.id = session.id.as_str(), %error, "could not record the session's activity");
-                    return;
-                }
-            }
-        }
-    }
-
-    /// `DELETE /mcp`: end the caller's session.
-    async fn delete(&self, headers: &HeaderMap, owner: &Principal) -> Response<Bytes> {
-        let Some(value) = headers.get(SESSION_HEADER) else {
-            return rpc_error(StatusCode::BAD_REQUEST, -32600, "DELETE needs the Mcp-Session-Id header");
-        };
-        let id = match self.check_session(value, owner).await {
-            Ok(id) => id,
-            Err(response) => return response,
-        };
-        for _ in 0..3 {
-            let mut session = match self.sessions.get_session(Access::Owner(owner), &id).await {
-                Ok(session) if session.is_active() => session,
-                _ => return rpc_error(StatusCode::NOT_FOUND, -32001, "Session not found"),
-            };
-            match self.alarms.destroy(&mut session).await {
-                Ok(()) => return empty(StatusCode::NO_CONTENT),
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => return rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &e.to_string()),
-            }
-        }
-        rpc_error(StatusCode::CONFLICT, -32000, "the session is busy; try again")
     }
 
     /// Native mode needs a request-state key and a 2026-07-28 client
@@ -575,106 +305,9 @@ fn elicitation_mode(query: Option<&str>, default: ElicitationMode) -> Result<Eli
     value.map_or(Ok(default), parse_mode)
 }
 
-fn parse_mode(value: &str) -> Result<ElicitationMode, String> {
-    match value {
-        "model" => Ok(ElicitationMode::Model),
-        "browser" => Ok(ElicitationMode::Browser),
-        "native" => Ok(ElicitationMode::Native),
-        other => Err(format!("elicitation_mode must be model, browser or native, not {other:?}")),
-    }
-}
-
-fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response<Bytes> {
-    json_response(status, &json!({ "jsonrpc": "2.0", "error": { "code": code, "message": message }, "id": null }))
-}
-
-fn json_response(status: StatusCode, body: &Value) -> Response<Bytes> {
-    let mut response = Response::new(Bytes::from(body.to_string()));
-    *response.status_mut() = status;
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
-}
-
-fn text(status: StatusCode, body: &'static str) -> Response<Bytes> {
-    let mut response = Response::new(Bytes::from_static(body.as_bytes()));
-    *response.status_mut() = status;
-    response
-}
-
-fn empty(status: StatusCode) -> Response<Bytes> {
-    let mut response = Response::new(Bytes::new());
-    *response.status_mut() = status;
-    response
-}
-
-fn preflight() -> Response<Bytes> {
-    let mut response = empty(StatusCode::NO_CONTENT);
-    let headers = response.headers_mut();
-    headers.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("POST, DELETE, OPTIONS"));
-    headers.insert(
-        header::ACCESS_CONTROL_ALLOW_HEADERS,
-        HeaderValue::from_static("authorization, content-type, accept, mcp-session-id, mcp-protocol-version, mcp-method, mcp-name, last-event-id"),
-    );
-    headers.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("86400"));
-    response
-}
-
-/// Bearer tokens, not cookies, carry authority here, so any origin may call.
-fn with_cors(mut response: Response<Bytes>) -> Response<Bytes> {
-    let headers = response.headers_mut();
-    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
-    headers.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("Mcp-Session-Id, WWW-Authenticate"));
-    response
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn settings_from_the_environment() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned())
-        };
-        let config = HostConfig::default()
-            .with_env(env(&[
-                ("EXECUTOR_SESSION_TIMEOUT_MS", "60000"),
-                ("EXECUTOR_APPROVAL_WINDOW_MS", " 1500 "),
-                ("EXECUTOR_PUBLIC_URL", "https://exec.example.com"),
-                ("EXECUTOR_ELICITATION_MODE", "browser"),
-                ("EXECUTOR_APPROVAL_WAIT_MS", "5000"),
-                ("EXECUTOR_REQUEST_STATE_KEY", "0123456789abcdef0123456789abcdef"),
-            ]))
-            .unwrap();
-        assert_eq!(config.default_mode, ElicitationMode::Browser);
-        assert_eq!(config.approval_wait, Duration::from_secs(5));
-        assert!(config.request_state_key.is_some());
-        assert_eq!(config.timeouts.session_timeout, Duration::from_secs(60));
-        assert_eq!(config.timeouts.paused_lease, Timeouts::default().paused_lease);
-        assert_eq!(config.timeouts.approval_window, Duration::from_millis(1500));
-        assert_eq!(config.public_url.as_deref(), Some("https://exec.example.com"));
-        assert_eq!(config.oidc, None);
-        let with_oidc = HostConfig::default()
-            .with_env(env(&[("EXECUTOR_OIDC_ISSUER", "https://idp.example"), ("EXECUTOR_OIDC_AUDIENCE", "executor")]))
-            .unwrap();
-        let oidc = with_oidc.oidc.unwrap();
-        assert_eq!(
-            (oidc.issuer.as_str(), oidc.audience.as_str(), oidc.owner_claim.as_str()),
-            ("https://idp.example", "executor", "sub")
-        );
-        let missing = HostConfig::default().with_env(env(&[("EXECUTOR_OIDC_ISSUER", "https://idp.example")]));
-        assert_eq!(missing.unwrap_err().name, "EXECUTOR_OIDC_AUDIENCE");
-        let short = HostConfig::default().with_env(env(&[("EXECUTOR_REQUEST_STATE_KEY", "too short")]));
-        assert_eq!(short.unwrap_err().name, "EXECUTOR_REQUEST_STATE_KEY");
-        let mode = HostConfig::default().with_env(env(&[("EXECUTOR_ELICITATION_MODE", "pigeon")]));
-        assert_eq!(mode.unwrap_err().name, "EXECUTOR_ELICITATION_MODE");
-        for bad in ["0", "-5", "5m", ""] {
-            let pairs: &'static [(&'static str, &'static str)] =
-                Box::leak(Box::new([("EXECUTOR_PAUSED_LEASE_MS", bad)]));
-            let error = HostConfig::default().with_env(env(pairs)).unwrap_err();
-            assert_eq!(error.name, "EXECUTOR_PAUSED_LEASE_MS", "{bad:?}");
-        }
-    }
 
     #[test]
     fn elicitation_modes() {

@@ -4,6 +4,8 @@
 mod alarms;
 mod approval_page;
 mod approvals;
+mod auth;
+mod config;
 #[cfg(feature = "conformance")]
 mod conformance;
 mod executions;
@@ -14,13 +16,16 @@ mod jwt_crypto;
 mod mcp;
 mod native;
 mod oidc;
+mod responses;
 mod results;
+mod sessions;
 mod spans;
 mod visible;
 
 pub use alarms::Alarms;
+pub use config::{ConfigError, HostConfig};
 pub use executions::{ExecutionResult, Executions, ResumeError};
-pub use host::{ConfigError, Host, HostConfig};
+pub use host::Host;
 pub use ids::ApprovalToken;
 pub use native::RequestStateKey;
 pub use oidc::OidcConfig;

@@ -1,0 +1,70 @@
+//! Who is calling: a bearer API key (only its SHA-256 is stored) or, when
+//! configured, an OIDC JWT. Anything else gets the 401 challenge that points
+//! at the RFC 9728 metadata.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use executor_core::{Principal, TokenHash};
+use executor_store::{KeyStore, StoreError};
+use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+
+use crate::oidc::Oidc;
+use crate::responses::rpc_error;
+use crate::spans;
+
+pub(crate) struct Authenticator {
+    keys: Arc<dyn KeyStore>,
+    oidc: Option<Oidc>,
+}
+
+impl Authenticator {
+    pub fn new(keys: Arc<dyn KeyStore>, oidc: Option<Oidc>) -> Self {
+        Self { keys, oidc }
+    }
+
+    /// The OIDC issuer whose tokens are accepted, if any.
+    pub fn issuer(&self) -> Option<&str> {
+        self.oidc.as_ref().map(Oidc::issuer)
+    }
+
+    /// The caller of a bearer API key, or the 401 challenge.
+    pub async fn authenticate(&self, headers: &HeaderMap, base_url: &str) -> Result<Principal, Response<Bytes>> {
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .map(str::trim);
+        let challenge = |message: &str| {
+            let mut response = rpc_error(StatusCode::UNAUTHORIZED, -32001, message);
+            let metadata = format!("{base_url}/.well-known/oauth-protected-resource/mcp");
+            if let Ok(value) = HeaderValue::from_str(&format!("Bearer resource_metadata=\"{metadata}\"")) {
+                response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+            }
+            response
+        };
+        // Only the conformance build: its suite cannot send a token (see `conformance::anonymous_owner`).
+        #[cfg(feature = "conformance")]
+        if token.is_none_or(str::is_empty) {
+            return Ok(crate::conformance::anonymous_owner());
+        }
+        let Some(token) = token.filter(|t| !t.is_empty()) else {
+            return Err(challenge(
+                "Unauthorized: send `Authorization: Bearer <API key>` (create one with `executor keys create`)",
+            ));
+        };
+        if let Some(oidc) = self.oidc.as_ref().filter(|_| Oidc::looks_like_jwt(token)) {
+            let owner = oidc.principal(token).await.map_err(|e| challenge(&format!("Unauthorized: {e}")))?;
+            spans::record_owner(&owner);
+            return Ok(owner);
+        }
+        match self.keys.find_key(&TokenHash::of_token(token)).await {
+            Ok(key) => {
+                spans::record_owner(&key.owner);
+                Ok(key.owner)
+            }
+            Err(StoreError::NotFound { .. }) => Err(challenge("Unauthorized: the API key is not valid")),
+            Err(e) => Err(rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &e.to_string())),
+        }
+    }
+}

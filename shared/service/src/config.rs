@@ -1,0 +1,189 @@
+//! How a host is set up: `HostConfig`, its defaults (they suit `executor
+//! serve` on loopback) and the `EXECUTOR_*` settings read over them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use executor_core::{Clock, ElicitationMode, SystemClock, Timeouts};
+
+use crate::native::RequestStateKey;
+use crate::oidc::OidcConfig;
+
+/// How the host is set up.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    pub timeouts: Timeouts,
+    /// Base of links handed to clients; derived from the request's host when unset.
+    pub public_url: Option<String>,
+    /// Hosts accepted in the `Host` header (DNS-rebinding protection); `None`
+    /// accepts any (behind API Gateway, which already routes by host).
+    pub allowed_hosts: Option<Vec<String>>,
+    pub max_body_bytes: usize,
+    /// Activity is written at most this often per session.
+    pub activity_interval: Duration,
+    /// How long a session record is kept (TTL) after its last write.
+    pub session_retention: Duration,
+    pub default_mode: ElicitationMode,
+    /// Accept OIDC JWTs as well as API keys.
+    pub oidc: Option<OidcConfig>,
+    /// How long a browser-mode `resume` waits for the human's decision.
+    pub approval_wait: Duration,
+    /// Seals native-mode request states; without it, native requests are
+    /// served in model mode. Every instance must share it.
+    pub request_state_key: Option<RequestStateKey>,
+    /// The one clock of the host: sessions, executions and approvals read it.
+    pub clock: Arc<dyn Clock>,
+    /// Sandbox runs at once in this process (`EXECUTOR_MAX_CONCURRENT_EXECUTIONS`);
+    /// more wait a second, then get `busy`. Bounds memory: each run may use
+    /// the sandbox's heap limit.
+    pub max_concurrent_executions: usize,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        Self {
+            timeouts: Timeouts::default(),
+            public_url: None,
+            allowed_hosts: Some(vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]),
+            max_body_bytes: 1 << 20,
+            activity_interval: Duration::from_secs(30),
+            session_retention: Duration::from_secs(24 * 3600),
+            default_mode: ElicitationMode::Model,
+            oidc: None,
+            approval_wait: Duration::from_secs(20),
+            request_state_key: None,
+            clock: Arc::new(SystemClock),
+            max_concurrent_executions: crate::executions::DEFAULT_MAX_CONCURRENT,
+        }
+    }
+}
+
+/// A setting from the environment that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{name} must be set, and hold a whole number (of milliseconds where it is a time) greater than zero, not {value:?}"
+)]
+pub struct ConfigError {
+    pub name: &'static str,
+    pub value: String,
+}
+
+impl HostConfig {
+    /// The defaults, with `EXECUTOR_SESSION_TIMEOUT_MS`, `EXECUTOR_PAUSED_LEASE_MS`,
+    /// `EXECUTOR_APPROVAL_WINDOW_MS`, `EXECUTOR_APPROVAL_WAIT_MS`, `EXECUTOR_ELICITATION_MODE`,
+    /// `EXECUTOR_REQUEST_STATE_KEY`, `EXECUTOR_PUBLIC_URL` and the `EXECUTOR_OIDC_*` settings
+    /// applied from `lookup`
+    /// (`|name| std::env::var(name).ok()` in the hosts).
+    pub fn with_env(mut self, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let millis = |name: &'static str, current: Duration| -> Result<Duration, ConfigError> {
+            match lookup(name) {
+                None => Ok(current),
+                Some(value) => match value.trim().parse::<u64>() {
+                    Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
+                    _ => Err(ConfigError { name, value }),
+                },
+            }
+        };
+        let t = &mut self.timeouts;
+        t.session_timeout = millis("EXECUTOR_SESSION_TIMEOUT_MS", t.session_timeout)?;
+        t.paused_lease = millis("EXECUTOR_PAUSED_LEASE_MS", t.paused_lease)?;
+        t.approval_window = millis("EXECUTOR_APPROVAL_WINDOW_MS", t.approval_window)?;
+        self.approval_wait = millis("EXECUTOR_APPROVAL_WAIT_MS", self.approval_wait)?;
+        if let Some(value) = lookup("EXECUTOR_MAX_CONCURRENT_EXECUTIONS") {
+            self.max_concurrent_executions = match value.trim().parse::<usize>() {
+                Ok(n) if n > 0 => n,
+                _ => return Err(ConfigError { name: "EXECUTOR_MAX_CONCURRENT_EXECUTIONS", value }),
+            };
+        }
+        if let Some(key) = lookup("EXECUTOR_REQUEST_STATE_KEY").filter(|k| !k.is_empty()) {
+            let short = || ConfigError { name: "EXECUTOR_REQUEST_STATE_KEY", value: "(hidden)".into() };
+            self.request_state_key = Some(RequestStateKey::new(key.into_bytes()).ok_or_else(short)?);
+        }
+        if let Some(mode) = lookup("EXECUTOR_ELICITATION_MODE").filter(|m| !m.trim().is_empty()) {
+            self.default_mode =
+                parse_mode(mode.trim()).map_err(|_| ConfigError { name: "EXECUTOR_ELICITATION_MODE", value: mode })?;
+        }
+        if let Some(url) = lookup("EXECUTOR_PUBLIC_URL").filter(|u| !u.trim().is_empty()) {
+            self.public_url = Some(url);
+        }
+        if let Some(issuer) = lookup("EXECUTOR_OIDC_ISSUER").filter(|u| !u.trim().is_empty()) {
+            let audience = lookup("EXECUTOR_OIDC_AUDIENCE")
+                .filter(|a| !a.trim().is_empty())
+                .ok_or(ConfigError { name: "EXECUTOR_OIDC_AUDIENCE", value: String::new() })?;
+            self.oidc = Some(OidcConfig {
+                issuer,
+                audience,
+                jwks_url: lookup("EXECUTOR_OIDC_JWKS_URL").filter(|u| !u.trim().is_empty()),
+                owner_claim: lookup("EXECUTOR_OIDC_OWNER_CLAIM").unwrap_or_else(|| "sub".into()),
+                share_key_owners: match lookup("EXECUTOR_OIDC_SHARE_KEY_OWNERS").as_deref().map(str::trim) {
+                    None | Some("" | "false" | "0") => false,
+                    Some("true" | "1") => true,
+                    Some(other) => {
+                        return Err(ConfigError { name: "EXECUTOR_OIDC_SHARE_KEY_OWNERS", value: other.to_owned() });
+                    }
+                },
+            });
+        }
+        Ok(self)
+    }
+}
+
+/// `model`, `browser` or `native` (`?elicitation_mode=`, `EXECUTOR_ELICITATION_MODE`).
+pub(crate) fn parse_mode(value: &str) -> Result<ElicitationMode, String> {
+    match value {
+        "model" => Ok(ElicitationMode::Model),
+        "browser" => Ok(ElicitationMode::Browser),
+        "native" => Ok(ElicitationMode::Native),
+        other => Err(format!("elicitation_mode must be model, browser or native, not {other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_from_the_environment() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned())
+        };
+        let config = HostConfig::default()
+            .with_env(env(&[
+                ("EXECUTOR_SESSION_TIMEOUT_MS", "60000"),
+                ("EXECUTOR_APPROVAL_WINDOW_MS", " 1500 "),
+                ("EXECUTOR_PUBLIC_URL", "https://exec.example.com"),
+                ("EXECUTOR_ELICITATION_MODE", "browser"),
+                ("EXECUTOR_APPROVAL_WAIT_MS", "5000"),
+                ("EXECUTOR_REQUEST_STATE_KEY", "0123456789abcdef0123456789abcdef"),
+            ]))
+            .unwrap();
+        assert_eq!(config.default_mode, ElicitationMode::Browser);
+        assert_eq!(config.approval_wait, Duration::from_secs(5));
+        assert!(config.request_state_key.is_some());
+        assert_eq!(config.timeouts.session_timeout, Duration::from_secs(60));
+        assert_eq!(config.timeouts.paused_lease, Timeouts::default().paused_lease);
+        assert_eq!(config.timeouts.approval_window, Duration::from_millis(1500));
+        assert_eq!(config.public_url.as_deref(), Some("https://exec.example.com"));
+        assert_eq!(config.oidc, None);
+        let with_oidc = HostConfig::default()
+            .with_env(env(&[("EXECUTOR_OIDC_ISSUER", "https://idp.example"), ("EXECUTOR_OIDC_AUDIENCE", "executor")]))
+            .unwrap();
+        let oidc = with_oidc.oidc.unwrap();
+        assert_eq!(
+            (oidc.issuer.as_str(), oidc.audience.as_str(), oidc.owner_claim.as_str()),
+            ("https://idp.example", "executor", "sub")
+        );
+        let missing = HostConfig::default().with_env(env(&[("EXECUTOR_OIDC_ISSUER", "https://idp.example")]));
+        assert_eq!(missing.unwrap_err().name, "EXECUTOR_OIDC_AUDIENCE");
+        let short = HostConfig::default().with_env(env(&[("EXECUTOR_REQUEST_STATE_KEY", "too short")]));
+        assert_eq!(short.unwrap_err().name, "EXECUTOR_REQUEST_STATE_KEY");
+        let mode = HostConfig::default().with_env(env(&[("EXECUTOR_ELICITATION_MODE", "pigeon")]));
+        assert_eq!(mode.unwrap_err().name, "EXECUTOR_ELICITATION_MODE");
+        for bad in ["0", "-5", "5m", ""] {
+            let pairs: &'static [(&'static str, &'static str)] =
+                Box::leak(Box::new([("EXECUTOR_PAUSED_LEASE_MS", bad)]));
+            let error = HostConfig::default().with_env(env(pairs)).unwrap_err();
+            assert_eq!(error.name, "EXECUTOR_PAUSED_LEASE_MS", "{bad:?}");
+        }
+    }
+}
