@@ -281,7 +281,7 @@ impl Host {
             return self.approvals.page(&request, secure).await;
         }
         if path.starts_with("/api/executions/") {
-            let owner = match self.authenticate(request.headers()).await {
+            let owner = match self.authenticate(request.headers(), crate::approvals::api_error).await {
                 Ok(owner) => owner,
                 Err(response) => return response,
             };
@@ -298,7 +298,7 @@ impl Host {
         if request.method() == Method::OPTIONS {
             return preflight();
         }
-        let owner = match self.authenticate(request.headers()).await {
+        let owner = match self.authenticate(request.headers(), rpc_refusal).await {
             Ok(owner) => owner,
             Err(response) => return response,
         };
@@ -314,15 +314,20 @@ impl Host {
         }
     }
 
-    /// The caller of a bearer API key, or the 401 challenge.
-    async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Response<Bytes>> {
+    /// The caller of a bearer API key, or the 401 challenge; `refuse` answers
+    /// in the surface's own shape (JSON-RPC for `/mcp`, the API's for `/api`).
+    async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        refuse: fn(StatusCode, &str) -> Response<Bytes>,
+    ) -> Result<Principal, Response<Bytes>> {
         let token = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
             .map(str::trim);
         let challenge = |message: &str| {
-            let mut response = rpc_error(StatusCode::UNAUTHORIZED, -32001, message);
+            let mut response = refuse(StatusCode::UNAUTHORIZED, message);
             let metadata = format!("{}/.well-known/oauth-protected-resource/mcp", self.base_url(headers));
             if let Ok(value) = HeaderValue::from_str(&format!("Bearer resource_metadata=\"{metadata}\"")) {
                 response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
@@ -350,7 +355,7 @@ impl Host {
                 Ok(key.owner)
             }
             Err(StoreError::NotFound { .. }) => Err(challenge("Unauthorized: the API key is not valid")),
-            Err(e) => Err(rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &e.to_string())),
+            Err(e) => Err(refuse(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())),
         }
     }
 
@@ -579,6 +584,11 @@ fn parse_mode(value: &str) -> Result<ElicitationMode, String> {
         "native" => Ok(ElicitationMode::Native),
         other => Err(format!("elicitation_mode must be model, browser or native, not {other:?}")),
     }
+}
+
+/// A request `/mcp` did not let in: 401, or 503 when the keys cannot be read.
+fn rpc_refusal(status: StatusCode, message: &str) -> Response<Bytes> {
+    rpc_error(status, if status == StatusCode::UNAUTHORIZED { -32001 } else { -32603 }, message)
 }
 
 fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response<Bytes> {
