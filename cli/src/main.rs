@@ -1,5 +1,6 @@
 //! `executor`: `serve` runs the local host (the default: `cargo run`); `keys`
-//! manages API keys of the store.
+//! manages API keys of the store (through the running server when it holds
+//! the embedded store: `executor_cli::admin`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -8,6 +9,8 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use executor_catalog::Catalog;
+#[cfg(unix)]
+use executor_cli::admin;
 use executor_cli::{keys, serve};
 use executor_store::{DynamoStore, EmbeddedStore, Store};
 
@@ -46,6 +49,11 @@ enum Command {
     Serve {
         #[arg(long, default_value = "127.0.0.1:8787")]
         addr: SocketAddr,
+        /// The URL clients reach this server at, e.g. http://host:8787 (default:
+        /// `EXECUTOR_PUBLIC_URL`): approval links point there, and its host is
+        /// accepted in requests (needed to serve other machines from 0.0.0.0).
+        #[arg(long)]
+        public_url: Option<String>,
         /// Sources file (TOML, see executor.example.toml); default: `EXECUTOR_CONFIG`.
         #[arg(long)]
         config: Option<PathBuf>,
@@ -71,28 +79,38 @@ enum KeysCommand {
     },
     /// List keys: id, owner, creation time.
     List,
-    /// Revoke the key with this id (as `keys list` shows it).
+    /// Revoke the key with this id (as `keys list` shows it, or its start).
     Revoke { id: String },
+}
+
+impl From<KeysCommand> for keys::Command {
+    fn from(command: KeysCommand) -> Self {
+        match command {
+            KeysCommand::Create { owner } => Self::Create { owner },
+            KeysCommand::List => Self::List,
+            KeysCommand::Revoke { id } => Self::Revoke { id },
+        }
+    }
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let command = Cli::parse().command.unwrap_or(Command::Serve {
         addr: SocketAddr::from(([127, 0, 0, 1], 8787)),
+        public_url: None,
         config: None,
         store: StoreArgs { data_dir: ".executor".into(), store: StoreKind::Embedded },
     });
     let result = match command {
-        Command::Serve { addr, config, store } => match open(&store).await {
-            Ok(Opened::Embedded(s)) => run_serve(addr, config, &store.data_dir, s).await,
-            Ok(Opened::Dynamo(s)) => run_serve(addr, config, &store.data_dir, s).await,
-            Err(e) => Err(e),
-        },
-        Command::Keys { command, store } => match open(&store).await {
-            Ok(Opened::Embedded(s)) => run_keys(command, &*s).await,
-            Ok(Opened::Dynamo(s)) => run_keys(command, &*s).await,
-            Err(e) => Err(e),
-        },
+        Command::Serve { addr, public_url, config, store } => {
+            let serve = Serve { addr, public_url, sources: config, data_dir: store.data_dir.clone() };
+            match open(&store).await {
+                Ok(Opened::Embedded(s)) => run_serve(serve, s, true).await,
+                Ok(Opened::Dynamo(s)) => run_serve(serve, s, false).await,
+                Err(e) => Err(e),
+            }
+        }
+        Command::Keys { command, store } => run_keys(command.into(), &store).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -122,33 +140,47 @@ fn open_embedded(dir: &Path) -> Result<Arc<EmbeddedStore>, String> {
     EmbeddedStore::open(dir).map(Arc::new).map_err(|e| e.to_string())
 }
 
-async fn run_keys(command: KeysCommand, store: &impl executor_store::KeyStore) -> Result<(), String> {
-    match command {
-        KeysCommand::Create { owner } => {
-            let token = keys::create(store, &owner).await.map_err(|e| e.to_string())?;
-            println!("Created an API key for {owner}. This is the only time the token is shown:\n\n{token}\n");
-        }
-        KeysCommand::List => {
-            let lines = keys::list(store).await.map_err(|e| e.to_string())?;
-            if lines.is_empty() {
-                println!("No keys. Create one with `executor keys create --owner NAME`.");
-            }
-            lines.iter().for_each(|line| println!("{line}"));
-        }
-        KeysCommand::Revoke { id } => {
-            keys::revoke(store, &id).await.map_err(|e| e.to_string())?;
-            println!("Revoked {id}.");
-        }
+async fn run_keys(command: keys::Command, args: &StoreArgs) -> Result<(), String> {
+    // A server running on the embedded store holds it: that server runs the command.
+    #[cfg(unix)]
+    if matches!(args.store, StoreKind::Embedded)
+        && let Some(answer) = admin::send(&args.data_dir, &command).await.map_err(|e| e.to_string())?
+    {
+        return answer.map(|reply| println!("{reply}"));
     }
+    let reply = match open(args).await? {
+        Opened::Embedded(store) => keys::run(&*store, command).await,
+        Opened::Dynamo(store) => keys::run(&*store, command).await,
+    };
+    println!("{}", reply.map_err(|e| e.to_string())?);
     Ok(())
 }
 
-async fn run_serve<S: Store + 'static>(
+/// What `executor serve` was asked for, besides the store.
+struct Serve {
     addr: SocketAddr,
+    public_url: Option<String>,
     sources: Option<PathBuf>,
-    data_dir: &Path,
-    store: Arc<S>,
-) -> Result<(), String> {
+    data_dir: PathBuf,
+}
+
+/// The host's settings: the environment's, then `--public-url` in place of
+/// `EXECUTOR_PUBLIC_URL`.
+fn host_config(public_url: Option<&str>) -> Result<executor_service::HostConfig, executor_service::ConfigError> {
+    let env = |name: &str| std::env::var(name).ok().filter(|_| public_url.is_none() || name != "EXECUTOR_PUBLIC_URL");
+    let config = executor_service::HostConfig::default().with_env(env)?;
+    match public_url {
+        Some(url) => {
+            config.with_public_url(url).map_err(|e| executor_service::ConfigError { name: "--public-url", ..e })
+        }
+        None => Ok(config),
+    }
+}
+
+/// `embedded`: `store` is the embedded store, which `executor keys` can then
+/// reach only through this process (the admin socket).
+async fn run_serve<S: Store + 'static>(args: Serve, store: Arc<S>, embedded: bool) -> Result<(), String> {
+    let Serve { addr, public_url, sources, data_dir } = args;
     // The conformance build serves requests without a token (the suite cannot
     // send one; see executor-service's `conformance` feature): loopback only.
     #[cfg(feature = "conformance")]
@@ -158,6 +190,11 @@ async fn run_serve<S: Store + 'static>(
         }
         eprintln!("executor: conformance build: requests without a token are served as owner `conformance`");
     }
+    let mut config = host_config(public_url.as_deref()).map_err(|e| e.to_string())?;
+    #[cfg(unix)]
+    let _admin = embedded.then(|| admin_socket(&data_dir, store.clone())).flatten();
+    #[cfg(not(unix))]
+    let _ = embedded;
     let telemetry = executor_telemetry::Telemetry::local().map_err(|e| e.to_string())?;
     let catalog = Catalog::load(sources).await.map_err(|e| e.to_string())?;
     let mut namespaces = Vec::new();
@@ -182,13 +219,11 @@ async fn run_serve<S: Store + 'static>(
     };
     let owner =
         first.as_ref().map(|(o, _)| executor_core::Principal::key_owner(o)).transpose().map_err(|e| e.to_string())?;
-    let greeting = serve::welcome(bound, owner.as_ref().zip(first.as_ref().map(|(_, t)| t.as_str())));
-    println!("{greeting}");
-    let mut config =
-        executor_service::HostConfig::default().with_env(|n| std::env::var(n).ok()).map_err(|e| e.to_string())?;
     if config.request_state_key.is_none() {
-        config.request_state_key = Some(serve::request_state_key(data_dir).map_err(|e| e.to_string())?);
+        config.request_state_key = Some(serve::request_state_key(&data_dir).map_err(|e| e.to_string())?);
     }
+    let key = owner.as_ref().zip(first.as_ref().map(|(_, t)| t.as_str()));
+    println!("{}", serve::welcome(bound, config.public_url.as_deref(), key));
     let host = serve::host(store, Arc::new(catalog), &namespaces, config).await.map_err(|e| e.to_string())?;
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -197,4 +232,18 @@ async fn run_serve<S: Store + 'static>(
     let served = serve::serve(listener, host, shutdown).await.map_err(|e| e.to_string());
     telemetry.shutdown().await;
     served
+}
+
+/// Listen for `executor keys` in the data directory; without the socket the
+/// server still serves, and says what that means.
+#[cfg(unix)]
+fn admin_socket<S: executor_store::KeyStore + 'static>(data_dir: &Path, store: Arc<S>) -> Option<admin::AdminSocket> {
+    admin::listen(data_dir, store)
+        .inspect_err(|e| {
+            eprintln!(
+                "executor: no admin socket in {} ({e}): `executor keys` cannot reach this server; stop it to manage keys",
+                data_dir.display()
+            )
+        })
+        .ok()
 }
