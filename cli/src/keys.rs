@@ -1,7 +1,13 @@
 //! API keys: 256-bit random bearer tokens, stored only as their SHA-256.
+//!
+//! A `keys` command is a [`Command`] run on a store by [`run`]: here, or in
+//! the `executor serve` that holds the embedded store (`crate::admin`).
+
+use std::fmt;
 
 use executor_core::{ApiKey, Clock, Principal, PrincipalError, SystemClock, TokenHash};
 use executor_store::{KeyStore, StoreError};
+use serde::{Deserialize, Serialize};
 
 /// Prefix that makes a leaked token recognisable to secret scanners.
 const TOKEN_PREFIX: &str = "exk_";
@@ -22,6 +28,44 @@ pub enum KeysError {
     Store(#[from] StoreError),
 }
 
+/// What a `keys` command asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum Command {
+    Create { owner: String },
+    List,
+    Revoke { id: String },
+}
+
+/// What it did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "done", rename_all = "snake_case")]
+pub enum Reply {
+    Created { owner: String, token: String },
+    Listed { keys: Vec<KeyRow> },
+    Revoked { id: String, owner: String },
+}
+
+/// One key as `keys list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyRow {
+    pub id: String,
+    pub owner: String,
+    pub created: String,
+}
+
+/// Run `command` on `store`.
+pub async fn run(store: &impl KeyStore, command: Command) -> Result<Reply, KeysError> {
+    Ok(match command {
+        Command::Create { owner } => Reply::Created { token: create(store, &owner).await?, owner },
+        Command::List => Reply::Listed { keys: list(store).await? },
+        Command::Revoke { id } => {
+            let key = revoke(store, &id).await?;
+            Reply::Revoked { id: key.hash.as_str()[..ID_LEN].to_owned(), owner: key.owner.to_string() }
+        }
+    })
+}
+
 /// Create and store a new key for `owner`; the token is returned and never stored.
 pub async fn create(store: &impl KeyStore, owner: &str) -> Result<String, KeysError> {
     let owner = Principal::key_owner(owner)?;
@@ -33,24 +77,75 @@ pub async fn create(store: &impl KeyStore, owner: &str) -> Result<String, KeysEr
     Ok(token)
 }
 
-/// One line per key: id, owner, creation time; oldest first.
-pub async fn list(store: &impl KeyStore) -> Result<Vec<String>, KeysError> {
+/// Every key, oldest first.
+pub async fn list(store: &impl KeyStore) -> Result<Vec<KeyRow>, KeysError> {
     let mut keys = store.list_keys().await?;
     keys.sort_by_key(|k| k.created_at);
     Ok(keys
         .iter()
-        .map(|k| format!("{}  {}  created {}", &k.hash.as_str()[..ID_LEN], k.owner, k.created_at.to_rfc3339()))
+        .map(|k| KeyRow {
+            id: k.hash.as_str()[..ID_LEN].to_owned(),
+            owner: k.owner.to_string(),
+            created: k.created_at.to_rfc3339(),
+        })
         .collect())
 }
 
-/// Revoke the one key whose hash starts with `id`.
-pub async fn revoke(store: &impl KeyStore, id: &str) -> Result<(), KeysError> {
+/// Revoke the one key whose hash starts with `id`; returns the key revoked.
+pub async fn revoke(store: &impl KeyStore, id: &str) -> Result<ApiKey, KeysError> {
     let keys = store.list_keys().await?;
-    let mut matching = keys.iter().filter(|k| !id.is_empty() && k.hash.as_str().starts_with(id));
+    let mut matching = keys.into_iter().filter(|k| !id.is_empty() && k.hash.as_str().starts_with(id));
     let key = matching.next().ok_or_else(|| KeysError::UnknownId(id.to_owned()))?;
     if matching.next().is_some() {
         return Err(KeysError::AmbiguousId(id.to_owned()));
     }
     store.revoke_key(&key.hash).await?;
-    Ok(())
+    Ok(key)
+}
+
+/// What the command prints.
+impl fmt::Display for Reply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Created { owner, token } => {
+                writeln!(f, "Created an API key for {owner}. This is the only time the token is shown:\n\n{token}")
+            }
+            Self::Listed { keys } if keys.is_empty() => {
+                write!(f, "No keys. Create one with `executor keys create --owner NAME`.")
+            }
+            Self::Listed { keys } => {
+                let width = keys.iter().map(|k| k.owner.len()).chain(["OWNER".len()]).max().unwrap_or_default();
+                write!(f, "{:ID_LEN$}  {:width$}  CREATED", "ID", "OWNER")?;
+                for key in keys {
+                    write!(f, "\n{:ID_LEN$}  {:width$}  {}", key.id, key.owner, key.created)?;
+                }
+                Ok(())
+            }
+            Self::Revoked { id, owner } => write!(f, "Revoked key {id} of {owner}."),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listings_have_a_header_and_aligned_columns() {
+        let row = |id: &str, owner: &str| KeyRow {
+            id: id.into(),
+            owner: owner.into(),
+            created: "2026-01-01T00:00:00Z".into(),
+        };
+        let listed = Reply::Listed { keys: vec![row("0123456789ab", "alice@example.com"), row("ba9876543210", "bob")] };
+        assert_eq!(
+            listed.to_string(),
+            "ID            OWNER              CREATED\n\
+             0123456789ab  alice@example.com  2026-01-01T00:00:00Z\n\
+             ba9876543210  bob                2026-01-01T00:00:00Z"
+        );
+        assert!(Reply::Listed { keys: vec![] }.to_string().starts_with("No keys."));
+        let revoked = Reply::Revoked { id: "0123456789ab".into(), owner: "bob".into() };
+        assert_eq!(revoked.to_string(), "Revoked key 0123456789ab of bob.");
+    }
 }

@@ -1,4 +1,6 @@
 //! The `executor` command's pieces, as a library so tests drive the same code.
 
+#[cfg(unix)]
+pub mod admin;
 pub mod keys;
 pub mod serve;

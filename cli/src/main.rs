@@ -1,5 +1,6 @@
 //! `executor`: `serve` runs the local host (the default: `cargo run`); `keys`
-//! manages API keys of the store.
+//! manages API keys of the store (through the running server when it holds
+//! the embedded store: `executor_cli::admin`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -9,6 +10,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use executor_catalog::Catalog;
+#[cfg(unix)]
+use executor_cli::admin;
 use executor_cli::{keys, serve};
 use executor_store::{DynamoStore, EmbeddedStore, Store};
 
@@ -45,6 +48,11 @@ struct StoreArgs {
 struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8787")]
     addr: SocketAddr,
+    /// The URL clients reach this server at, e.g. http://host:8787 (default:
+    /// `EXECUTOR_PUBLIC_URL`): approval links point there, and its host is
+    /// accepted in requests (needed to serve other machines from 0.0.0.0).
+    #[arg(long)]
+    public_url: Option<String>,
     /// Sources file (TOML, see executor.example.toml); default: `EXECUTOR_CONFIG`.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -110,8 +118,18 @@ enum KeysCommand {
     },
     /// List keys: id, owner, creation time.
     List,
-    /// Revoke the key with this id (as `keys list` shows it).
+    /// Revoke the key with this id (as `keys list` shows it, or its start).
     Revoke { id: String },
+}
+
+impl From<KeysCommand> for keys::Command {
+    fn from(command: KeysCommand) -> Self {
+        match command {
+            KeysCommand::Create { owner } => Self::Create { owner },
+            KeysCommand::List => Self::List,
+            KeysCommand::Revoke { id } => Self::Revoke { id },
+        }
+    }
 }
 
 #[tokio::main]
@@ -120,15 +138,11 @@ async fn main() -> ExitCode {
     let command = Cli::parse().command.unwrap_or_else(|| Command::Serve(ServeArgs::parse_from(["executor"])));
     let result = match command {
         Command::Serve(args) => match open(&args.store).await {
-            Ok(Opened::Embedded(s)) => run_serve(args, s).await,
-            Ok(Opened::Dynamo(s)) => run_serve(args, s).await,
+            Ok(Opened::Embedded(s)) => run_serve(args, s, true).await,
+            Ok(Opened::Dynamo(s)) => run_serve(args, s, false).await,
             Err(e) => Err(e),
         },
-        Command::Keys { command, store } => match open(&store).await {
-            Ok(Opened::Embedded(s)) => run_keys(command, &*s).await,
-            Ok(Opened::Dynamo(s)) => run_keys(command, &*s).await,
-            Err(e) => Err(e),
-        },
+        Command::Keys { command, store } => run_keys(command.into(), &store).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -158,29 +172,39 @@ fn open_embedded(dir: &Path) -> Result<Arc<EmbeddedStore>, String> {
     EmbeddedStore::open(dir).map(Arc::new).map_err(|e| e.to_string())
 }
 
-async fn run_keys(command: KeysCommand, store: &impl executor_store::KeyStore) -> Result<(), String> {
-    match command {
-        KeysCommand::Create { owner } => {
-            let token = keys::create(store, &owner).await.map_err(|e| e.to_string())?;
-            println!("Created an API key for {owner}. This is the only time the token is shown:\n\n{token}\n");
-        }
-        KeysCommand::List => {
-            let lines = keys::list(store).await.map_err(|e| e.to_string())?;
-            if lines.is_empty() {
-                println!("No keys. Create one with `executor keys create --owner NAME`.");
-            }
-            lines.iter().for_each(|line| println!("{line}"));
-        }
-        KeysCommand::Revoke { id } => {
-            keys::revoke(store, &id).await.map_err(|e| e.to_string())?;
-            println!("Revoked {id}.");
-        }
+async fn run_keys(command: keys::Command, args: &StoreArgs) -> Result<(), String> {
+    // A server running on the embedded store holds it: that server runs the command.
+    #[cfg(unix)]
+    if matches!(args.store, StoreKind::Embedded)
+        && let Some(answer) = admin::send(&args.data_dir, &command).await.map_err(|e| e.to_string())?
+    {
+        return answer.map(|reply| println!("{reply}"));
     }
+    let reply = match open(args).await? {
+        Opened::Embedded(store) => keys::run(&*store, command).await,
+        Opened::Dynamo(store) => keys::run(&*store, command).await,
+    };
+    println!("{}", reply.map_err(|e| e.to_string())?);
     Ok(())
 }
 
-async fn run_serve<S: Store + 'static>(args: ServeArgs, store: Arc<S>) -> Result<(), String> {
-    let ServeArgs { addr, config: sources, store: StoreArgs { data_dir, .. }, limits } = args;
+/// The host's settings: the environment's, then `--public-url` in place of
+/// `EXECUTOR_PUBLIC_URL`.
+fn host_config(public_url: Option<&str>) -> Result<executor_service::HostConfig, executor_service::ConfigError> {
+    let env = |name: &str| std::env::var(name).ok().filter(|_| public_url.is_none() || name != "EXECUTOR_PUBLIC_URL");
+    let config = executor_service::HostConfig::default().with_env(env)?;
+    match public_url {
+        Some(url) => {
+            config.with_public_url(url).map_err(|e| executor_service::ConfigError { name: "--public-url", ..e })
+        }
+        None => Ok(config),
+    }
+}
+
+/// `embedded`: `store` is the embedded store, which `executor keys` can then
+/// reach only through this process (the admin socket).
+async fn run_serve<S: Store + 'static>(args: ServeArgs, store: Arc<S>, embedded: bool) -> Result<(), String> {
+    let ServeArgs { addr, public_url, config: sources, store: StoreArgs { data_dir, .. }, limits } = args;
     let limits = limits.limits();
     // The conformance build serves requests without a token (the suite cannot
     // send one; see executor-service's `conformance` feature): loopback only.
@@ -191,6 +215,11 @@ async fn run_serve<S: Store + 'static>(args: ServeArgs, store: Arc<S>) -> Result
         }
         eprintln!("executor: conformance build: requests without a token are served as owner `conformance`");
     }
+    let mut config = host_config(public_url.as_deref()).map_err(|e| e.to_string())?;
+    #[cfg(unix)]
+    let _admin = embedded.then(|| admin_socket(&data_dir, store.clone())).flatten();
+    #[cfg(not(unix))]
+    let _ = embedded;
     let telemetry = executor_telemetry::Telemetry::local().map_err(|e| e.to_string())?;
     let catalog = Catalog::load(sources).await.map_err(|e| e.to_string())?;
     let mut namespaces = Vec::new();
@@ -217,13 +246,11 @@ async fn run_serve<S: Store + 'static>(args: ServeArgs, store: Arc<S>) -> Result
     };
     let owner =
         first.as_ref().map(|(o, _)| executor_core::Principal::key_owner(o)).transpose().map_err(|e| e.to_string())?;
-    let greeting = serve::welcome(bound, owner.as_ref().zip(first.as_ref().map(|(_, t)| t.as_str())));
-    println!("{greeting}");
-    let mut config =
-        executor_service::HostConfig::default().with_env(|n| std::env::var(n).ok()).map_err(|e| e.to_string())?;
     if config.request_state_key.is_none() {
         config.request_state_key = Some(serve::request_state_key(&data_dir).map_err(|e| e.to_string())?);
     }
+    let key = owner.as_ref().zip(first.as_ref().map(|(_, t)| t.as_str()));
+    println!("{}", serve::welcome(bound, config.public_url.as_deref(), key));
     let host = serve::host(store, Arc::new(catalog), &namespaces, config).await.map_err(|e| e.to_string())?;
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -249,4 +276,18 @@ fn make_room_for_connections(max_connections: usize) {
              raise `ulimit -n` or lower --max-connections"
         );
     }
+}
+
+/// Listen for `executor keys` in the data directory; without the socket the
+/// server still serves, and says what that means.
+#[cfg(unix)]
+fn admin_socket<S: executor_store::KeyStore + 'static>(data_dir: &Path, store: Arc<S>) -> Option<admin::AdminSocket> {
+    admin::listen(data_dir, store)
+        .inspect_err(|e| {
+            eprintln!(
+                "executor: no admin socket in {} ({e}): `executor keys` cannot reach this server; stop it to manage keys",
+                data_dir.display()
+            )
+        })
+        .ok()
 }

@@ -7,7 +7,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex};
@@ -450,14 +450,33 @@ pub fn request_state_key(data_dir: &Path) -> std::io::Result<RequestStateKey> {
     }
 }
 
-/// What to tell the person who just started a fresh server.
-pub fn welcome(addr: SocketAddr, first_key: Option<(&Principal, &str)>) -> String {
-    let url = format!("http://{addr}/mcp");
+/// What to tell the person who just started a server on `addr`: the URL to
+/// give clients (the public URL when set; on an unspecified address, this
+/// machine's loopback, with a word about other machines).
+pub fn welcome(addr: SocketAddr, public_url: Option<&str>, first_key: Option<(&Principal, &str)>) -> String {
+    let (url, note) = match public_url {
+        Some(base) => (format!("{}/mcp", base.trim_end_matches('/')), String::new()),
+        None if addr.ip().is_unspecified() => {
+            let loopback = SocketAddr::new(
+                if addr.is_ipv4() { Ipv4Addr::LOCALHOST.into() } else { Ipv6Addr::LOCALHOST.into() },
+                addr.port(),
+            );
+            let note = format!(
+                "It listens on every interface ({addr}). For other machines, start it with --public-url \
+                 (or EXECUTOR_PUBLIC_URL) set to the address they use, e.g. http://<this machine's name>:{}.\n",
+                addr.port()
+            );
+            (format!("http://{loopback}/mcp"), note)
+        }
+        None => (format!("http://{addr}/mcp"), String::new()),
+    };
     let Some((owner, token)) = first_key else {
-        return format!("Executor is listening on {url}\nUse an API key from `executor keys create --owner NAME`.\n");
+        return format!(
+            "Executor is listening on {url}\n{note}Use an API key from `executor keys create --owner NAME`.\n"
+        );
     };
     format!(
-        "Executor is listening on {url}\n\n\
+        "Executor is listening on {url}\n{note}\n\
          Created an API key for {owner} (shown only this once):\n\n  {token}\n\n\
          Connect Claude Code:\n\n  claude mcp add --transport http executor {url} --header \"Authorization: Bearer {token}\"\n\n\
          Other MCP clients:\n\n{}\n",

@@ -38,7 +38,7 @@ fn keys_create_rejects_a_bad_owner_with_a_clear_message() {
     let out = executor(&["keys", "create", "--owner", " ", "--data-dir", dir.path().to_str().unwrap()]);
     assert!(!out.status.success());
     let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(stderr.contains("invalid --owner: owner name is empty"), "{stderr}");
+    assert!(stderr.contains("invalid --owner: owner name \" \" is not a plain name"), "{stderr}");
 }
 
 #[test]
@@ -50,13 +50,15 @@ fn keys_are_listed_and_revoked_by_id() {
     }
     let listed = String::from_utf8(executor(&["keys", "list", "--data-dir", data]).stdout).unwrap();
     let lines: Vec<&str> = listed.lines().collect();
-    assert_eq!(lines.len(), 2, "{listed}");
-    assert!(lines[0].contains("alice") && lines[1].contains("bob"), "oldest first: {listed}");
-    let bob_id = lines[1].split_whitespace().next().unwrap();
+    assert_eq!(lines.len(), 3, "{listed}");
+    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), ["ID", "OWNER", "CREATED"], "a header row");
+    assert!(lines[1].contains("alice") && lines[2].contains("bob"), "oldest first: {listed}");
+    let bob_id = lines[2].split_whitespace().next().unwrap();
     assert_eq!(bob_id.len(), 12);
 
     let revoked = executor(&["keys", "revoke", bob_id, "--data-dir", data]);
     assert!(revoked.status.success(), "{}", String::from_utf8_lossy(&revoked.stderr));
+    assert_eq!(String::from_utf8_lossy(&revoked.stdout).trim(), format!("Revoked key {bob_id} of bob."));
     let listed = String::from_utf8(executor(&["keys", "list", "--data-dir", data]).stdout).unwrap();
     assert!(listed.contains("alice") && !listed.contains("bob"), "{listed}");
     let again = executor(&["keys", "revoke", bob_id, "--data-dir", data]);

@@ -1,5 +1,5 @@
 // Executor on Lambda: three functions behind an HTTP API, one DynamoDB table,
-// one EventBridge Scheduler group for session alarms (DESIGN.md sections 1, 5-8).
+// one EventBridge Scheduler group for session alarms (docs/architecture.md, docs/deploy.md).
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';

@@ -47,7 +47,7 @@ export interface ExecutorOptions {
   readonly oidcJwksUrl?: string;
   /** @default 'sub' */
   readonly oidcOwnerClaim?: string;
-  /** Timing knobs (DESIGN.md section 5); one value for all three functions. */
+  /** Timing knobs of the session lifecycle (docs/lifecycle.md); one value for all three functions. */
   readonly sessionTimeoutMs?: number;
   readonly pausedLeaseMs?: number;
   readonly approvalWindowMs?: number;
@@ -148,8 +148,8 @@ export interface Resolved {
   logRetentionDays: number;
 }
 
-// DESIGN.md section 5. Set explicitly on every function so that the MCP and
-// alarm functions can never disagree about them.
+// The session lifecycle's timing (docs/lifecycle.md). Set explicitly on every
+// function so that the MCP and alarm functions can never disagree about them.
 export const DEFAULT_SESSION_TIMEOUT_MS = 300_000;
 export const DEFAULT_PAUSED_LEASE_MS = 600_000;
 export const DEFAULT_APPROVAL_WINDOW_MS = 600_000;

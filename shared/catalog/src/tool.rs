@@ -46,6 +46,7 @@ impl ToolDef {
         let (input, output) = (parse(&self.input), self.output.as_deref().map(parse));
         let input = SchemaIn { schema: &input, root: self.root.as_deref().unwrap_or(&input) };
         let output = output.as_ref().map(|schema| SchemaIn { schema, root: self.root.as_deref().unwrap_or(schema) });
-        typescript::declarations(&format!("tools.{}", self.path), &self.description, input, output)
+        let http = matches!(self.target, Target::Http(_));
+        typescript::declarations(&format!("tools.{}", self.path), &self.description, input, output, http)
     }
 }

@@ -25,11 +25,19 @@ pub struct SchemaIn<'a> {
 }
 
 /// `type Input = …; type Output = …;` then the referenced named types.
-pub fn declarations(call: &str, description: &str, input: SchemaIn<'_>, output: Option<SchemaIn<'_>>) -> String {
+/// `http`: the tool answers over HTTP, so a success also carries its status.
+pub fn declarations(
+    call: &str,
+    description: &str,
+    input: SchemaIn<'_>,
+    output: Option<SchemaIn<'_>>,
+    http: bool,
+) -> String {
     let mut out = String::new();
+    let status = if http { "; http: { status: number }" } else { "" };
     let _ = writeln!(
         out,
-        "// {call}(input: Input): Promise<{{ ok: true; data: Output }} | {{ ok: false; error: {{ code: string; message: string }} }}>"
+        "// {call}(input: Input): Promise<{{ ok: true; data: Output{status} }} | {{ ok: false; error: {{ code: string; message: string }} }}>"
     );
     let summary = description.trim();
     if !summary.is_empty() {
@@ -199,7 +207,7 @@ mod tests {
 
     fn ts(schema: Value, root: Value) -> String {
         let root = if root.is_null() { schema.clone() } else { root };
-        let text = declarations("tools.t.x", "", SchemaIn { schema: &schema, root: &root }, None);
+        let text = declarations("tools.t.x", "", SchemaIn { schema: &schema, root: &root }, None, false);
         text.lines().filter(|l| !l.starts_with("//") && !l.starts_with("type Output")).collect::<Vec<_>>().join("\n")
     }
 
@@ -244,6 +252,18 @@ mod tests {
         let got = ts(json!({"$ref": "#/components/schemas/Node"}), root);
         assert_eq!(got, "type Input = Node;\ntype Leaf = string;\ntype Node = { children?: Node[]; leaf?: Leaf };");
         assert_eq!(ts(json!({"$ref": "other.json#/x"}), json!({})), "type Input = unknown;");
+    }
+
+    #[test]
+    fn http_tools_declare_their_status() {
+        let schema = json!({});
+        let input = SchemaIn { schema: &schema, root: &schema };
+        for (http, result) in
+            [(true, "{ ok: true; data: Output; http: { status: number } }"), (false, "{ ok: true; data: Output }")]
+        {
+            let first = declarations("tools.t.x", "", input, None, http).lines().next().unwrap().to_owned();
+            assert!(first.contains(&format!("Promise<{result} | {{ ok: false;")), "{first}");
+        }
     }
 
     #[test]

@@ -154,9 +154,10 @@ async fn approved_in_the_browser_while_the_model_waits() {
     assert_eq!(resumed["result"], json!({"id": 3, "name": "chair"}));
     assert_eq!(local.posts(), 1);
 
-    // The used link: "not found" to open, "already decided" to submit again; nothing runs twice.
+    // The used link: "already decided" to reload or to submit again; nothing runs twice.
     let reopened = open(&local.http, &url).await;
-    assert_eq!(reopened.status, 404, "{}", reopened.html);
+    assert_eq!(reopened.status, 409, "{}", reopened.html);
+    assert!(reopened.html.contains("Already decided"), "{}", reopened.html);
     let (status, html) = submit(&local.http, &url, &page, "accept").await;
     assert_eq!(status, 409, "{html}");
     assert!(html.contains("Already decided"), "{html}");
@@ -290,8 +291,15 @@ async fn the_json_api_for_programmatic_approvers() {
     let (status, _, _) =
         api(&local.bob, reqwest::Method::POST, resume.clone(), Some(json!({"action": "accept"}))).await;
     assert_eq!(status, 404);
-    let (status, _, _) = api("exk_wrong", reqwest::Method::GET, view.clone(), None).await;
-    assert_eq!(status, 401);
+    // A wrong key: the API's error shape (not JSON-RPC), with the challenge.
+    let denied = local.http.get(format!("{}{view}", local.base)).bearer_auth("exk_wrong").send().await.unwrap();
+    assert_eq!(denied.status(), 401);
+    let challenge = denied.headers()["www-authenticate"].to_str().unwrap().to_owned();
+    assert!(challenge.starts_with("Bearer resource_metadata=\""), "{challenge}");
+    let body: Value = serde_json::from_str(&denied.text().await.unwrap()).unwrap();
+    assert_eq!(body["error"]["code"], "unauthorized", "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("the API key is not valid"), "{body}");
+    assert!(body.get("jsonrpc").is_none(), "{body}");
     let (status, body, _) =
         api(&local.alice, reqwest::Method::POST, resume.clone(), Some(json!({"action": "maybe"}))).await;
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid_arguments")));

@@ -149,7 +149,7 @@ async fn search_ranks_and_describe_writes_typescript() {
     let described = described.as_str().unwrap();
     assert_eq!(
         described,
-        "// tools.shop.items.listItems(input: Input): Promise<{ ok: true; data: Output } | { ok: false; error: { code: string; message: string } }>\n\
+        "// tools.shop.items.listItems(input: Input): Promise<{ ok: true; data: Output; http: { status: number } } | { ok: false; error: { code: string; message: string } }>\n\
          /** List items in the shop\nGET /items */\n\
          type Input = { \"X-Request-Tag\"?: string; /** Text to look for */ q?: string; tag?: string[] };\n\
          type Output = Item[];\n\

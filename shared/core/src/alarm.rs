@@ -1,4 +1,5 @@
-//! What a session's alarm does when it fires (DESIGN.md section 5).
+//! What a session's alarm does when it fires (the timeline and the writes are
+//! in docs/lifecycle.md).
 //!
 //! A pure function of the clock, the session and its paused work, so the whole
 //! policy is one table test. Loading and acting happen in the service layer.
@@ -52,7 +53,7 @@ pub enum AlarmDecision {
     Destroy,
 }
 
-/// The table of DESIGN.md section 5, checked in order.
+/// The alarm's decision table (as docs/lifecycle.md shows it), checked in order.
 pub fn decide_session_alarm(
     now: Timestamp,
     session: Option<&Session>,

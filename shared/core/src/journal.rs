@@ -1,5 +1,6 @@
 //! The journal of an execution: what deterministic replay needs to re-run code
-//! from the start without calling anything twice (DESIGN.md invariant 2).
+//! from the start without calling anything twice (a resume is such a replay;
+//! see docs/architecture.md, "Invariants").
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

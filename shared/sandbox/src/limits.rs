@@ -1,5 +1,6 @@
 //! Resource limits of one execution. Every one is configurable; the defaults
-//! are those of DESIGN.md section 4.
+//! and the `error.code` each limit ends an execution with are listed in
+//! docs/sandbox.md ("Limits").
 
 use std::time::Duration;
 

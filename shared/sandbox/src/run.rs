@@ -1,5 +1,7 @@
 //! The replay driver: runs one segment of an execution from the start of the
-//! code to its completion or its next pause (DESIGN.md invariant 2).
+//! code to its completion or its next pause. A resume is a deterministic
+//! replay: the code runs again from the start, and every call the journal
+//! holds gets its recorded outcome instead of being made again.
 //!
 //! Each time the code blocks, the calls it issued form a *batch*. The batch is
 //! planned as a whole before anything is called (so a divergence from the

@@ -1,12 +1,15 @@
 //! The approval pages: server-rendered HTML that works without JavaScript and
-//! reads on a phone. Everything shown is escaped: the code and arguments come
-//! from whoever drove the agent.
+//! reads on a phone. The code and arguments come from whoever drove the
+//! agent, so the pages are maud templates, which HTML-escape every value they
+//! are given; and every text from outside goes in as [`Visible`], which also
+//! shows invisible and reordering characters as escapes (`crate::visible`).
+//! Only our own constants (the doctype, the stylesheet) go in unescaped.
 
-use std::fmt::Write;
 use std::sync::LazyLock;
 
 use base64::Engine;
 use executor_core::{ExecutionId, PendingCall, Timestamp};
+use maud::{Markup, PreEscaped, Render, html};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -52,93 +55,96 @@ pub(crate) struct PendingPage<'a> {
     pub lead: Option<&'a str>,
 }
 
+/// Text from outside as the page shows it: invisible characters as escapes,
+/// then HTML-escaped by maud.
+struct Visible<'a>(&'a str);
+
+impl Render for Visible<'_> {
+    fn render_to(&self, buffer: &mut String) {
+        crate::visible::escape_invisible(self.0).render_to(buffer);
+    }
+}
+
 pub(crate) fn pending(page: &PendingPage<'_>) -> String {
-    let mut body = String::new();
-    if let Some(lead) = page.lead {
-        let _ = write!(body, "<p class=\"panel\">{}</p>", escape(lead));
-    }
     let calls = page.pending.len();
-    let _ = write!(
-        body,
-        "<h1>{}</h1><p>Code run by an AI agent wants to make {}. Nothing happens until you decide.</p>",
-        if calls == 1 { "Approve this tool call?" } else { "Approve these tool calls?" },
-        if calls == 1 { "this call".to_owned() } else { format!("these {calls} calls together") },
-    );
-    for (i, call) in page.pending.iter().enumerate() {
-        let (namespace, tool) = call.path.split_once('.').unwrap_or(("", &call.path));
-        let _ = write!(
-            body,
-            "<section><h2><code>tools.{}</code></h2><p class=\"muted\">Namespace <b>{}</b>, tool <b>{}</b></p><p>{}</p>\
-             <h3>Arguments</h3><pre>{}</pre>",
-            escape(&call.path),
-            escape(namespace),
-            escape(tool),
-            escape(&call.message),
-            escape(&shown(&pretty(&call.args))),
-        );
-        if let Some(Some(description)) = page.descriptions.get(i) {
-            let _ = write!(
-                body,
-                "<details><summary>What this tool does</summary><pre>{}</pre></details>",
-                escape(&shown(description))
-            );
-        }
-        body.push_str("</section>");
-    }
-    let _ = write!(
-        body,
-        "<p class=\"time\">Time left: {} (until {}).</p>\
-         <form method=\"post\" action=\"{id}\">\
-         <input type=\"hidden\" name=\"token\" value=\"{token}\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
-         <div class=\"actions\"><button class=\"approve\" name=\"decision\" value=\"accept\">Approve</button>\
-         <button class=\"decline\" name=\"decision\" value=\"decline\">Decline</button></div></form>",
-        time_left(page.now, page.deadline),
-        escape(&page.deadline.to_rfc3339()),
-        id = escape(page.id.as_str()),
-        token = escape(page.token),
-        csrf = escape(page.csrf),
-    );
     let paths: Vec<&str> = page.pending.iter().map(|call| call.path.as_str()).collect();
-    let _ = write!(
-        body,
-        "<details class=\"panel\" open><summary>The code</summary><pre>{}</pre></details>",
-        code_lines(page.code, &paths)
-    );
-    document("Approval needed", &body)
+    let body = html! {
+        @if let Some(lead) = page.lead {
+            p.panel { (Visible(lead)) }
+        }
+        h1 { (if calls == 1 { "Approve this tool call?" } else { "Approve these tool calls?" }) }
+        p {
+            "Code run by an AI agent wants to make "
+            @if calls == 1 { "this call" } @else { "these " (calls) " calls together" }
+            ". Nothing happens until you decide."
+        }
+        @for (i, call) in page.pending.iter().enumerate() {
+            @let (namespace, tool) = call.path.split_once('.').unwrap_or(("", &call.path));
+            section {
+                h2 { code { "tools." (Visible(&call.path)) } }
+                p.muted { "Namespace " b { (Visible(namespace)) } ", tool " b { (Visible(tool)) } }
+                p { (Visible(&call.message)) }
+                h3 { "Arguments" }
+                pre { (Visible(&shown(&pretty(&call.args)))) }
+                @if let Some(Some(description)) = page.descriptions.get(i) {
+                    details { summary { "What this tool does" } pre { (Visible(&shown(description))) } }
+                }
+            }
+        }
+        p.time { "Time left: " (time_left(page.now, page.deadline)) " (until " (Visible(&page.deadline.to_rfc3339())) ")." }
+        form method="post" action=(Visible(page.id.as_str())) {
+            input type="hidden" name="token" value=(Visible(page.token));
+            input type="hidden" name="csrf" value=(Visible(page.csrf));
+            div.actions {
+                button.approve name="decision" value="accept" { "Approve" }
+                button.decline name="decision" value="decline" { "Decline" }
+            }
+        }
+        details.panel open { summary { "The code" } pre { (code_lines(page.code, &paths)) } }
+    };
+    document("Approval needed", body)
 }
 
 /// A page that only says something: an outcome, "expired", "not found".
 pub(crate) fn message(title: &str, text: &str, detail: Option<&Value>) -> String {
-    let mut body = format!("<h1>{}</h1><p>{}</p>", escape(title), escape(text));
-    if let Some(detail) = detail {
-        let _ = write!(
-            body,
-            "<details class=\"panel\"><summary>Result</summary><pre>{}</pre></details>",
-            escape(&shown(&pretty(detail)))
-        );
-    }
-    body.push_str("<p class=\"muted\">You can close this page.</p>");
-    document(title, &body)
+    let body = html! {
+        h1 { (Visible(title)) }
+        p { (Visible(text)) }
+        @if let Some(detail) = detail {
+            details.panel { summary { "Result" } pre { (Visible(&shown(&pretty(detail)))) } }
+        }
+        p.muted { "You can close this page." }
+    };
+    document(title, body)
 }
 
-fn document(title: &str, body: &str) -> String {
-    format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
-         <meta name=\"referrer\" content=\"no-referrer\"><title>{} · Executor</title><style>{STYLE}</style></head>\
-         <body><main>{body}</main></body></html>",
-        escape(title)
-    )
+fn document(title: &str, body: Markup) -> String {
+    html! {
+        (PreEscaped("<!doctype html>"))
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width,initial-scale=1";
+                meta name="referrer" content="no-referrer";
+                title { (Visible(title)) " · Executor" }
+                style { (PreEscaped(STYLE)) }
+            }
+            body { main { (body) } }
+        }
+    }
+    .into_string()
 }
 
 /// The code, numbered, with the lines that name a pending tool highlighted.
-fn code_lines(code: &str, paths: &[&str]) -> String {
-    let mut out = String::new();
-    for (n, line) in shown(code).lines().enumerate() {
-        let class = if paths.iter().any(|path| line.contains(path)) { "line hl" } else { "line" };
-        let _ = write!(out, "<span class=\"{class}\"><span class=\"ln\">{}</span>{}</span>", n + 1, escape(line));
+fn code_lines(code: &str, paths: &[&str]) -> Markup {
+    let code = shown(code);
+    html! {
+        @for (n, line) in code.lines().enumerate() {
+            span class=(if paths.iter().any(|path| line.contains(path)) { "line hl" } else { "line" }) {
+                span.ln { (n + 1) } (Visible(line))
+            }
+        }
     }
-    out
 }
 
 fn time_left(now: Timestamp, deadline: Timestamp) -> String {
@@ -166,26 +172,6 @@ fn shown(text: &str) -> String {
     format!("{}\n… ({} more bytes not shown)", &text[..end], text.len() - end)
 }
 
-/// HTML-escape text for element content and quoted attribute values, with
-/// invisible and reordering characters shown as escapes (`crate::visible`).
-pub(crate) fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            c if crate::visible::is_invisible(c) => {
-                out.push_str(&crate::visible::escape_invisible(c.encode_utf8(&mut [0; 4])))
-            }
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -194,14 +180,15 @@ mod tests {
 
     #[test]
     fn escaping() {
+        // Single quotes need no escape: every attribute value is double-quoted.
         let cases = [
             ("plain", "plain"),
             ("</script><img src=x onerror=alert(1)>", "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;"),
-            ("\"quoted\" & 'single'", "&quot;quoted&quot; &amp; &#39;single&#39;"),
+            ("\"quoted\" & 'single'", "&quot;quoted&quot; &amp; 'single'"),
             ("{\"to\": \"evil\u{202E}gpj.exe\"}", "{&quot;to&quot;: &quot;evil\\u{202E}gpj.exe&quot;}"),
         ];
         for (input, expected) in cases {
-            assert_eq!(escape(input), expected);
+            assert_eq!(Visible(input).render().into_string(), expected);
         }
     }
 
@@ -253,6 +240,34 @@ mod tests {
             "<span class=\"line\"><span class=\"ln\">1</span>const a = 1;</span>",
         ] {
             assert!(html.contains(expected), "missing {expected:?} in {html}");
+        }
+    }
+
+    #[test]
+    fn every_text_from_outside_shows_its_invisible_characters() {
+        let odd = |what: &str| format!("<{what}>\u{202E}\u{200B}");
+        let (path, args, message, description) = (odd("gh.x"), odd("args"), odd("message"), odd("description"));
+        let (code, token, csrf, lead) = (odd("gh.x code"), odd("token"), odd("csrf"), odd("lead"));
+        let id = ExecutionId::parse("e1").unwrap();
+        let pending = [PendingCall::new(0, path.as_str(), json!(args), message.as_str())];
+        let pages = [
+            super::pending(&PendingPage {
+                id: &id,
+                code: &code,
+                pending: &pending,
+                descriptions: &[Some(description)],
+                deadline: Timestamp::from_millis(600_000),
+                now: Timestamp::from_millis(0),
+                token: &token,
+                csrf: &csrf,
+                lead: Some(&lead),
+            }),
+            super::message(&odd("title"), &odd("text"), Some(&json!(odd("detail")))),
+        ];
+        for html in pages {
+            assert!(!html.chars().any(crate::visible::is_invisible), "{html}");
+            assert!(!html.contains("<gh.x") && !html.contains("<token>") && !html.contains("<title>\\"), "{html}");
+            assert!(html.matches("\\u{202E}\\u{200B}").count() >= 3, "{html}");
         }
     }
 

@@ -279,6 +279,13 @@ fn page(status: StatusCode, html: String) -> Response<Bytes> {
     private(response)
 }
 
+/// A request the API did not let in (401, with the host's challenge added, or
+/// 503), in the API's error shape.
+pub(crate) fn api_error(status: StatusCode, message: &str) -> Response<Bytes> {
+    let code = if status == StatusCode::UNAUTHORIZED { "unauthorized" } else { "unavailable" };
+    api_json(status, &json!({"error": {"code": code, "message": message}}))
+}
+
 fn api_json(status: StatusCode, body: &Value) -> Response<Bytes> {
     let mut response = Response::new(Bytes::from(body.to_string()));
     *response.status_mut() = status;

@@ -29,14 +29,21 @@ impl Authenticator {
     }
 
     /// The caller of a bearer API key, or the 401 challenge.
-    pub async fn authenticate(&self, headers: &HeaderMap, base_url: &str) -> Result<Principal, Response<Bytes>> {
+    /// `refuse` answers in the surface's own shape (JSON-RPC for `/mcp`, the
+    /// API's for `/api`).
+    pub async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        base_url: &str,
+        refuse: fn(StatusCode, &str) -> Response<Bytes>,
+    ) -> Result<Principal, Response<Bytes>> {
         let token = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
             .map(str::trim);
         let challenge = |message: &str| {
-            let mut response = rpc_error(StatusCode::UNAUTHORIZED, -32001, message);
+            let mut response = refuse(StatusCode::UNAUTHORIZED, message);
             let metadata = format!("{base_url}/.well-known/oauth-protected-resource/mcp");
             if let Ok(value) = HeaderValue::from_str(&format!("Bearer resource_metadata=\"{metadata}\"")) {
                 response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
@@ -64,7 +71,12 @@ impl Authenticator {
                 Ok(key.owner)
             }
             Err(StoreError::NotFound { .. }) => Err(challenge("Unauthorized: the API key is not valid")),
-            Err(e) => Err(rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &e.to_string())),
+            Err(e) => Err(refuse(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())),
         }
     }
+}
+
+/// A request `/mcp` did not let in: 401, or 503 when the keys cannot be read.
+pub(crate) fn rpc_refusal(status: StatusCode, message: &str) -> Response<Bytes> {
+    rpc_error(status, if status == StatusCode::UNAUTHORIZED { -32001 } else { -32603 }, message)
 }

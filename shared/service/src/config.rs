@@ -58,15 +58,17 @@ impl Default for HostConfig {
     }
 }
 
-/// A setting from the environment that cannot be used.
+/// A setting from the environment (or its command-line twin) that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{name} must be set, and hold a whole number (of milliseconds where it is a time) greater than zero, not {value:?}"
-)]
+#[error("{name} must be {expected}, not {value:?}")]
 pub struct ConfigError {
     pub name: &'static str,
+    pub expected: &'static str,
     pub value: String,
 }
+
+const PUBLIC_URL_EXPECTED: &str =
+    "an http:// or https:// URL with a host: the address clients reach this server at, e.g. http://host:8787";
 
 impl HostConfig {
     /// The defaults, with `EXECUTOR_SESSION_TIMEOUT_MS`, `EXECUTOR_PAUSED_LEASE_MS`,
@@ -80,7 +82,7 @@ impl HostConfig {
                 None => Ok(current),
                 Some(value) => match value.trim().parse::<u64>() {
                     Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
-                    _ => Err(ConfigError { name, value }),
+                    _ => Err(ConfigError { name, expected: "a whole number of milliseconds greater than zero", value }),
                 },
             }
         };
@@ -92,24 +94,36 @@ impl HostConfig {
         if let Some(value) = lookup("EXECUTOR_MAX_CONCURRENT_EXECUTIONS") {
             self.max_concurrent_executions = match value.trim().parse::<usize>() {
                 Ok(n) if n > 0 => n,
-                _ => return Err(ConfigError { name: "EXECUTOR_MAX_CONCURRENT_EXECUTIONS", value }),
+                _ => {
+                    let expected = "a whole number greater than zero";
+                    return Err(ConfigError { name: "EXECUTOR_MAX_CONCURRENT_EXECUTIONS", expected, value });
+                }
             };
         }
         if let Some(key) = lookup("EXECUTOR_REQUEST_STATE_KEY").filter(|k| !k.is_empty()) {
-            let short = || ConfigError { name: "EXECUTOR_REQUEST_STATE_KEY", value: "(hidden)".into() };
+            let short = || ConfigError {
+                name: "EXECUTOR_REQUEST_STATE_KEY",
+                expected: "at least 32 bytes, the same on every instance",
+                value: "(hidden)".into(),
+            };
             self.request_state_key = Some(RequestStateKey::new(key.into_bytes()).ok_or_else(short)?);
         }
         if let Some(mode) = lookup("EXECUTOR_ELICITATION_MODE").filter(|m| !m.trim().is_empty()) {
-            self.default_mode =
-                parse_mode(mode.trim()).map_err(|_| ConfigError { name: "EXECUTOR_ELICITATION_MODE", value: mode })?;
+            self.default_mode = parse_mode(mode.trim()).map_err(|_| ConfigError {
+                name: "EXECUTOR_ELICITATION_MODE",
+                expected: "model, browser or native",
+                value: mode,
+            })?;
         }
         if let Some(url) = lookup("EXECUTOR_PUBLIC_URL").filter(|u| !u.trim().is_empty()) {
-            self.public_url = Some(url);
+            self = self.with_public_url(&url)?;
         }
         if let Some(issuer) = lookup("EXECUTOR_OIDC_ISSUER").filter(|u| !u.trim().is_empty()) {
-            let audience = lookup("EXECUTOR_OIDC_AUDIENCE")
-                .filter(|a| !a.trim().is_empty())
-                .ok_or(ConfigError { name: "EXECUTOR_OIDC_AUDIENCE", value: String::new() })?;
+            let audience = lookup("EXECUTOR_OIDC_AUDIENCE").filter(|a| !a.trim().is_empty()).ok_or(ConfigError {
+                name: "EXECUTOR_OIDC_AUDIENCE",
+                expected: "set with EXECUTOR_OIDC_ISSUER (the audience the tokens are for)",
+                value: String::new(),
+            })?;
             self.oidc = Some(OidcConfig {
                 issuer,
                 audience,
@@ -119,11 +133,35 @@ impl HostConfig {
                     None | Some("" | "false" | "0") => false,
                     Some("true" | "1") => true,
                     Some(other) => {
-                        return Err(ConfigError { name: "EXECUTOR_OIDC_SHARE_KEY_OWNERS", value: other.to_owned() });
+                        let (name, expected) = ("EXECUTOR_OIDC_SHARE_KEY_OWNERS", "true or false");
+                        return Err(ConfigError { name, expected, value: other.to_owned() });
                     }
                 },
             });
         }
+        Ok(self)
+    }
+
+    /// Serve at `url`, the address clients use (`EXECUTOR_PUBLIC_URL`): links
+    /// are based on it, and its host joins the hosts accepted in the `Host`
+    /// header, so a server on `0.0.0.0` answers other machines by that name.
+    pub fn with_public_url(mut self, url: &str) -> Result<Self, ConfigError> {
+        let url = url.trim();
+        let invalid = || ConfigError { name: "EXECUTOR_PUBLIC_URL", expected: PUBLIC_URL_EXPECTED, value: url.into() };
+        let uri: http::Uri = url.parse().map_err(|_| invalid())?;
+        let authority = match (uri.scheme_str(), uri.authority()) {
+            (Some("http" | "https"), Some(authority)) if !authority.host().is_empty() => authority,
+            _ => return Err(invalid()),
+        };
+        // Credentials in a URL handed to every client would leak them.
+        if authority.as_str().contains('@') || uri.query().is_some() {
+            return Err(invalid());
+        }
+        if let Some(hosts) = &mut self.allowed_hosts {
+            // With its port when it names one: rmcp then matches host and port.
+            hosts.push(authority.as_str().to_owned());
+        }
+        self.public_url = Some(url.trim_end_matches('/').to_owned());
         Ok(self)
     }
 }
@@ -178,12 +216,35 @@ mod tests {
         let short = HostConfig::default().with_env(env(&[("EXECUTOR_REQUEST_STATE_KEY", "too short")]));
         assert_eq!(short.unwrap_err().name, "EXECUTOR_REQUEST_STATE_KEY");
         let mode = HostConfig::default().with_env(env(&[("EXECUTOR_ELICITATION_MODE", "pigeon")]));
-        assert_eq!(mode.unwrap_err().name, "EXECUTOR_ELICITATION_MODE");
+        assert_eq!(
+            mode.unwrap_err().to_string(),
+            "EXECUTOR_ELICITATION_MODE must be model, browser or native, not \"pigeon\""
+        );
         for bad in ["0", "-5", "5m", ""] {
             let pairs: &'static [(&'static str, &'static str)] =
                 Box::leak(Box::new([("EXECUTOR_PAUSED_LEASE_MS", bad)]));
             let error = HostConfig::default().with_env(env(pairs)).unwrap_err();
             assert_eq!(error.name, "EXECUTOR_PAUSED_LEASE_MS", "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_public_url_is_checked_and_its_host_allowed() {
+        let config = HostConfig::default().with_public_url("http://team-box:8787/").unwrap();
+        assert_eq!(config.public_url.as_deref(), Some("http://team-box:8787"));
+        assert_eq!(config.allowed_hosts.unwrap(), ["localhost", "127.0.0.1", "::1", "team-box:8787"]);
+        let behind_a_proxy = HostConfig::default().with_public_url("https://exec.example.com/team").unwrap();
+        assert_eq!(behind_a_proxy.allowed_hosts.unwrap().last().unwrap(), "exec.example.com");
+        let any_host = HostConfig { allowed_hosts: None, ..HostConfig::default() };
+        assert_eq!(any_host.with_public_url("https://exec.example.com").unwrap().allowed_hosts, None);
+        for bad in ["notaurl", "ftp://host", "host:8787", "http://", "http://user:pw@host", "/mcp", "http://h?x=1"] {
+            let error = HostConfig::default().with_env(|n| (n == "EXECUTOR_PUBLIC_URL").then(|| bad.to_owned()));
+            let message = error.unwrap_err().to_string();
+            assert!(
+                message.starts_with("EXECUTOR_PUBLIC_URL must be an http:// or https:// URL with a host"),
+                "{bad}: {message}"
+            );
+            assert!(message.ends_with(&format!("not {bad:?}")), "{message}");
         }
     }
 }

@@ -65,7 +65,7 @@ pub enum ExecutionResult {
     },
 }
 
-/// Why a resume did nothing. `code()` is the `error.code` of DESIGN.md section 4.
+/// Why a resume did nothing. `code()` is its `error.code` in the results (docs/mcp.md, "Tools").
 #[derive(Debug, thiserror::Error)]
 pub enum ResumeError {
     #[error("no paused execution {0} exists for you; check the executionId returned by execute")]
@@ -290,12 +290,14 @@ impl Executions {
     }
 
     /// The execution an open approval link shows; an expired one is marked so.
+    /// The link that decided says so (a reload after the click), like `decide_with_link`.
     pub async fn view_with_link(&self, id: &ExecutionId, token: &str) -> Result<Execution, ResumeError> {
         let execution = self.load(Access::Internal, id).await?;
-        if execution.links.status(&ApprovalToken::hash_of(token)) != LinkStatus::Open {
-            return Err(ResumeError::NotFound(id.clone()));
+        match execution.links.status(&ApprovalToken::hash_of(token)) {
+            LinkStatus::Open => Ok(execution),
+            LinkStatus::Spent => Err(ResumeError::AlreadySettled(id.clone())),
+            LinkStatus::Unknown => Err(ResumeError::NotFound(id.clone())),
         }
-        Ok(execution)
     }
 
     /// Where an execution of `owner` stands (`GET /api/executions/{id}`).

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use tracing::{Instrument, Span};
 
 use crate::approvals::ApprovalRoutes;
-use crate::auth::Authenticator;
+use crate::auth::{Authenticator, rpc_refusal};
 use crate::config::{HostConfig, parse_mode};
 use crate::mcp::{Caller, McpServer};
 use crate::native::NativeApprovals;
@@ -166,11 +166,11 @@ impl Host {
             return self.approvals.page(&request, secure).await;
         }
         if path.starts_with("/api/executions/") {
-            let owner = match self.auth.authenticate(request.headers(), &self.base_url(request.headers())).await {
+            let base_url = self.base_url(request.headers());
+            let owner = match self.auth.authenticate(request.headers(), &base_url, crate::approvals::api_error).await {
                 Ok(owner) => owner,
                 Err(response) => return response,
             };
-            let base_url = self.base_url(request.headers());
             return self.approvals.api(&request, &owner, &base_url).await;
         }
         if request.method() == Method::GET && path == "/healthz" {
@@ -183,7 +183,8 @@ impl Host {
         if request.method() == Method::OPTIONS {
             return preflight();
         }
-        let owner = match self.auth.authenticate(request.headers(), &self.base_url(request.headers())).await {
+        let base_url = self.base_url(request.headers());
+        let owner = match self.auth.authenticate(request.headers(), &base_url, rpc_refusal).await {
             Ok(owner) => owner,
             Err(response) => return response,
         };

@@ -1,5 +1,5 @@
 //! What `execute` and `resume` answer: the `structuredContent` shapes of
-//! DESIGN.md section 4, and a text for clients that only read `content`.
+//! docs/mcp.md ("Tools"), and a text for clients that only read `content`.
 
 use serde_json::{Value, json};
 

@@ -51,7 +51,11 @@ impl EmbeddedStore {
         let db = Database::create(&path).map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => StoreError::backend(
                 "open the embedded store",
-                format!("{} is in use by another executor process; stop it or pick another --data-dir", path.display()),
+                format!(
+                    "{} is in use by another executor process (one process at a time may open it); \
+                     wait for that process to finish, or stop it",
+                    path.display()
+                ),
             ),
             other => StoreError::backend("open the embedded store", format!("{}: {other}", path.display())),
         })?;

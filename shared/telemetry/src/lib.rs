@@ -131,12 +131,15 @@ impl Telemetry {
     }
 
     /// `executor serve`'s telemetry, installed for the whole process:
-    /// human-readable logs on stderr, spans over OTLP when an endpoint is configured.
+    /// human-readable logs on stderr (in colour only on a terminal, and never
+    /// with `NO_COLOR` set), spans over OTLP when an endpoint is configured.
     #[cfg(feature = "human")]
     pub fn local() -> Result<Self, TelemetryError> {
+        use std::io::IsTerminal;
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let filter = env("RUST_LOG").unwrap_or_else(|| DEFAULT_LOG_FILTER.to_owned());
-        let mut builder = Builder::new("serve").human_logs(&filter)?.flush_within(flush_within(&env));
+        let colour = colour(std::io::stderr().is_terminal(), env("NO_COLOR").as_deref());
+        let mut builder = Builder::new("serve").human_logs(&filter, colour)?.flush_within(flush_within(&env));
         if let Some(provider) = export::otlp_provider("executor", &env)? {
             builder = builder.spans(provider);
         }
@@ -184,6 +187,13 @@ impl Telemetry {
     }
 }
 
+/// Colour codes only reach a terminal, and `NO_COLOR` (any non-empty value,
+/// as no-color.org defines it) turns them off there too.
+#[cfg(feature = "human")]
+fn colour(terminal: bool, no_color: Option<&str>) -> bool {
+    terminal && no_color.is_none_or(str::is_empty)
+}
+
 fn flush_within(env: &dyn Fn(&str) -> Option<String>) -> Duration {
     env("EXECUTOR_TELEMETRY_FLUSH_MS")
         .and_then(|ms| ms.trim().parse().ok())
@@ -193,8 +203,9 @@ fn flush_within(env: &dyn Fn(&str) -> Option<String>) -> Duration {
 enum Logs {
     None,
     Json(Lines, Box<Targets>),
+    /// The filter, and whether lines carry colour codes.
     #[cfg(feature = "human")]
-    Human(Box<Targets>),
+    Human(Box<Targets>, bool),
 }
 
 /// Telemetry put together piece by piece: the hosts use [`Telemetry::lambda`]
@@ -219,10 +230,11 @@ impl Builder {
         Ok(self)
     }
 
-    /// Human-readable log lines on stderr, filtered by `filter` (as for [`Builder::json_logs`]).
+    /// Human-readable log lines on stderr, filtered by `filter` (as for
+    /// [`Builder::json_logs`]), with ANSI colour codes when `colour`.
     #[cfg(feature = "human")]
-    pub fn human_logs(mut self, filter: &str) -> Result<Self, TelemetryError> {
-        self.logs = Logs::Human(Box::new(log_filter(filter)?));
+    pub fn human_logs(mut self, filter: &str, colour: bool) -> Result<Self, TelemetryError> {
+        self.logs = Logs::Human(Box::new(log_filter(filter)?), colour);
         Ok(self)
     }
 
@@ -252,8 +264,12 @@ impl Builder {
             Logs::None => (None, None),
             Logs::Json(lines, filter) => (Some(JsonLogs::new(lines).with_filter((*filter).and(not_metrics()))), None),
             #[cfg(feature = "human")]
-            Logs::Human(filter) => {
-                let layer = tracing_subscriber::fmt::layer().compact().with_writer(std::io::stderr).with_target(false);
+            Logs::Human(filter, colour) => {
+                let layer = tracing_subscriber::fmt::layer()
+                    .compact()
+                    .with_writer(std::io::stderr)
+                    .with_target(false)
+                    .with_ansi(colour);
                 (None, Some(layer.with_filter((*filter).and(not_metrics()))))
             }
         };
@@ -359,5 +375,20 @@ mod tests {
     fn bad_filters_are_refused() {
         assert!(Builder::new("mcp").json_logs("executor=loud", stdout_lines()).is_err());
         assert!(Builder::new("mcp").json_logs(DEFAULT_LOG_FILTER, stdout_lines()).is_ok());
+    }
+
+    #[cfg(feature = "human")]
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        let cases = [
+            (true, None, true),
+            (true, Some(""), true),
+            (true, Some("1"), false),
+            (false, None, false),
+            (false, Some("1"), false),
+        ];
+        for (terminal, no_color, expected) in cases {
+            assert_eq!(super::colour(terminal, no_color), expected, "{terminal} {no_color:?}");
+        }
     }
 }

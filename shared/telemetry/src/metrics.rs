@@ -38,7 +38,7 @@ pub enum Metric {
     ApprovalsExpired,
     /// Journaled tool calls answered from the journal by resumes.
     ReplaySteps,
-    /// Alarm decisions (DESIGN.md section 5), by kind.
+    /// Alarm decisions (`executor_core::alarm::decide_session_alarm`), by kind.
     AlarmsIgnored,
     AlarmsRescheduled,
     AlarmsLeaseExtended,
