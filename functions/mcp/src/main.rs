@@ -2,5 +2,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    executor_http_shell::run(executor_http_shell::Routes::Mcp).await
+    executor_lambda_shell::run(executor_lambda_shell::Routes::Mcp).await
 }

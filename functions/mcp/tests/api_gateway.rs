@@ -6,7 +6,7 @@ mod support;
 
 use std::sync::Arc;
 
-use executor_http_shell::Routes;
+use executor_lambda_shell::Routes;
 use executor_sandbox::{Limits, Sandbox};
 use executor_service::{Host, HostConfig};
 use executor_store::KeyStore;
@@ -93,7 +93,7 @@ async fn a_session_and_a_paused_execution_move_between_instances() {
     let (one, two) = (instance(&store, &tools), instance(&store, &tools));
     let auth = format!("Bearer {token}");
 
-    let unauthenticated = executor_http_shell::handle(&one, Routes::Mcp, event("POST", &[], Some(&json!({})))).await;
+    let unauthenticated = executor_lambda_shell::handle(&one, Routes::Mcp, event("POST", &[], Some(&json!({})))).await;
     assert_eq!(unauthenticated.status(), 401);
     let challenge = unauthenticated.headers()["www-authenticate"].to_str().unwrap();
     assert_eq!(
@@ -104,7 +104,7 @@ async fn a_session_and_a_paused_execution_move_between_instances() {
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "lambda", "version": "1"}}});
     let started =
-        executor_http_shell::handle(&one, Routes::Mcp, event("POST", &[("authorization", &auth)], Some(&initialize)))
+        executor_lambda_shell::handle(&one, Routes::Mcp, event("POST", &[("authorization", &auth)], Some(&initialize)))
             .await;
     assert_eq!(started.status(), 200, "{:?}", started.body());
     let session = started.headers()["mcp-session-id"].to_str().unwrap().to_owned();
@@ -116,20 +116,20 @@ async fn a_session_and_a_paused_execution_move_between_instances() {
     ];
     let execute = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "execute", "arguments": {"code": "const r = await tools.w.send({n: 1}); return r.data.args"}}});
-    let paused = body(&executor_http_shell::handle(&two, Routes::Mcp, event("POST", &headers, Some(&execute))).await);
+    let paused = body(&executor_lambda_shell::handle(&two, Routes::Mcp, event("POST", &headers, Some(&execute))).await);
     let structured = &paused["result"]["structuredContent"];
     assert_eq!(structured["status"], "waiting_for_interaction", "{paused}");
 
     let resume = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
         "params": {"name": "resume", "arguments": {"executionId": structured["executionId"], "action": "accept"}}});
-    let done = body(&executor_http_shell::handle(&one, Routes::Mcp, event("POST", &headers, Some(&resume))).await);
+    let done = body(&executor_lambda_shell::handle(&one, Routes::Mcp, event("POST", &headers, Some(&resume))).await);
     assert_eq!(done["result"]["structuredContent"]["result"], json!({"n": 1}), "{done}");
     assert_eq!(tools.calls().len(), 1);
 
-    let deleted = executor_http_shell::handle(&two, Routes::Mcp, event("DELETE", &headers, None)).await;
+    let deleted = executor_lambda_shell::handle(&two, Routes::Mcp, event("DELETE", &headers, None)).await;
     assert_eq!(deleted.status(), 204);
     let list = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"});
-    let gone = executor_http_shell::handle(&one, Routes::Mcp, event("POST", &headers, Some(&list))).await;
+    let gone = executor_lambda_shell::handle(&one, Routes::Mcp, event("POST", &headers, Some(&list))).await;
     assert_eq!(gone.status(), 404);
     assert_eq!(body(&gone)["error"]["message"], "Session not found");
 }
@@ -160,15 +160,15 @@ async fn a_browser_approval_crosses_from_the_mcp_function_to_the_approval_functi
         event_at("POST", "/mcp", "elicitation_mode=browser", &headers, Some(request.to_string()))
     };
     let execute = json!({"code": "const r = await tools.w.send({n: 1}); return r.data.args"});
-    let paused = body(&executor_http_shell::handle(&mcp, Routes::Mcp, call("execute", execute)).await);
+    let paused = body(&executor_lambda_shell::handle(&mcp, Routes::Mcp, call("execute", execute)).await);
     let structured = &paused["result"]["structuredContent"];
     assert_eq!(structured["status"], "user_approval_required", "{paused}");
     let link = structured["approvalUrl"].as_str().unwrap();
     let (path, query) = link.strip_prefix(&format!("https://{DOMAIN}")).unwrap().split_once('?').unwrap();
 
-    let misrouted = executor_http_shell::handle(&mcp, Routes::Mcp, event_at("GET", path, query, &[], None)).await;
+    let misrouted = executor_lambda_shell::handle(&mcp, Routes::Mcp, event_at("GET", path, query, &[], None)).await;
     assert_eq!(misrouted.status(), 404, "the MCP function does not serve approvals");
-    let page = executor_http_shell::handle(&approval, Routes::Approvals, event_at("GET", path, query, &[], None)).await;
+    let page = executor_lambda_shell::handle(&approval, Routes::Approvals, event_at("GET", path, query, &[], None)).await;
     assert_eq!(page.status(), 200);
     let cookie = page.headers()["set-cookie"].to_str().unwrap().to_owned();
     assert!(cookie.contains("; Secure"), "HTTPS behind API Gateway: {cookie}");
@@ -180,7 +180,7 @@ async fn a_browser_approval_crosses_from_the_mcp_function_to_the_approval_functi
     let form = format!("token={}&csrf={}&decision=accept", field("token"), field("csrf"));
     let cookie = cookie.split(';').next().unwrap();
     let form_headers = [("content-type", "application/x-www-form-urlencoded"), ("cookie", cookie)];
-    let decided = executor_http_shell::handle(
+    let decided = executor_lambda_shell::handle(
         &approval,
         Routes::Approvals,
         event_at("POST", path, "", &form_headers, Some(form)),
@@ -190,7 +190,7 @@ async fn a_browser_approval_crosses_from_the_mcp_function_to_the_approval_functi
     assert!(text(&decided).contains("Approved"));
 
     let id = structured["executionId"].clone();
-    let done = body(&executor_http_shell::handle(&mcp, Routes::Mcp, call("resume", json!({"executionId": id}))).await);
+    let done = body(&executor_lambda_shell::handle(&mcp, Routes::Mcp, call("resume", json!({"executionId": id}))).await);
     assert_eq!(done["result"]["structuredContent"]["result"], json!({"n": 1}), "{done}");
     assert_eq!(tools.calls().len(), 1);
 }

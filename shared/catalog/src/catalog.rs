@@ -26,7 +26,7 @@ use url::Url;
 use crate::config::{
     ApiKeyLocation, Auth, CatalogConfig, HeaderValue as ConfiguredHeader, SourceConfig, SourceKind, SpecLocation,
 };
-use crate::mcp::McpUpstream;
+use crate::mcp_source::McpUpstream;
 use crate::openapi::{self, HttpOperation};
 use crate::outbound::{Outbound, OutboundError};
 use crate::redact::Redactor;

@@ -5,11 +5,11 @@
 //!
 //! Pure parts (config validation, naming, OpenAPI mapping, search ranking,
 //! TypeScript rendering, address rules, redaction) are table-tested in their modules;
-//! `catalog.rs`, `mcp.rs`, `outbound.rs` and `secrets.rs` are the adapters.
+//! `catalog.rs`, `mcp_source.rs`, `mcp_client.rs`, `outbound.rs` and `secrets.rs` are the adapters.
 
 mod catalog;
 pub mod config;
-mod mcp;
+mod mcp_source;
 mod mcp_client;
 mod naming;
 pub mod openapi;

@@ -41,7 +41,7 @@ impl ApprovalRoutes {
                 let csrf = cookie(request.headers(), CSRF_COOKIE).filter(|c| valid_csrf(c));
                 let csrf = match csrf {
                     Some(csrf) => csrf,
-                    None => match crate::ids::csrf_token() {
+                    None => match crate::random::csrf_token() {
                         Ok(csrf) => csrf,
                         Err(e) => return unavailable_page(&e.to_string()),
                     },

@@ -20,7 +20,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
-use crate::ids::ApprovalToken;
+use crate::random::ApprovalToken;
 
 /// How long a settled or expired execution stays readable (then TTL removes it),
 /// so a late approval link says "expired" rather than "not found".
@@ -167,14 +167,14 @@ impl Executions {
         code: String,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, StoreError> {
-        let id = crate::ids::execution_id().map_err(no_randomness)?;
+        let id = crate::random::execution_id().map_err(no_randomness)?;
         let Ok(_slot) = self.slot().await else {
             let error =
                 ExecutionFailure { code: "busy".into(), message: ResumeError::Busy(self.max_concurrent).to_string() };
             return Ok(ExecutionResult::Failed { execution_id: id, error, logs: Vec::new() });
         };
         let now = self.clock.now();
-        let segment = Segment::start(id.clone(), code.clone(), now, crate::ids::seed().map_err(no_randomness)?);
+        let segment = Segment::start(id.clone(), code.clone(), now, crate::random::seed().map_err(no_randomness)?);
         count(Metric::ExecutionsStarted);
         let outcome = self.sandbox.run(segment, tools).await;
         let (snapshot, logs) = match outcome {
@@ -371,7 +371,7 @@ impl Executions {
             Err(_) if execution.state == ExecutionState::Expired => return Err(ResumeError::Expired(id)),
             Err(_) => return Err(ResumeError::AlreadySettled(id)),
         }
-        let claim = crate::ids::claim_id().map_err(no_randomness)?;
+        let claim = crate::random::claim_id().map_err(no_randomness)?;
         execution.claim = Some(claim.clone());
         match self.store.update_execution(&mut execution).await {
             Ok(()) => {}

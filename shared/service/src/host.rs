@@ -28,7 +28,7 @@ use tracing::{Instrument, Span};
 use crate::approvals::ApprovalRoutes;
 use crate::auth::{Authenticator, rpc_refusal};
 use crate::config::{HostConfig, parse_mode};
-use crate::mcp::{Caller, McpServer};
+use crate::mcp_tools::{Caller, McpServer};
 use crate::native::NativeApprovals;
 use crate::oidc::Oidc;
 use crate::responses::{json_response, preflight, rpc_error, text, with_cors};

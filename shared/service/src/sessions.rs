@@ -64,7 +64,7 @@ impl Sessions {
             version: params["clientInfo"]["version"].as_str().unwrap_or_default().to_owned(),
             capabilities: params["capabilities"].clone(),
         };
-        let id = match crate::ids::session_id() {
+        let id = match crate::random::session_id() {
             Ok(id) => id,
             Err(e) => return rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &format!("no randomness: {e}")),
         };

@@ -1,6 +1,6 @@
 //! A local stand-in for API Gateway (HTTP API, payload 2.0) in front of the
 //! Lambda functions' handler: real HTTP on 127.0.0.1 in, an API Gateway event
-//! to `executor_http_shell::handle`, its answer back out. Routes as the CDK
+//! to `executor_lambda_shell::handle`, its answer back out. Routes as the CDK
 //! stack does: `/approvals/...` and `/api/...` to the approval function, the
 //! rest to the MCP function, each its own host (its own "Lambda instance").
 
@@ -10,7 +10,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use base64::Engine;
-use executor_http_shell::Routes;
+use executor_lambda_shell::Routes;
 use executor_service::Host;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
@@ -46,7 +46,7 @@ async fn invoke(State(functions): State<Arc<Functions>>, request: Request) -> Re
     };
     let event = event(&parts, &body);
     let request = lambda_http::request::from_str(&event.to_string()).expect("a valid API Gateway v2 event");
-    let response = executor_http_shell::handle(host, routes, request).await;
+    let response = executor_lambda_shell::handle(host, routes, request).await;
     let (parts, body) = response.into_parts();
     let body = match body {
         lambda_http::Body::Empty => Body::empty(),
