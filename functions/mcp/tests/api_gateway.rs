@@ -168,7 +168,8 @@ async fn a_browser_approval_crosses_from_the_mcp_function_to_the_approval_functi
 
     let misrouted = executor_lambda_shell::handle(&mcp, Routes::Mcp, event_at("GET", path, query, &[], None)).await;
     assert_eq!(misrouted.status(), 404, "the MCP function does not serve approvals");
-    let page = executor_lambda_shell::handle(&approval, Routes::Approvals, event_at("GET", path, query, &[], None)).await;
+    let page =
+        executor_lambda_shell::handle(&approval, Routes::Approvals, event_at("GET", path, query, &[], None)).await;
     assert_eq!(page.status(), 200);
     let cookie = page.headers()["set-cookie"].to_str().unwrap().to_owned();
     assert!(cookie.contains("; Secure"), "HTTPS behind API Gateway: {cookie}");
@@ -190,7 +191,8 @@ async fn a_browser_approval_crosses_from_the_mcp_function_to_the_approval_functi
     assert!(text(&decided).contains("Approved"));
 
     let id = structured["executionId"].clone();
-    let done = body(&executor_lambda_shell::handle(&mcp, Routes::Mcp, call("resume", json!({"executionId": id}))).await);
+    let done =
+        body(&executor_lambda_shell::handle(&mcp, Routes::Mcp, call("resume", json!({"executionId": id}))).await);
     assert_eq!(done["result"]["structuredContent"]["result"], json!({"n": 1}), "{done}");
     assert_eq!(tools.calls().len(), 1);
 }

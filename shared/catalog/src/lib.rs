@@ -9,8 +9,8 @@
 
 mod catalog;
 pub mod config;
-mod mcp_source;
 mod mcp_client;
+mod mcp_source;
 mod naming;
 pub mod openapi;
 mod outbound;

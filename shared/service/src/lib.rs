@@ -26,6 +26,6 @@ pub use alarms::Alarms;
 pub use config::{ConfigError, HostConfig};
 pub use executions::{ExecutionResult, Executions, ResumeError};
 pub use host::Host;
-pub use random::ApprovalToken;
 pub use native::RequestStateKey;
 pub use oidc::OidcConfig;
+pub use random::ApprovalToken;
