@@ -22,7 +22,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use executor_core::{ApiKey, Execution, ExecutionId, Session, SessionId, Timestamp, TokenHash};
-use executor_store::{Access, AlarmScheduler, ExecutionStore, KeyStore, SessionStore, StoreError};
+use executor_scheduler::AlarmScheduler;
+use executor_store::{Access, ExecutionStore, KeyStore, SessionStore, StoreError};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

@@ -9,8 +9,9 @@ use executor_core::{
     AlarmDecision, ClientInfo, ElicitationMode, Execution, ExecutionEvent, ExecutionId, ExecutionState, Journal,
     PendingCall, Principal, Session, SessionId, SessionStatus, Timeouts, Timestamp,
 };
+use executor_scheduler::{AlarmScheduler, InProcessScheduler};
 use executor_service::Alarms;
-use executor_store::{Access, AlarmScheduler, InProcessScheduler, Store, StoreError};
+use executor_store::{Access, Store, StoreError};
 use serde_json::json;
 
 executor_tests::on_both_stores!(

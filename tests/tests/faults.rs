@@ -42,11 +42,9 @@ use executor_core::{
     Timeouts, Timestamp, TokenHash,
 };
 use executor_sandbox::{Limits, Sandbox};
+use executor_scheduler::{AlarmScheduler, EventBridgeScheduler, InProcessScheduler, SchedulerTarget};
 use executor_service::{Alarms, ExecutionResult, Executions, Host, HostConfig, ResumeError};
-use executor_store::{
-    Access, AlarmScheduler, DynamoStore, EmbeddedStore, EventBridgeScheduler, InProcessScheduler, KeyStore,
-    SchedulerTarget, SessionStore, Store, StoreError,
-};
+use executor_store::{Access, DynamoStore, EmbeddedStore, KeyStore, SessionStore, Store, StoreError};
 use executor_tests::faults::{Fault, Faults, Faulty, Trigger, Upstream, UpstreamFault};
 use serde_json::{Value, json};
 

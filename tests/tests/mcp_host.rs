@@ -14,8 +14,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use executor_cli::{keys, serve};
 use executor_core::{Clock, ManualClock};
 use executor_sandbox::{Limits, Sandbox};
+use executor_scheduler::{EventBridgeScheduler, SchedulerTarget};
 use executor_service::{Alarms, Host, HostConfig};
-use executor_store::{DynamoStore, EmbeddedStore, EventBridgeScheduler, SchedulerTarget};
+use executor_store::{DynamoStore, EmbeddedStore};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, JsonObject, ProtocolVersion,
 };

@@ -1,7 +1,7 @@
 //! The EventBridge Scheduler adapter against moto's Scheduler API.
 
 use executor_core::{SessionId, Timestamp};
-use executor_store::{AlarmPayload, AlarmScheduler, EventBridgeScheduler, SchedulerTarget};
+use executor_scheduler::{AlarmPayload, AlarmScheduler, EventBridgeScheduler, SchedulerTarget};
 
 const TARGET: &str = "arn:aws:lambda:us-east-1:123456789012:function:executor-alarm";
 const ROLE: &str = "arn:aws:iam::123456789012:role/executor-scheduler";

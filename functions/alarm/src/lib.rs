@@ -2,8 +2,9 @@
 //! `{"sessionId": "...", "scheduledFor": "..."}` in, one alarm decision out.
 
 use executor_core::{AlarmDecision, SessionId, Timestamp};
+use executor_scheduler::AlarmPayload;
 use executor_service::Alarms;
-use executor_store::{AlarmPayload, StoreError};
+use executor_store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AlarmError {

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use executor_core::{Clock, SystemClock};
+use executor_scheduler::EventBridgeScheduler;
 use executor_service::{Alarms, HostConfig};
-use executor_store::{DynamoStore, EventBridgeScheduler};
+use executor_store::DynamoStore;
 use executor_telemetry::Telemetry;
 use lambda_runtime::{Error, LambdaEvent, Runtime, service_fn};
 

@@ -7,8 +7,9 @@ use std::time::{Duration, SystemTime};
 use executor_core::{
     AlarmDecision, ClientInfo, ElicitationMode, Principal, Session, SessionId, SessionStatus, Timeouts, Timestamp,
 };
+use executor_scheduler::InProcessScheduler;
 use executor_service::Alarms;
-use executor_store::{Access, InProcessScheduler, SessionStore};
+use executor_store::{Access, SessionStore};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -69,7 +69,7 @@ fn body(response: &lambda_http::Response<lambda_http::Body>) -> Value {
 /// A fresh "Lambda instance": its own host over the shared table.
 fn instance<S: executor_store::Store + 'static>(store: &Arc<S>, tools: &Arc<TestTools>) -> Host {
     let config = HostConfig { allowed_hosts: None, ..HostConfig::default() };
-    let scheduler = Arc::new(executor_store::InProcessScheduler::new());
+    let scheduler = Arc::new(executor_scheduler::InProcessScheduler::new());
     Host::new(store.clone(), tools.clone(), &["w".into()], Sandbox::new(Limits::default()), scheduler, config)
 }
 

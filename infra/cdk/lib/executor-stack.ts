@@ -281,7 +281,7 @@ export class ExecutorStack extends Stack {
       ]),
     ]);
 
-    // Scheduler (shared/store/src/scheduler/eventbridge.rs): MCP arms a new
+    // Scheduler (shared/scheduler/src/eventbridge.rs): MCP arms a new
     // session's alarm and deletes it on `DELETE /mcp`; the alarm reschedules,
     // extends the paused lease, or deletes on destroy. Create falls back to
     // update when the schedule exists. Schedule names are per session, made at

@@ -467,7 +467,7 @@ describe('the Rust code still matches the grants', () => {
 
   test('schedule names (scheduler resource)', () => {
     // One schedule per alarm generation: `executor-session-<sessionId>-<at ms>`.
-    assert.match(rust('shared/store/src/scheduler/eventbridge.rs'), /format!\("executor-session-\{session\}-\{\}"/);
+    assert.match(rust('shared/scheduler/src/eventbridge.rs'), /format!\("executor-session-\{session\}-\{\}"/);
   });
 
   test('the DynamoDB calls the adapter makes', () => {

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use executor_catalog::Catalog;
 use executor_sandbox::{Limits, Sandbox};
+use executor_scheduler::EventBridgeScheduler;
 use executor_service::{Host, HostConfig};
-use executor_store::{DynamoStore, EventBridgeScheduler};
+use executor_store::DynamoStore;
 use executor_telemetry::Telemetry;
 use lambda_http::{Body, Error, Request, Response, service_fn};
 

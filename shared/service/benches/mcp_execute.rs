@@ -96,7 +96,7 @@ fn mcp_execute(c: &mut Criterion) {
     runtime.block_on(store.create_key(&key)).unwrap();
     let sandbox = Sandbox::new(Limits::default());
     let tools = Arc::new(runtime.block_on(Catalog::load(None)).unwrap());
-    let scheduler = Arc::new(executor_store::InProcessScheduler::new());
+    let scheduler = Arc::new(executor_scheduler::InProcessScheduler::new());
     let host = Host::new(store, tools.clone(), &[], sandbox.clone(), scheduler, HostConfig::default());
     let answer = runtime.block_on(host.handle(request()));
     assert_eq!(answer.status(), 200, "{:?}", answer.body());

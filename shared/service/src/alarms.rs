@@ -11,7 +11,8 @@
 use std::sync::Arc;
 
 use executor_core::{AlarmDecision, Session, SessionId, Timeouts, Timestamp, decide_session_alarm};
-use executor_store::{Access, AlarmScheduler, ExecutionStore, SessionStore, StoreError};
+use executor_scheduler::AlarmScheduler;
+use executor_store::{Access, ExecutionStore, SessionStore, StoreError};
 use executor_telemetry::{Metric, count};
 use tracing::field::Empty;
 use tracing::{Instrument, Span};

@@ -21,7 +21,7 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    pub(crate) fn backend(operation: &'static str, error: impl fmt::Display) -> Self {
+    pub fn backend(operation: &'static str, error: impl fmt::Display) -> Self {
         Self::Backend { operation, detail: error.to_string() }
     }
 

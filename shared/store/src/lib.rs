@@ -12,12 +12,11 @@ mod embedded;
 mod error;
 mod ports;
 mod records;
-mod scheduler;
 mod traced;
 
 pub use dynamodb::DynamoStore;
 pub use embedded::EmbeddedStore;
 pub use error::StoreError;
-pub use ports::{Access, AlarmScheduler, ExecutionStore, KeyStore, SessionStore, Store};
+pub use ports::{Access, ExecutionStore, KeyStore, SessionStore, Store};
 pub use records::{MAX_ITEM_BODY_BYTES, MAX_SNAPSHOT_BYTES};
-pub use scheduler::{AlarmPayload, EventBridgeScheduler, InProcessScheduler, SchedulerTarget};
+pub use traced::traced;

@@ -75,22 +75,6 @@ pub trait KeyStore: Send + Sync {
     async fn revoke_key(&self, hash: &TokenHash) -> Result<(), StoreError>;
 }
 
-/// Session alarms: EventBridge Scheduler on AWS, tokio timers locally.
-///
-/// Each alarm is its own generation, named by the session and the instant it
-/// fires (`at`). A reschedule creates the next generation and never touches
-/// the one that is firing (a one-time schedule deletes itself after it fires,
-/// and an update of it would be deleted with it).
-#[async_trait]
-pub trait AlarmScheduler: Send + Sync {
-    /// Arm the session's alarm for `at`. Idempotent: arming a generation that
-    /// is already armed succeeds and arms nothing more.
-    async fn schedule(&self, session: &SessionId, at: Timestamp) -> Result<(), StoreError>;
-
-    /// Disarm the generation `at`; not an error if there is none.
-    async fn cancel(&self, session: &SessionId, at: Timestamp) -> Result<(), StoreError>;
-}
-
 /// Everything the service needs from storage, in one object.
 pub trait Store: SessionStore + ExecutionStore + KeyStore {}
 

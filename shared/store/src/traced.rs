@@ -11,7 +11,7 @@ use crate::StoreError;
 
 /// Run `call` in a span named `name` (e.g. `store.get_execution`) on `backend`
 /// (`dynamodb`, `redb`, `eventbridge_scheduler`, `in_process`).
-pub(crate) async fn traced<T>(
+pub async fn traced<T>(
     name: &'static str,
     backend: &'static str,
     call: impl Future<Output = Result<T, StoreError>>,

@@ -13,9 +13,10 @@ use aws_sdk_scheduler::error::{DisplayErrorContext, ProvideErrorMetadata, SdkErr
 use aws_sdk_scheduler::types::{ActionAfterCompletion, FlexibleTimeWindow, FlexibleTimeWindowMode, Target};
 use executor_core::{SessionId, Timestamp};
 
-use super::AlarmPayload;
-use crate::traced::traced;
-use crate::{AlarmScheduler, StoreError};
+use crate::AlarmPayload;
+use executor_store::{StoreError, traced};
+
+use crate::AlarmScheduler;
 
 /// Where schedules go and what they invoke (`EXECUTOR_SCHEDULE_GROUP`,
 /// `EXECUTOR_ALARM_TARGET_ARN`, `EXECUTOR_SCHEDULER_ROLE_ARN`).

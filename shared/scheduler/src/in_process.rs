@@ -10,8 +10,9 @@ use async_trait::async_trait;
 use executor_core::{Clock, SessionId, SystemClock, Timestamp};
 use tokio::task::JoinHandle;
 
-use crate::traced::traced;
-use crate::{AlarmScheduler, StoreError};
+use executor_store::{StoreError, traced};
+
+use crate::AlarmScheduler;
 
 /// The backend named in store spans.
 const BACKEND: &str = "in_process";
