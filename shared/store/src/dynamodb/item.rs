@@ -21,6 +21,9 @@ pub(crate) const STATUS: &str = "status";
 pub(crate) const SESSION_ID: &str = "session_id";
 pub(crate) const CHUNKS: &str = "chunks";
 pub(crate) const BODY: &str = "body";
+/// A fresh random id per write: how a writer recognises its own write after a
+/// lost answer, even when another writer stored an item with the same content.
+pub(crate) const WRITE_ID: &str = "write_id";
 
 pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())

@@ -24,7 +24,7 @@ use executor_core::{
     ApiKey, Clock, Execution, ExecutionId, ExecutionState, Session, SessionId, SystemClock, Timestamp, TokenHash,
 };
 use item::{
-    BODY, CHUNKS, EXPIRES_AT, Item, KIND, OWNER, PK, SESSION_ID, SK, STATUS, VERSION, b, get_b, get_n, get_s, is_live,
+    BODY, CHUNKS, EXPIRES_AT, Item, KIND, OWNER, PK, SESSION_ID, SK, STATUS, VERSION, WRITE_ID, b, get_b, get_n, get_s, is_live,
     n, now_secs, s, ttl,
 };
 
@@ -160,9 +160,10 @@ impl DynamoStore {
         &self,
         what: &'static str,
         operation: &'static str,
-        item: Item,
+        mut item: Item,
         expect: Expect,
     ) -> Result<(), StoreError> {
+        item.insert(WRITE_ID.into(), s(random_token().map_err(|e| StoreError::backend(operation, e))?));
         let (condition, values) = expect.condition(self.clock.now());
         let mut request =
             self.client.put_item().table_name(&self.table).set_item(Some(item.clone())).condition_expression(condition);
@@ -180,8 +181,9 @@ impl DynamoStore {
 
     /// Why a condition failed: someone else's write, or no live item at all.
     /// Or our own write: the SDK retried a request whose first attempt landed
-    /// but whose answer was lost. The stored item is then exactly `item` (its
-    /// version and body included), and the write succeeded.
+    /// but whose answer was lost. The stored item is then exactly `item`,
+    /// including its write id, which no other writer shares (two claims with the
+    /// same content are still two writes), and the write succeeded.
     async fn condition_failed(
         &self,
         what: &'static str,
@@ -217,7 +219,7 @@ impl DynamoStore {
             // The SDK's own retries of this attempt reuse the token, so DynamoDB
             // applies the transaction once; our retries after a cancellation are
             // new transactions with new tokens.
-            let token = client_request_token().map_err(|e| StoreError::backend(operation, e))?;
+            let token = random_token().map_err(|e| StoreError::backend(operation, e))?;
             let request = self.client.transact_write_items().set_transact_items(Some(items.clone()));
             let sent = request.client_request_token(token).send().await;
             let Err(error) = sent else { return Ok(()) };
@@ -265,6 +267,7 @@ impl DynamoStore {
         meta.insert(EXPIRES_AT.into(), ttl(execution.expires_at));
         meta.insert(CHUNKS.into(), n(chunks.len() as u64));
         meta.insert(BODY.into(), b(chunks[0]));
+        meta.insert(WRITE_ID.into(), s(random_token().map_err(|e| StoreError::backend(operation, e))?));
         if let Some(session) = &execution.session_id {
             meta.insert(SESSION_ID.into(), s(session.as_str()));
         }
@@ -358,8 +361,9 @@ impl DynamoStore {
     }
 }
 
-/// A fresh idempotency token for one transaction (at most 36 characters).
-fn client_request_token() -> Result<String, getrandom::Error> {
+/// A fresh random token: a transaction's idempotency token (at most 36
+/// characters) or an item's write id.
+fn random_token() -> Result<String, getrandom::Error> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes)?;
     Ok(hex::encode(bytes))
