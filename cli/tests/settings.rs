@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 /// would serve forever, so it is stopped (and the test fails) after this.
 const REFUSAL_BOUND: Duration = Duration::from_secs(60);
 
+/// Settings, the variable the error must name, what it must say is expected, the value it must show.
+type Case<'a> = (Vec<(&'a str, &'a str)>, &'a str, &'a str, &'a str);
+
 struct Refused {
     success: bool,
     stdout: String,
@@ -50,8 +53,7 @@ fn each_bad_setting_is_refused_before_anything_is_created_or_printed() {
     let ms = "a whole number of milliseconds greater than zero";
     let url = "an http:// or https:// URL with a host";
     let oidc = [("EXECUTOR_OIDC_ISSUER", "https://idp.example"), ("EXECUTOR_OIDC_AUDIENCE", "executor")];
-    // (settings, the variable named, what it must be, the value shown)
-    let cases: Vec<(Vec<(&str, &str)>, &str, &str, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (vec![("EXECUTOR_SESSION_TIMEOUT_MS", "30m")], "EXECUTOR_SESSION_TIMEOUT_MS", ms, "\"30m\""),
         (vec![("EXECUTOR_PAUSED_LEASE_MS", "0")], "EXECUTOR_PAUSED_LEASE_MS", ms, "\"0\""),
         (vec![("EXECUTOR_APPROVAL_WINDOW_MS", "-5")], "EXECUTOR_APPROVAL_WINDOW_MS", ms, "\"-5\""),
