@@ -115,8 +115,11 @@ enum KeysCommand {
         /// The principal the key authenticates, e.g. your name or email.
         #[arg(long)]
         owner: String,
+        /// Scope the key to one toolkit: it then works only on /mcp/toolkits/TOOLKIT.
+        #[arg(long)]
+        toolkit: Option<String>,
     },
-    /// List keys: id, owner, creation time.
+    /// List keys: id, owner, scope, creation time.
     List,
     /// Revoke the key with this id (as `keys list` shows it, or its start).
     Revoke { id: String },
@@ -125,7 +128,7 @@ enum KeysCommand {
 impl From<KeysCommand> for keys::Command {
     fn from(command: KeysCommand) -> Self {
         match command {
-            KeysCommand::Create { owner } => Self::Create { owner },
+            KeysCommand::Create { owner, toolkit } => Self::Create { owner, toolkit },
             KeysCommand::List => Self::List,
             KeysCommand::Revoke { id } => Self::Revoke { id },
         }
@@ -221,7 +224,8 @@ async fn run_serve<S: Store + 'static>(args: ServeArgs, store: Arc<S>, embedded:
     #[cfg(not(unix))]
     let _ = embedded;
     let telemetry = executor_telemetry::Telemetry::local().map_err(|e| e.to_string())?;
-    let catalog = Catalog::load(sources).await.map_err(|e| e.to_string())?;
+    let sources = executor_catalog::CatalogConfig::load_located(sources).map_err(|e| e.to_string())?;
+    let catalog = Catalog::connect(&sources).await.map_err(|e| e.to_string())?;
     let mut namespaces = Vec::new();
     for source in catalog.namespaces() {
         match &source.error {
@@ -251,7 +255,17 @@ async fn run_serve<S: Store + 'static>(args: ServeArgs, store: Arc<S>, embedded:
     }
     let key = owner.as_ref().zip(first.as_ref().map(|(_, t)| t.as_str()));
     println!("{}", serve::welcome(bound, config.public_url.as_deref(), key));
-    let host = serve::host(store, Arc::new(catalog), &namespaces, config).await.map_err(|e| e.to_string())?;
+    let catalog = Arc::new(catalog);
+    config.quotas.owners = sources.quotas;
+    for view in Catalog::toolkit_views(&catalog, &sources.toolkits) {
+        eprintln!("executor: toolkit {0} at /mcp/toolkits/{0}", view.name());
+        config.toolkits.push(executor_service::ToolkitEndpoint {
+            name: view.name().clone(),
+            namespaces: view.namespaces().to_vec(),
+            tools: Arc::new(view),
+        });
+    }
+    let host = serve::host(store, catalog, &namespaces, config).await.map_err(|e| e.to_string())?;
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
         eprintln!("executor: shutting down");

@@ -51,10 +51,12 @@ pub enum Metric {
     ActivityWriteFailures,
     /// `execute` or `resume` refused with `busy`: the host's cap on concurrent runs was reached.
     ExecutionsBusy,
+    /// A request refused with `quota_exceeded`: an owner was over one of their quotas.
+    QuotaRejections,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 16] = [
+    pub const ALL: [Metric; 17] = [
         Metric::ExecutionsStarted,
         Metric::ExecutionsCompleted,
         Metric::ExecutionsFailed,
@@ -71,6 +73,7 @@ impl Metric {
         Metric::SessionsDestroyed,
         Metric::ActivityWriteFailures,
         Metric::ExecutionsBusy,
+        Metric::QuotaRejections,
     ];
 
     pub fn name(self) -> &'static str {
@@ -91,6 +94,7 @@ impl Metric {
             Metric::SessionsDestroyed => "SessionsDestroyed",
             Metric::ActivityWriteFailures => "ActivityWriteFailures",
             Metric::ExecutionsBusy => "ExecutionsBusy",
+            Metric::QuotaRejections => "QuotaRejections",
         }
     }
 

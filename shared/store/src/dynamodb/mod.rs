@@ -5,9 +5,11 @@
 //! - `SESSION#<id>` / `PAUSED#<executionId>`: index of the session's paused work;
 //! - `EXEC#<id>` / `EXEC`: an execution, holding chunk 0 of its snapshot;
 //! - `EXEC#<id>` / `CHUNK#nnnn`: further chunks of a large snapshot;
-//! - `KEY#<sha256>` / `KEY`: an API key.
+//! - `KEY#<sha256>` / `KEY`: an API key;
+//! - `QUOTA#<owner>` / `HOUR#<start>` and `SLOTS`: quota counters (`quota.rs`).
 
 mod item;
+mod quota;
 mod table;
 
 use std::sync::Arc;
@@ -24,8 +26,8 @@ use executor_core::{
     ApiKey, Clock, Execution, ExecutionId, ExecutionState, Session, SessionId, SystemClock, Timestamp, TokenHash,
 };
 use item::{
-    BODY, CHUNKS, EXPIRES_AT, Item, KIND, OWNER, PK, SESSION_ID, SK, STATUS, VERSION, WRITE_ID, b, get_b, get_n, get_s, is_live,
-    n, now_secs, s, ttl,
+    BODY, CHUNKS, EXPIRES_AT, Item, KIND, OWNER, PK, SESSION_ID, SK, STATUS, VERSION, WRITE_ID, b, get_b, get_n, get_s,
+    is_live, n, now_secs, s, ttl,
 };
 
 use crate::records::{self, API_KEY, EXECUTION, MAX_ITEM_BODY_BYTES, SESSION};
