@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use executor_core::{ApiKey, Clock, Principal, PrincipalError, SystemClock, TokenHash};
+use executor_core::{ApiKey, Clock, Principal, PrincipalError, SystemClock, TokenHash, ToolkitName, ToolkitNameError};
 use executor_store::{KeyStore, StoreError};
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +18,8 @@ pub const ID_LEN: usize = 12;
 pub enum KeysError {
     #[error("invalid --owner: {0}")]
     Owner(#[from] PrincipalError),
+    #[error("invalid --toolkit: {0}")]
+    Toolkit(#[from] ToolkitNameError),
     #[error("the system random source failed ({0}); try again")]
     Random(String),
     #[error("no key has the id {0:?}; `executor keys list` shows the ids")]
@@ -32,18 +34,35 @@ pub enum KeysError {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "snake_case")]
 pub enum Command {
-    Create { owner: String },
+    Create {
+        owner: String,
+        /// The toolkit the key is scoped to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        toolkit: Option<String>,
+    },
     List,
-    Revoke { id: String },
+    Revoke {
+        id: String,
+    },
 }
 
 /// What it did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "done", rename_all = "snake_case")]
 pub enum Reply {
-    Created { owner: String, token: String },
-    Listed { keys: Vec<KeyRow> },
-    Revoked { id: String, owner: String },
+    Created {
+        owner: String,
+        token: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        toolkit: Option<String>,
+    },
+    Listed {
+        keys: Vec<KeyRow>,
+    },
+    Revoked {
+        id: String,
+        owner: String,
+    },
 }
 
 /// One key as `keys list` shows it.
@@ -51,13 +70,18 @@ pub enum Reply {
 pub struct KeyRow {
     pub id: String,
     pub owner: String,
+    /// `all`, or `toolkit <name>` for a scoped key.
+    pub scope: String,
     pub created: String,
 }
 
 /// Run `command` on `store`.
 pub async fn run(store: &impl KeyStore, command: Command) -> Result<Reply, KeysError> {
     Ok(match command {
-        Command::Create { owner } => Reply::Created { token: create(store, &owner).await?, owner },
+        Command::Create { owner, toolkit } => {
+            let token = create_scoped(store, &owner, toolkit.as_deref()).await?;
+            Reply::Created { owner, token, toolkit }
+        }
         Command::List => Reply::Listed { keys: list(store).await? },
         Command::Revoke { id } => {
             let key = revoke(store, &id).await?;
@@ -68,11 +92,17 @@ pub async fn run(store: &impl KeyStore, command: Command) -> Result<Reply, KeysE
 
 /// Create and store a new key for `owner`; the token is returned and never stored.
 pub async fn create(store: &impl KeyStore, owner: &str) -> Result<String, KeysError> {
+    create_scoped(store, owner, None).await
+}
+
+/// [`create`], the key scoped to `toolkit` when one is given.
+pub async fn create_scoped(store: &impl KeyStore, owner: &str, toolkit: Option<&str>) -> Result<String, KeysError> {
     let owner = Principal::key_owner(owner)?;
+    let toolkit = toolkit.map(ToolkitName::parse).transpose()?;
     let mut secret = [0u8; 32];
     getrandom::fill(&mut secret).map_err(|e| KeysError::Random(e.to_string()))?;
     let token = format!("{TOKEN_PREFIX}{}", hex::encode(secret));
-    let key = ApiKey { hash: TokenHash::of_token(&token), owner, created_at: SystemClock.now() };
+    let key = ApiKey { hash: TokenHash::of_token(&token), owner, created_at: SystemClock.now(), toolkit };
     store.create_key(&key).await?;
     Ok(token)
 }
@@ -86,6 +116,7 @@ pub async fn list(store: &impl KeyStore) -> Result<Vec<KeyRow>, KeysError> {
         .map(|k| KeyRow {
             id: k.hash.as_str()[..ID_LEN].to_owned(),
             owner: k.owner.to_string(),
+            scope: k.toolkit.as_ref().map_or_else(|| "all".to_owned(), |t| format!("toolkit {t}")),
             created: k.created_at.to_rfc3339(),
         })
         .collect())
@@ -107,17 +138,23 @@ pub async fn revoke(store: &impl KeyStore, id: &str) -> Result<ApiKey, KeysError
 impl fmt::Display for Reply {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Created { owner, token } => {
+            Self::Created { owner, token, toolkit: None } => {
                 writeln!(f, "Created an API key for {owner}. This is the only time the token is shown:\n\n{token}")
             }
+            Self::Created { owner, token, toolkit: Some(toolkit) } => writeln!(
+                f,
+                "Created an API key for {owner}, scoped to toolkit {toolkit}: it works only on \
+                 /mcp/toolkits/{toolkit}. This is the only time the token is shown:\n\n{token}"
+            ),
             Self::Listed { keys } if keys.is_empty() => {
                 write!(f, "No keys. Create one with `executor keys create --owner NAME`.")
             }
             Self::Listed { keys } => {
                 let width = keys.iter().map(|k| k.owner.len()).chain(["OWNER".len()]).max().unwrap_or_default();
-                write!(f, "{:ID_LEN$}  {:width$}  CREATED", "ID", "OWNER")?;
+                let scope = keys.iter().map(|k| k.scope.len()).chain(["SCOPE".len()]).max().unwrap_or_default();
+                write!(f, "{:ID_LEN$}  {:width$}  {:scope$}  CREATED", "ID", "OWNER", "SCOPE")?;
                 for key in keys {
-                    write!(f, "\n{:ID_LEN$}  {:width$}  {}", key.id, key.owner, key.created)?;
+                    write!(f, "\n{:ID_LEN$}  {:width$}  {:scope$}  {}", key.id, key.owner, key.scope, key.created)?;
                 }
                 Ok(())
             }
@@ -132,17 +169,20 @@ mod tests {
 
     #[test]
     fn listings_have_a_header_and_aligned_columns() {
-        let row = |id: &str, owner: &str| KeyRow {
+        let row = |id: &str, owner: &str, scope: &str| KeyRow {
             id: id.into(),
             owner: owner.into(),
+            scope: scope.into(),
             created: "2026-01-01T00:00:00Z".into(),
         };
-        let listed = Reply::Listed { keys: vec![row("0123456789ab", "alice@example.com"), row("ba9876543210", "bob")] };
+        let listed = Reply::Listed {
+            keys: vec![row("0123456789ab", "alice@example.com", "all"), row("ba9876543210", "bob", "toolkit support")],
+        };
         assert_eq!(
             listed.to_string(),
-            "ID            OWNER              CREATED\n\
-             0123456789ab  alice@example.com  2026-01-01T00:00:00Z\n\
-             ba9876543210  bob                2026-01-01T00:00:00Z"
+            "ID            OWNER              SCOPE            CREATED\n\
+             0123456789ab  alice@example.com  all              2026-01-01T00:00:00Z\n\
+             ba9876543210  bob                toolkit support  2026-01-01T00:00:00Z"
         );
         assert!(Reply::Listed { keys: vec![] }.to_string().starts_with("No keys."));
         let revoked = Reply::Revoked { id: "0123456789ab".into(), owner: "bob".into() };

@@ -123,6 +123,11 @@ Environment (checked before anything is created; a bad value names the variable)
   EXECUTOR_ELICITATION_MODE           model, browser or native, without ?elicitation_mode= [default: model]
   EXECUTOR_REQUEST_STATE_KEY          native-mode HMAC key, 32 bytes or more [default: <data dir>/request-state.key]
   EXECUTOR_MAX_CONCURRENT_EXECUTIONS  sandbox runs at once; more get `busy` [default: 16]
+  EXECUTOR_QUOTA_EXECUTIONS_PER_HOUR, EXECUTOR_QUOTA_CONCURRENT_EXECUTIONS,
+  EXECUTOR_QUOTA_TOOL_CALLS_PER_EXECUTION
+                                      per-owner limits; [quotas] in the sources file per owner [default: none]
+  EXECUTOR_QUOTA_RESUMES_PER_EXECUTION
+                                      resumes of one execution [default: 100]
   EXECUTOR_OIDC_ISSUER                accept this issuer's JWTs too (an http(s) URL; needs EXECUTOR_OIDC_AUDIENCE)
   EXECUTOR_OIDC_AUDIENCE              the audience those tokens are for
   EXECUTOR_OIDC_JWKS_URL              the issuer's keys [default: from its discovery document]
@@ -155,8 +160,11 @@ enum KeysCommand {
         /// The principal the key authenticates, e.g. your name or email.
         #[arg(long)]
         owner: String,
+        /// Scope the key to one toolkit: it then works only on /mcp/toolkits/TOOLKIT.
+        #[arg(long)]
+        toolkit: Option<String>,
     },
-    /// List keys: id, owner, creation time.
+    /// List keys: id, owner, scope, creation time.
     List,
     /// Revoke the key with this id (as `keys list` shows it, or its start).
     Revoke { id: String },
@@ -165,7 +173,7 @@ enum KeysCommand {
 impl From<KeysCommand> for keys::Command {
     fn from(command: KeysCommand) -> Self {
         match command {
-            KeysCommand::Create { owner } => Self::Create { owner },
+            KeysCommand::Create { owner, toolkit } => Self::Create { owner, toolkit },
             KeysCommand::List => Self::List,
             KeysCommand::Revoke { id } => Self::Revoke { id },
         }
@@ -255,8 +263,9 @@ async fn serve_command(args: ServeArgs) -> Result<(), String> {
     }
     let config = host_config(args.public_url.as_deref()).map_err(|e| e.to_string())?;
     let telemetry = executor_telemetry::Telemetry::local().map_err(|e| e.to_string())?;
-    let catalog = Catalog::load(args.config.clone()).await.map_err(|e| e.to_string())?;
-    let settings = Settings { config, telemetry, catalog };
+    let sources = executor_catalog::CatalogConfig::load_located(args.config.clone()).map_err(|e| e.to_string())?;
+    let catalog = Catalog::connect(&sources).await.map_err(|e| e.to_string())?;
+    let settings = Settings { config, telemetry, sources, catalog };
     match open(&args.store).await? {
         Opened::Embedded(store) => run_serve(args, store, true, settings).await,
         Opened::Dynamo(store) => run_serve(args, store, false, settings).await,
@@ -267,6 +276,8 @@ async fn serve_command(args: ServeArgs) -> Result<(), String> {
 struct Settings {
     config: executor_service::HostConfig,
     telemetry: executor_telemetry::Telemetry,
+    /// The sources file: its toolkits and quotas.
+    sources: executor_catalog::CatalogConfig,
     catalog: Catalog,
 }
 
@@ -279,7 +290,7 @@ async fn run_serve<S: Store + 'static>(
     settings: Settings,
 ) -> Result<(), String> {
     let ServeArgs { addr, store: StoreArgs { data_dir, .. }, limits, .. } = args;
-    let Settings { mut config, telemetry, catalog } = settings;
+    let Settings { mut config, telemetry, sources, catalog } = settings;
     let limits = limits.limits();
     #[cfg(feature = "conformance")]
     eprintln!("executor: conformance build: requests without a token are served as owner `conformance`");
@@ -316,7 +327,17 @@ async fn run_serve<S: Store + 'static>(
     }
     let key = owner.as_ref().zip(first.as_ref().map(|(_, t)| t.as_str()));
     println!("{}", serve::welcome(bound, config.public_url.as_deref(), key));
-    let host = serve::host(store, Arc::new(catalog), &namespaces, config).await.map_err(|e| e.to_string())?;
+    let catalog = Arc::new(catalog);
+    config.quotas.owners = sources.quotas;
+    for view in Catalog::toolkit_views(&catalog, &sources.toolkits) {
+        eprintln!("executor: toolkit {0} at /mcp/toolkits/{0}", view.name());
+        config.toolkits.push(executor_service::ToolkitEndpoint {
+            name: view.name().clone(),
+            namespaces: view.namespaces().to_vec(),
+            tools: Arc::new(view),
+        });
+    }
+    let host = serve::host(store, catalog, &namespaces, config).await.map_err(|e| e.to_string())?;
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
         eprintln!("executor: shutting down");

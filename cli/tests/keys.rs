@@ -45,14 +45,17 @@ fn keys_create_rejects_a_bad_owner_with_a_clear_message() {
 fn keys_are_listed_and_revoked_by_id() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_str().unwrap();
-    for owner in ["alice", "bob"] {
-        assert!(executor(&["keys", "create", "--owner", owner, "--data-dir", data]).status.success());
-    }
+    assert!(executor(&["keys", "create", "--owner", "alice", "--data-dir", data]).status.success());
+    let scoped = executor(&["keys", "create", "--owner", "bob", "--toolkit", "support", "--data-dir", data]);
+    assert!(String::from_utf8_lossy(&scoped.stdout).contains("scoped to toolkit support"));
+    let bad = executor(&["keys", "create", "--owner", "bob", "--toolkit", "Sup/port", "--data-dir", data]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid --toolkit"), "a bad toolkit name is refused");
     let listed = String::from_utf8(executor(&["keys", "list", "--data-dir", data]).stdout).unwrap();
     let lines: Vec<&str> = listed.lines().collect();
     assert_eq!(lines.len(), 3, "{listed}");
-    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), ["ID", "OWNER", "CREATED"], "a header row");
+    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), ["ID", "OWNER", "SCOPE", "CREATED"], "a header row");
     assert!(lines[1].contains("alice") && lines[2].contains("bob"), "oldest first: {listed}");
+    assert!(lines[1].contains(" all ") && lines[2].contains(" toolkit support "), "each key's scope: {listed}");
     let bob_id = lines[2].split_whitespace().next().unwrap();
     assert_eq!(bob_id.len(), 12);
 

@@ -161,6 +161,7 @@ fn serve_help_lists_every_variable_serve_reads() {
         "shared/service/src/config.rs",
         "shared/telemetry/src/lib.rs",
         "shared/catalog/src/config.rs",
+        "shared/core/src/quota.rs",
         "shared/store/src/dynamodb/mod.rs",
     ] {
         let source = std::fs::read_to_string(root.join(file)).unwrap();

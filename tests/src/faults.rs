@@ -21,9 +21,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use executor_core::{ApiKey, Execution, ExecutionId, Session, SessionId, Timestamp, TokenHash};
+use executor_core::{ApiKey, Execution, ExecutionId, Principal, Session, SessionId, Timestamp, TokenHash};
 use executor_scheduler::AlarmScheduler;
-use executor_store::{Access, ExecutionStore, KeyStore, SessionStore, StoreError};
+use executor_store::{Access, ExecutionStore, KeyStore, QuotaOutcome, QuotaStore, QuotaTake, SessionStore, StoreError};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -197,6 +197,8 @@ fn phrase(operation: &'static str) -> &'static str {
         "find_key" => "look up an API key",
         "list_keys" => "list API keys",
         "revoke_key" => "revoke an API key",
+        "take_quota" => "take a quota",
+        "release_slot" => "release a quota slot",
         "schedule" => "schedule a session alarm",
         "cancel" => "cancel a session alarm",
         other => other,
@@ -271,6 +273,17 @@ impl<T: KeyStore> KeyStore for Faulty<T> {
 
     async fn revoke_key(&self, hash: &TokenHash) -> Result<(), StoreError> {
         self.faults.run("revoke_key", self.inner.revoke_key(hash)).await
+    }
+}
+
+#[async_trait]
+impl<T: QuotaStore> QuotaStore for Faulty<T> {
+    async fn take_quota(&self, take: &QuotaTake) -> Result<QuotaOutcome, StoreError> {
+        self.faults.run("take_quota", self.inner.take_quota(take)).await
+    }
+
+    async fn release_slot(&self, owner: &Principal, execution: &ExecutionId) -> Result<(), StoreError> {
+        self.faults.run("release_slot", self.inner.release_slot(owner, execution)).await
     }
 }
 

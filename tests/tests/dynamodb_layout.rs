@@ -88,7 +88,10 @@ async fn items_match_docs_storage_md() {
     );
     execution.apply(ExecutionEvent::Pause { journal, deadline }, now()).unwrap();
     store.create_execution(&execution).await.unwrap();
-    store.create_key(&ApiKey { hash: TokenHash::of_token("t"), owner: alice, created_at: now() }).await.unwrap();
+    store
+        .create_key(&ApiKey { hash: TokenHash::of_token("t"), owner: alice, created_at: now(), toolkit: None })
+        .await
+        .unwrap();
 
     let items = client.scan().table_name(store.table()).send().await.unwrap().items.unwrap();
     let documented = documented_items();

@@ -7,6 +7,10 @@
 mod support;
 
 mod api_gateway;
+#[path = "mcp_host/quotas.rs"]
+mod quotas;
+#[path = "mcp_host/toolkits.rs"]
+mod toolkits;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -17,6 +21,7 @@ use executor_sandbox::{Limits, Sandbox};
 use executor_scheduler::{EventBridgeScheduler, SchedulerTarget};
 use executor_service::{Alarms, Host, HostConfig};
 use executor_store::{DynamoStore, EmbeddedStore};
+use quotas::{a_pause_resume_loop_stops_at_the_resume_cap, ten_racing_executes_against_five_an_hour};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, JsonObject, ProtocolVersion,
 };
@@ -27,6 +32,10 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use support::TestTools;
 use tokio::sync::oneshot;
+use toolkits::{
+    a_scoped_key_works_only_on_its_toolkit, a_toolkit_sees_only_its_tools_and_only_tightens,
+    a_toolkits_executions_continue_in_its_view_in_every_mode,
+};
 
 /// Where the host under test runs.
 #[derive(Debug, Clone, Copy)]
@@ -69,6 +78,8 @@ struct Running {
     token: String,
     /// Another owner's key.
     bob: String,
+    /// Alice's key scoped to the first toolkit, when the host has toolkits.
+    scoped: Option<String>,
     tools: Arc<TestTools>,
     /// The alarm handler, for tests that fire alarms themselves.
     alarms: Arc<Alarms>,
@@ -82,8 +93,27 @@ impl Running {
     }
 
     async fn start_with(place: &Place, token: Option<String>, config: HostConfig) -> Self {
+        Self::start_with_toolkits(place, token, config, &[]).await
+    }
+
+    /// A host that also serves `toolkits` over its test tools.
+    async fn start_with_toolkits(
+        place: &Place,
+        token: Option<String>,
+        mut config: HostConfig,
+        toolkits: &[executor_core::Toolkit],
+    ) -> Self {
         let tools = TestTools::new();
         let namespaces = vec!["r".to_owned(), "w".to_owned()];
+        for toolkit in toolkits {
+            let view = executor_catalog::ToolkitView::new(toolkit.clone(), tools.clone(), &namespaces);
+            config.toolkits.push(executor_service::ToolkitEndpoint {
+                name: toolkit.name.clone(),
+                namespaces: view.namespaces().to_vec(),
+                tools: Arc::new(view),
+            });
+        }
+        let scope = toolkits.first().map(|t| t.name.as_str().to_owned());
         let (stop, stopped) = oneshot::channel::<()>();
         let shutdown = async move {
             let _ = stopped.await;
@@ -109,12 +139,16 @@ impl Running {
                     None => keys::create(&*store, "alice").await.unwrap(),
                 };
                 let bob = keys::create(&*store, "bob").await.unwrap();
+                let scoped = match &scope {
+                    Some(toolkit) => Some(keys::create_scoped(&*store, "alice", Some(toolkit)).await.unwrap()),
+                    None => None,
+                };
                 let host = serve::host(store, tools.clone(), &namespaces, config).await.unwrap();
                 let alarms = host.alarms();
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 let url = format!("http://{}/mcp", listener.local_addr().unwrap());
                 let done = tokio::spawn(async move { serve::serve(listener, host, shutdown).await.unwrap() });
-                Self { url, token, bob, tools, alarms, stop: Some(stop), done }
+                Self { url, token, bob, scoped, tools, alarms, stop: Some(stop), done }
             }
             Place::Lambda { store, scheduler } => {
                 let token = match token {
@@ -122,6 +156,10 @@ impl Running {
                     None => keys::create(&**store, "alice").await.unwrap(),
                 };
                 let bob = keys::create(&**store, "bob").await.unwrap();
+                let scoped = match &scope {
+                    Some(toolkit) => Some(keys::create_scoped(&**store, "alice", Some(toolkit)).await.unwrap()),
+                    None => None,
+                };
                 // As the functions are configured: API Gateway routes by host.
                 let config = HostConfig { allowed_hosts: None, ..config };
                 let scheduler =
@@ -133,7 +171,7 @@ impl Running {
                 let functions = api_gateway::Functions { mcp: function(), approval: function() };
                 let alarms = functions.mcp.alarms();
                 let (base, done) = api_gateway::start(functions, shutdown).await;
-                Self { url: format!("{base}/mcp"), token, bob, tools, alarms, stop: Some(stop), done }
+                Self { url: format!("{base}/mcp"), token, bob, scoped, tools, alarms, stop: Some(stop), done }
             }
         }
     }
@@ -144,7 +182,17 @@ impl Running {
     }
 
     async fn client(&self, version: ProtocolVersion) -> RunningService<RoleClient, InitializeRequestParams> {
-        let config = StreamableHttpClientTransportConfig::with_uri(self.url.clone()).auth_header(self.token.clone());
+        self.client_at(&self.url, &self.token, version).await
+    }
+
+    /// A client of the endpoint at `url` with `token`.
+    async fn client_at(
+        &self,
+        url: &str,
+        token: &str,
+        version: ProtocolVersion,
+    ) -> RunningService<RoleClient, InitializeRequestParams> {
+        let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token.to_owned());
         let info = InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("e2e", "1"))
             .with_protocol_version(version.clone());
         let transport =
@@ -203,6 +251,11 @@ on_both_deployments!(
     native_mode_asks_the_clients_user_and_the_retry_resumes,
     sessions_keys_and_the_challenge_over_plain_http,
     the_smoke_script_passes,
+    a_toolkit_sees_only_its_tools_and_only_tightens,
+    a_toolkits_executions_continue_in_its_view_in_every_mode,
+    a_scoped_key_works_only_on_its_toolkit,
+    ten_racing_executes_against_five_an_hour,
+    a_pause_resume_loop_stops_at_the_resume_cap,
 );
 
 fn args(value: Value) -> JsonObject {

@@ -257,3 +257,67 @@ async fn an_idp_user_named_like_a_key_owner_sees_nothing_of_theirs() {
         }
     }
 }
+
+/// A token with the `executor_toolkit` claim is scoped to that toolkit, as a
+/// key made with `--toolkit` is: 403 on `/mcp`, served on the toolkit's
+/// endpoint; a claim that names no valid toolkit is refused (401).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_with_the_toolkit_claim_works_only_on_that_toolkit() {
+    let idp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let issuer = format!("http://{}", idp.local_addr().unwrap());
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let claims = |toolkit: Value| {
+        json!({"iss": issuer, "aud": "executor", "email": "bot@example.com", "exp": now + 600,
+            executor_service::TOOLKIT_CLAIM: toolkit})
+    };
+    let (jwks, tokens) = sign(&[
+        ("ES256", "p256", "p256", claims(json!("support"))),
+        ("ES256", "p256", "p256", claims(json!("Not/A/Toolkit"))),
+    ]);
+    identity_provider(idp, jwks, Arc::new(AtomicUsize::new(0)));
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+    let tools = support::TestTools::new();
+    let toolkit = executor_core::Toolkit {
+        name: executor_core::ToolkitName::parse("support").unwrap(),
+        tools: vec![executor_core::ToolPattern::parse("r.*").unwrap()],
+        policy: executor_core::SourcePolicy::default(),
+    };
+    let namespaces = ["r".to_owned(), "w".to_owned()];
+    let view = executor_catalog::ToolkitView::new(toolkit, tools.clone(), &namespaces);
+    let endpoint = executor_service::ToolkitEndpoint {
+        name: view.name().clone(),
+        namespaces: view.namespaces().to_vec(),
+        tools: Arc::new(view),
+    };
+    let config =
+        HostConfig { oidc: Some(oidc_config(&issuer, false)), toolkits: vec![endpoint], ..HostConfig::default() };
+    let host = serve::host(store, tools, &namespaces, config).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(serve::serve(listener, host, std::future::pending()));
+
+    let http = executor_http_client::builder().build().unwrap();
+    let execute = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "execute", "arguments": {"code": "return (await tools.r.get({})).ok"}}});
+    let call = |path: &str, bearer: &str| {
+        http.post(format!("{base}{path}"))
+            .header("authorization", format!("Bearer {bearer}"))
+            .header("accept", "application/json, text/event-stream")
+            .json(&execute)
+            .send()
+    };
+    let refused = call("/mcp", &tokens[0]).await.unwrap();
+    assert_eq!(refused.status(), 403);
+    let body: Value = refused.json().await.unwrap();
+    assert!(body["error"]["message"].as_str().unwrap().contains("toolkit `support`"), "{body}");
+    let served = call("/mcp/toolkits/support", &tokens[0]).await.unwrap();
+    assert_eq!(served.status(), 200);
+    let body: Value = served.json().await.unwrap();
+    assert_eq!(body["result"]["structuredContent"]["result"], true, "{body}");
+    let invalid = call("/mcp/toolkits/support", &tokens[1]).await.unwrap();
+    assert_eq!(invalid.status(), 401);
+    let body: Value = invalid.json().await.unwrap();
+    assert!(body["error"]["message"].as_str().unwrap().contains("executor_toolkit"), "{body}");
+}

@@ -7,10 +7,10 @@ use std::time::{Duration, SystemTime};
 
 use executor_core::{
     ApiKey, ApprovalAction, ClientInfo, ElicitationMode, Execution, ExecutionEvent, ExecutionId, ExecutionState,
-    Journal, JournalStep, LinkStatus, PendingCall, Principal, Session, SessionId, SessionStatus, StepOutcome,
-    Timestamp, TokenHash,
+    Journal, JournalStep, LinkStatus, PendingCall, Principal, QuotaLimit, Session, SessionId, SessionStatus,
+    StepOutcome, Timestamp, TokenHash,
 };
-use executor_store::{Access, MAX_SNAPSHOT_BYTES, Store, StoreError};
+use executor_store::{Access, HourlyTake, MAX_SNAPSHOT_BYTES, QuotaOutcome, QuotaTake, SlotTake, Store, StoreError};
 use serde_json::json;
 
 executor_tests::on_both_stores!(
@@ -27,6 +27,9 @@ executor_tests::on_both_stores!(
     oversized_snapshot_is_refused_and_loses_nothing,
     api_keys_are_found_by_hash_only,
     api_keys_are_listed_and_revoked,
+    hourly_quota_race_lets_exactly_the_limit_through,
+    slots_are_taken_released_and_expire,
+    a_refused_take_counts_nothing,
 );
 
 fn now() -> Timestamp {
@@ -341,7 +344,7 @@ async fn oversized_snapshot_is_refused_and_loses_nothing<S: Store + 'static>(sto
 
 async fn api_keys_are_found_by_hash_only<S: Store + 'static>(store: Arc<S>) {
     let token = "exk_0123456789abcdef";
-    let key = ApiKey { hash: TokenHash::of_token(token), owner: alice(), created_at: now() };
+    let key = ApiKey { hash: TokenHash::of_token(token), owner: alice(), created_at: now(), toolkit: None };
     store.create_key(&key).await.unwrap();
     assert_eq!(store.find_key(&TokenHash::of_token(token)).await.unwrap(), key);
     let dup = store.create_key(&ApiKey { owner: bob(), ..key.clone() }).await;
@@ -354,7 +357,7 @@ async fn api_keys_are_listed_and_revoked<S: Store + 'static>(store: Arc<S>) {
     assert!(store.list_keys().await.unwrap().is_empty());
     let keys: Vec<ApiKey> = ["exk_a", "exk_b", "exk_c"]
         .iter()
-        .map(|t| ApiKey { hash: TokenHash::of_token(t), owner: alice(), created_at: now() })
+        .map(|t| ApiKey { hash: TokenHash::of_token(t), owner: alice(), created_at: now(), toolkit: None })
         .collect();
     for key in &keys {
         store.create_key(key).await.unwrap();
@@ -370,4 +373,86 @@ async fn api_keys_are_listed_and_revoked<S: Store + 'static>(store: Arc<S>) {
     assert_not_found(store.revoke_key(&keys[1].hash).await);
     assert_eq!(store.list_keys().await.unwrap().len(), 2);
     assert_eq!(store.find_key(&keys[0].hash).await.unwrap(), keys[0]);
+}
+
+/// A take of one of the hour's executions (window at `window` ms) and, with
+/// `slot`, a running slot for `execution` leased until `until`.
+fn take(owner: Principal, window: u64, limit: u32, slot: Option<(&str, u32, Timestamp)>) -> QuotaTake {
+    QuotaTake {
+        owner,
+        now: now(),
+        hourly: Some(HourlyTake { window: Timestamp::from_millis(window), limit }),
+        slot: slot.map(|(id, limit, until)| SlotTake { execution: eid(id), limit, lease_until: until }),
+    }
+}
+
+/// N racing takes against a limit of L: exactly L fit; another owner and
+/// another hour have their own counts.
+async fn hourly_quota_race_lets_exactly_the_limit_through<S: Store + 'static>(store: Arc<S>) {
+    const RACERS: usize = 12;
+    const LIMIT: u32 = 5;
+    let hour = now().as_millis() / 3_600_000 * 3_600_000;
+    let start = Arc::new(tokio::sync::Barrier::new(RACERS));
+    let racers = (0..RACERS).map(|_| {
+        let (store, start) = (store.clone(), start.clone());
+        tokio::spawn(async move {
+            start.wait().await;
+            store.take_quota(&take(alice(), hour, LIMIT, None)).await.unwrap()
+        })
+    });
+    let mut taken = 0;
+    for racer in racers.collect::<Vec<_>>() {
+        match racer.await.unwrap() {
+            QuotaOutcome::Taken => taken += 1,
+            QuotaOutcome::Refused(limit) => assert_eq!(limit, QuotaLimit::ExecutionsPerHour),
+        }
+    }
+    assert_eq!(taken, LIMIT, "exactly the limit of {RACERS} racing takes fit");
+    let again = store.take_quota(&take(alice(), hour, LIMIT, None)).await.unwrap();
+    assert_eq!(again, QuotaOutcome::Refused(QuotaLimit::ExecutionsPerHour));
+    assert_eq!(store.take_quota(&take(bob(), hour, LIMIT, None)).await.unwrap(), QuotaOutcome::Taken);
+    let next_hour = store.take_quota(&take(alice(), hour + 3_600_000, LIMIT, None)).await.unwrap();
+    assert_eq!(next_hour, QuotaOutcome::Taken, "a new hour counts from zero");
+}
+
+/// Slots: two of two taken, the third refused; a release frees one; a lease
+/// that ran out (its holder vanished) frees its slot for the next take.
+async fn slots_are_taken_released_and_expire<S: Store + 'static>(store: Arc<S>) {
+    let hour = now().as_millis() / 3_600_000 * 3_600_000;
+    let later = now().plus(hours(1));
+    let slot = |id: &'static str, until: Timestamp| take(alice(), hour, 100, Some((id, 2, until)));
+    assert_eq!(store.take_quota(&slot("e1", later)).await.unwrap(), QuotaOutcome::Taken);
+    assert_eq!(store.take_quota(&slot("e2", later)).await.unwrap(), QuotaOutcome::Taken);
+    let full = store.take_quota(&slot("e3", later)).await.unwrap();
+    assert_eq!(full, QuotaOutcome::Refused(QuotaLimit::ConcurrentExecutions));
+    store.release_slot(&alice(), &eid("e1")).await.unwrap();
+    assert_eq!(store.take_quota(&slot("e3", later)).await.unwrap(), QuotaOutcome::Taken);
+    // Releasing again is a no-op.
+    store.release_slot(&alice(), &eid("e1")).await.unwrap();
+
+    // e2 and e3 hold both slots; e2's holder vanished and its lease runs out.
+    store.release_slot(&alice(), &eid("e2")).await.unwrap();
+    let past = Timestamp::from_millis(now().as_millis() - 1000);
+    assert_eq!(store.take_quota(&slot("stale", past)).await.unwrap(), QuotaOutcome::Taken);
+    let fresh = store.take_quota(&slot("e4", later)).await.unwrap();
+    assert_eq!(fresh, QuotaOutcome::Taken, "the lease that ran out no longer holds a slot");
+    let full = store.take_quota(&slot("e5", later)).await.unwrap();
+    assert_eq!(full, QuotaOutcome::Refused(QuotaLimit::ConcurrentExecutions));
+}
+
+/// A take refused by one limit counts nothing against the other.
+async fn a_refused_take_counts_nothing<S: Store + 'static>(store: Arc<S>) {
+    let hour = now().as_millis() / 3_600_000 * 3_600_000;
+    let later = now().plus(hours(1));
+    let both = |id: &'static str| take(alice(), hour, 2, Some((id, 1, later)));
+    assert_eq!(store.take_quota(&both("e1")).await.unwrap(), QuotaOutcome::Taken);
+    let full = store.take_quota(&both("e2")).await.unwrap();
+    assert_eq!(full, QuotaOutcome::Refused(QuotaLimit::ConcurrentExecutions));
+    store.release_slot(&alice(), &eid("e1")).await.unwrap();
+    // Had the refused take counted its hour, this would be the third of two.
+    assert_eq!(store.take_quota(&both("e3")).await.unwrap(), QuotaOutcome::Taken);
+    store.release_slot(&alice(), &eid("e3")).await.unwrap();
+    let over = store.take_quota(&both("e4")).await.unwrap();
+    assert_eq!(over, QuotaOutcome::Refused(QuotaLimit::ExecutionsPerHour));
+    assert_eq!(store.take_quota(&take(alice(), hour, 3, None)).await.unwrap(), QuotaOutcome::Taken);
 }

@@ -44,6 +44,7 @@ pub async fn host(dir: &std::path::Path) -> Host {
         hash: TokenHash::of_token(TOKEN),
         owner: Principal::parse("fuzzer").unwrap(),
         created_at: SystemTime::now().into(),
+        toolkit: None,
     };
     store.create_key(&key).await.unwrap();
     std::fs::write(dir.join("shop.yaml"), SPEC).unwrap();

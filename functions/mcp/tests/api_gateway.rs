@@ -80,6 +80,7 @@ async fn table_with_key(token: &str) -> Arc<executor_store::DynamoStore> {
         hash: executor_core::TokenHash::of_token(token),
         owner: executor_core::Principal::parse("alice").unwrap(),
         created_at: std::time::SystemTime::now().into(),
+        toolkit: None,
     };
     store.create_key(&key).await.unwrap();
     Arc::new(store)

@@ -205,7 +205,7 @@ export class ExecutorStack extends Stack {
     });
 
     this.mcpFunction = this.rustFunction('McpFunction', 'mcp', o, {
-      description: 'Executor: MCP endpoint (/mcp, /.well-known, /healthz)',
+      description: 'Executor: MCP endpoint (/mcp, /mcp/toolkits/{name}, /.well-known, /healthz)',
       // QuickJS gets 64 MiB per execution; Lambda's CPU share grows with
       // memory, and the sandbox is CPU-bound.
       memorySize: 1024,
@@ -238,9 +238,9 @@ export class ExecutorStack extends Stack {
     // and paused-marker puts inside TransactWriteItems), DeleteItem (the paused
     // marker inside TransactWriteItems), Query (a session's paused markers).
     // Transactions have no IAM action of their own: each item is authorised as
-    // the underlying GetItem/PutItem/DeleteItem. UpdateItem, Scan (only the
-    // local host's `armed_sessions`) and the API-key writes (`executor keys`)
-    // are not granted.
+    // the underlying GetItem/PutItem/DeleteItem/UpdateItem. UpdateItem only
+    // on quota counters; Scan (only the local host's `armed_sessions`) and the
+    // API-key writes (`executor keys`) are not granted.
     //
     // Writes are limited to the session and execution partitions: a function
     // reads API keys (partition `KEYS`) but can never mint one.
@@ -259,6 +259,9 @@ export class ExecutorStack extends Stack {
 
     // MCP: API keys, sessions and executions read; sessions and executions
     // written; a session's paused work queried when `DELETE /mcp` destroys it.
+    // Quotas (shared/store/src/dynamodb/quota.rs): `execute` counts the
+    // owner's executions and running slots with conditional updates, only in
+    // the owner's quota partition.
     this.grant(this.mcpFunction, [
       readTable('ReadTable'),
       writeSessionsAndExecutions('WriteSessionsAndExecutions', [
@@ -266,6 +269,12 @@ export class ExecutorStack extends Stack {
         'dynamodb:DeleteItem',
         'dynamodb:Query',
       ]),
+      new iam.PolicyStatement({
+        sid: 'CountQuotas',
+        actions: ['dynamodb:UpdateItem'],
+        resources: [this.table.tableArn],
+        conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['QUOTA#*'] } },
+      }),
     ]);
     // Approval: the API key (`/api` bearer auth) and the execution read; the
     // execution settled or paused again, its session's paused marker written
@@ -362,6 +371,8 @@ export class ExecutorStack extends Stack {
     const approval = new HttpLambdaIntegration('Approval', this.approvalFunction);
     const routes: [string, HttpLambdaIntegration][] = [
       ['/mcp', mcp],
+      // Toolkits: narrower views of the same MCP function.
+      ['/mcp/toolkits/{name}', mcp],
       ['/.well-known/{proxy+}', mcp],
       ['/healthz', mcp],
       ['/approvals/{proxy+}', approval],

@@ -21,14 +21,14 @@ describe('resources', () => {
       'AWS::DynamoDB::Table': 1,
       'AWS::Scheduler::ScheduleGroup': 1,
       'AWS::Lambda::Function': 3,
-      'AWS::Lambda::Permission': 5, // one per route
+      'AWS::Lambda::Permission': 6, // one per route
       'AWS::Lambda::LayerVersion': 0, // only with a sources file
       'AWS::IAM::Role': 4, // three functions and the scheduler
       'AWS::IAM::Policy': 4,
       'AWS::Logs::LogGroup': 4, // three functions and the API's access log
       'AWS::ApiGatewayV2::Api': 1,
       'AWS::ApiGatewayV2::Stage': 1,
-      'AWS::ApiGatewayV2::Route': 5,
+      'AWS::ApiGatewayV2::Route': 6,
       'AWS::ApiGatewayV2::Integration': 2,
       'AWS::ApiGatewayV2::DomainName': 0,
       'AWS::SecretsManager::Secret': 1, // the native-mode request-state key
@@ -213,6 +213,7 @@ describe('routes', () => {
     });
     assert.deepEqual(Object.fromEntries(routes), {
       'ANY /mcp': '${McpFunction.Arn}',
+      'ANY /mcp/toolkits/{name}': '${McpFunction.Arn}',
       'ANY /.well-known/{proxy+}': '${McpFunction.Arn}',
       'ANY /healthz': '${McpFunction.Arn}',
       'ANY /approvals/{proxy+}': '${ApprovalFunction.Arn}',
@@ -233,6 +234,7 @@ describe('routes', () => {
     assert.deepEqual(permissions.map((p) => p.FunctionName).sort(), [
       '${ApprovalFunction.Arn}',
       '${ApprovalFunction.Arn}',
+      '${McpFunction.Arn}',
       '${McpFunction.Arn}',
       '${McpFunction.Arn}',
       '${McpFunction.Arn}',
@@ -300,6 +302,13 @@ describe('IAM', () => {
           Action: ['dynamodb:DeleteItem', 'dynamodb:PutItem', 'dynamodb:Query'],
           Resource: ['${Table.Arn}'],
           Condition: KEYS_CONDITION,
+        },
+        {
+          Sid: 'CountQuotas',
+          Effect: 'Allow',
+          Action: ['dynamodb:UpdateItem'],
+          Resource: ['${Table.Arn}'],
+          Condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['QUOTA#*'] } },
         },
         ...scheduling,
       ]),
@@ -480,6 +489,7 @@ describe('the Rust code still matches the grants', () => {
     const records = rust('shared/store/src/records.rs');
     assert.match(records, /format!\("SESSION#\{id\}"\)/);
     assert.match(records, /format!\("EXEC#\{id\}"\)/);
+    assert.match(records, /format!\("QUOTA#\{owner\}"\)/);
   });
 
   test('schedule names (scheduler resource)', () => {
@@ -490,14 +500,25 @@ describe('the Rust code still matches the grants', () => {
   test('the DynamoDB calls the adapter makes', () => {
     const calls = [
       ...rust('shared/store/src/dynamodb/mod.rs').matchAll(/\.(\w+)\(\)\s*\.(?:table_name|set_transact_items)/g),
+      ...rust('shared/store/src/dynamodb/quota.rs').matchAll(/\.(\w+)\(\)\s*\.(?:table_name|set_transact_items)/g),
     ]
       .map((m) => m[1])
       .sort();
     // get_item, put_item, query, transact_*: granted. scan: local host only
-    // (armed_sessions). delete_item: `executor keys revoke` only.
+    // (armed_sessions). delete_item: `executor keys revoke` only. update_item:
+    // quota counters only.
     assert.deepEqual(
       [...new Set(calls)],
-      ['delete_item', 'get_item', 'put_item', 'query', 'scan', 'transact_get_items', 'transact_write_items'],
+      [
+        'delete_item',
+        'get_item',
+        'put_item',
+        'query',
+        'scan',
+        'transact_get_items',
+        'transact_write_items',
+        'update_item',
+      ],
     );
   });
 });

@@ -11,12 +11,12 @@
 //! source is unavailable) passes its [`Redactor`] here, in one place per kind.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use executor_core::{PolicyAction, SourcePolicy};
-use executor_sandbox::{CallContext, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
+use executor_core::{PolicyAction, SourcePolicy, Toolkit};
+use executor_sandbox::{CallContext, PathFilter, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use reqwest::header::{HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
@@ -33,6 +33,7 @@ use crate::redact::Redactor;
 use crate::search::SearchIndex;
 use crate::secrets::Secrets;
 use crate::tool::{Target, ToolDef};
+use crate::toolkit::ToolkitView;
 
 /// How much of an upstream error body the code sees.
 const ERROR_EXCERPT_CHARS: usize = 500;
@@ -138,11 +139,7 @@ impl Catalog {
     /// The catalog of the sources file named by `flag` or `EXECUTOR_CONFIG`; with
     /// neither, a catalog without sources (search finds nothing).
     pub async fn load(flag: Option<std::path::PathBuf>) -> Result<Self, CatalogError> {
-        let config = match CatalogConfig::locate(flag) {
-            Some(path) => CatalogConfig::load(&path)?,
-            None => CatalogConfig { outbound: crate::config::OutboundConfig::default(), sources: Vec::new() },
-        };
-        Self::connect(&config).await
+        Self::connect(&CatalogConfig::load_located(flag)?).await
     }
 
     pub fn namespaces(&self) -> Vec<NamespaceInfo> {
@@ -153,6 +150,23 @@ impl Catalog {
                 kind: s.kind,
                 tools: self.tools.iter().filter(|t| t.namespace == s.namespace).count(),
                 error: s.connection.as_ref().err().cloned(),
+            })
+            .collect()
+    }
+
+    /// The views of `toolkits` over `catalog`. A toolkit rule that would
+    /// loosen a source's decision has no effect and is logged as a warning.
+    pub fn toolkit_views(catalog: &Arc<Self>, toolkits: &[Toolkit]) -> Vec<ToolkitView> {
+        let namespaces: Vec<String> = catalog.sources.iter().map(|s| s.namespace.clone()).collect();
+        let inner: Arc<dyn Tools> = catalog.clone();
+        toolkits
+            .iter()
+            .map(|toolkit| {
+                let view = ToolkitView::new(toolkit.clone(), inner.clone(), &namespaces);
+                for warning in view.loosening(catalog.paths()) {
+                    tracing::warn!(toolkit = %toolkit.name, "{warning}");
+                }
+                view
             })
             .collect()
     }
@@ -179,7 +193,12 @@ impl Catalog {
         ToolError { code: "unknown_tool".into(), message }
     }
 
-    fn search_tools(&self, request: SearchRequest) -> Result<Value, ToolError> {
+    /// Every tool's path, in order.
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        self.tools.iter().map(|t| t.path.as_str())
+    }
+
+    fn search_tools(&self, request: SearchRequest, visible: &PathFilter<'_>) -> Result<Value, ToolError> {
         if let Some(namespace) = &request.namespace {
             match self.source(namespace) {
                 None => {
@@ -192,8 +211,9 @@ impl Catalog {
         }
         let limit = request.limit.unwrap_or(DEFAULT_SEARCH_LIMIT).min(MAX_SEARCH_LIMIT);
         let index = self.index.get_or_init(|| SearchIndex::build(&self.tools));
-        let hits =
-            index.search(&self.tools, &request.query, |t| request.namespace.as_ref().is_none_or(|n| &t.namespace == n));
+        let hits = index.search(&self.tools, &request.query, |t| {
+            request.namespace.as_ref().is_none_or(|n| &t.namespace == n) && visible(&t.path)
+        });
         let items: Vec<Value> = hits
             .iter()
             .skip(request.offset.unwrap_or(0))
@@ -289,8 +309,12 @@ impl Tools for Catalog {
     }
 
     async fn search(&self, request: Value) -> ToolOutcome {
+        self.search_visible(request, &|_| true).await
+    }
+
+    async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {
         let usage = "tools.search({query: string, namespace?: string, limit?: number, offset?: number})";
-        self.search_tools(self::request(request, "query", usage)?)
+        self.search_tools(self::request(request, "query", usage)?, visible)
     }
 
     async fn describe(&self, request: Value) -> ToolOutcome {

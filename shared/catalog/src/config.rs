@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use executor_core::SourcePolicy;
+use executor_core::{Principal, QuotaLimits, SourcePolicy, ToolPattern, Toolkit, ToolkitName};
 use serde::Deserialize;
 use url::Url;
 
@@ -25,6 +25,10 @@ pub const RESERVED_NAMESPACES: [&str; 2] = ["search", "describe"];
 pub struct CatalogConfig {
     pub outbound: OutboundConfig,
     pub sources: Vec<SourceConfig>,
+    /// Narrower views served at `/mcp/toolkits/{name}`.
+    pub toolkits: Vec<Toolkit>,
+    /// `[quotas]`: limits of single owners, over the `EXECUTOR_QUOTA_*` defaults.
+    pub quotas: BTreeMap<Principal, QuotaLimits>,
 }
 
 /// Limits on every request the catalog makes (see `outbound.rs`).
@@ -96,6 +100,10 @@ pub enum ConfigError {
     Syntax { file: PathBuf, message: String },
     #[error("{file}: source `{source_name}`, field `{field}`: {problem}")]
     Invalid { file: PathBuf, source_name: String, field: &'static str, problem: String },
+    #[error("{file}: toolkit `{toolkit}`, field `{field}`: {problem}")]
+    InvalidToolkit { file: PathBuf, toolkit: String, field: &'static str, problem: String },
+    #[error("{file}: [quotas] owner {owner:?}: {problem}")]
+    InvalidQuota { file: PathBuf, owner: String, problem: String },
 }
 
 // What the file says, before validation. Unknown fields are refused so a typo
@@ -107,6 +115,20 @@ struct RawConfig {
     outbound: RawOutbound,
     #[serde(default)]
     sources: Vec<RawSource>,
+    #[serde(default)]
+    toolkits: Vec<RawToolkit>,
+    /// Owner name (as `keys list` shows it) -> limits.
+    #[serde(default)]
+    quotas: BTreeMap<String, QuotaLimits>,
+}
+
+// Fields are checked one by one (not by serde), so an error names the toolkit.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawToolkit {
+    name: String,
+    tools: Vec<String>,
+    policy: Option<toml::Value>,
 }
 
 #[derive(Default, Deserialize)]
@@ -163,6 +185,20 @@ impl CatalogConfig {
         flag.or_else(|| std::env::var_os(CONFIG_ENV).filter(|v| !v.is_empty()).map(PathBuf::from))
     }
 
+    /// The sources file named by `flag` or `EXECUTOR_CONFIG`, validated; with
+    /// neither, no sources, toolkits or quota overrides.
+    pub fn load_located(flag: Option<PathBuf>) -> Result<Self, ConfigError> {
+        match Self::locate(flag) {
+            Some(path) => Self::load(&path),
+            None => Ok(Self {
+                outbound: OutboundConfig::default(),
+                sources: Vec::new(),
+                toolkits: Vec::new(),
+                quotas: BTreeMap::new(),
+            }),
+        }
+    }
+
     /// Read and validate a sources file. Relative spec paths are relative to the file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read { file: path.into(), error })?;
@@ -195,8 +231,48 @@ impl CatalogConfig {
             }
             sources.push(validated);
         }
-        Ok(Self { outbound, sources })
+        let mut toolkits: Vec<Toolkit> = Vec::new();
+        for raw in raw.toolkits {
+            let invalid = |field: &'static str, problem: String| ConfigError::InvalidToolkit {
+                file: file.into(),
+                toolkit: raw.name.clone(),
+                field,
+                problem,
+            };
+            let toolkit = validate_toolkit(&raw).map_err(|(field, problem)| invalid(field, problem))?;
+            if toolkits.iter().any(|t| t.name == toolkit.name) {
+                return Err(invalid("name", "another toolkit already has this name".into()));
+            }
+            toolkits.push(toolkit);
+        }
+        let mut quotas = BTreeMap::new();
+        for (owner, limits) in raw.quotas {
+            let principal = Principal::parse(owner.as_str()).map_err(|e| ConfigError::InvalidQuota {
+                file: file.into(),
+                owner,
+                problem: e.to_string(),
+            })?;
+            quotas.insert(principal, limits);
+        }
+        Ok(Self { outbound, sources, toolkits, quotas })
     }
+}
+
+fn validate_toolkit(raw: &RawToolkit) -> Result<Toolkit, FieldProblem> {
+    let name = ToolkitName::parse(&raw.name).map_err(|e| ("name", e.to_string()))?;
+    if raw.tools.is_empty() {
+        return Err(("tools", "must list at least one tool pattern, e.g. tools = [\"github.issues.*\"]".into()));
+    }
+    let tools = raw
+        .tools
+        .iter()
+        .map(|pattern| ToolPattern::parse(pattern).map_err(|e| ("tools", e.to_string())))
+        .collect::<Result<_, _>>()?;
+    let policy = match &raw.policy {
+        None => SourcePolicy::default(),
+        Some(value) => value.clone().try_into().map_err(|e: toml::de::Error| ("policy", e.message().to_owned()))?,
+    };
+    Ok(Toolkit { name, tools, policy })
 }
 
 type FieldProblem = (&'static str, String);
@@ -336,6 +412,35 @@ mod tests {
         let config = load(include_str!("../../../executor.example.toml")).unwrap();
         let namespaces: Vec<&str> = config.sources.iter().map(|s| s.namespace.as_str()).collect();
         assert_eq!(namespaces, ["github", "billing", "docs"]);
+        assert_eq!(config.toolkits[0].name.as_str(), "support");
+        assert!(config.toolkits[0].includes("github.issues.create") && !config.toolkits[0].includes("billing.x"));
+        let bot = Principal::parse("ci-bot").unwrap();
+        assert_eq!(config.quotas[&bot].executions_per_hour, Some(1000));
+    }
+
+    #[test]
+    fn toolkit_and_quota_mistakes_name_the_file_the_toolkit_and_the_field() {
+        let cases = [
+            ("[[toolkits]]\nname = \"Support\"\ntools = [\"a.*\"]", "toolkit `Support`, field `name`"),
+            ("[[toolkits]]\nname = \"s\"\ntools = []", "toolkit `s`, field `tools`: must list"),
+            ("[[toolkits]]\nname = \"s\"\ntools = [\"a b\"]", "toolkit `s`, field `tools`: tool pattern `a b`"),
+            (
+                "[[toolkits]]\nname = \"s\"\ntools = [\"a.*\"]\npolicy = { default = \"sometimes\" }",
+                "toolkit `s`, field `policy`",
+            ),
+            (
+                "[[toolkits]]\nname = \"s\"\ntools = [\"a.*\"]\n[[toolkits]]\nname = \"s\"\ntools = [\"b.*\"]",
+                "toolkit `s`, field `name`: another toolkit",
+            ),
+            ("[[toolkits]]\nname = \"s\"\ntools = [\"a.*\"]\nfilter = 1", "unknown field `filter`"),
+            ("[quotas.\"a\\nb\"]\nexecutions_per_hour = 1", "[quotas] owner \"a\\nb\""),
+            ("[quotas.alice]\nexecutions_per_day = 1", "unknown field `executions_per_day`"),
+        ];
+        for (text, expected) in cases {
+            let message = load(text).unwrap_err().to_string();
+            assert!(message.starts_with("/etc/executor.toml"), "{message}");
+            assert!(message.contains(expected), "expected `{expected}` in: {message}");
+        }
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod redact;
 mod search;
 mod secrets;
 mod tool;
+mod toolkit;
 mod typescript;
 
 pub use catalog::{Catalog, CatalogError, NamespaceInfo};
@@ -25,3 +26,4 @@ pub use config::{CONFIG_ENV, CatalogConfig, ConfigError};
 pub use outbound::{AddressRules, OutboundError};
 pub use redact::REDACTED;
 pub use secrets::{SecretError, SecretRef};
+pub use toolkit::ToolkitView;

@@ -17,7 +17,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{ApprovalLinks, ElicitationMode, ExecutionId, Journal, Principal, SessionId, Timestamp, TokenHash};
+use crate::{
+    ApprovalLinks, ElicitationMode, ExecutionId, Journal, Principal, SessionId, Timestamp, TokenHash, ToolkitName,
+};
 
 /// The decision a human or the model made on a paused call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +55,9 @@ impl ApprovalAction {
 pub struct ExecutionFailure {
     pub code: String,
     pub message: String,
+    /// For `quota_exceeded`, when waiting helps: how long until a retry may pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
 }
 
 impl ExecutionFailure {
@@ -64,7 +69,13 @@ impl ExecutionFailure {
                       the upstream is unknown and it is not retried (one approval, at most one call). Check the \
                       upstream, then run new code if needed"
                 .into(),
+            retry_after_ms: None,
         }
+    }
+
+    /// A request over a quota: `quota_exceeded`, with `retryAfterMs` when waiting helps.
+    pub fn quota(exceeded: &crate::QuotaExceeded) -> Self {
+        Self { code: "quota_exceeded".into(), message: exceeded.to_string(), retry_after_ms: exceeded.retry_after_ms() }
     }
 }
 
@@ -137,6 +148,10 @@ impl ExecutionState {
             Self::Expired => ExecutionStatus::Expired,
         }
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Something that happens to an execution.
@@ -243,6 +258,15 @@ pub struct Execution {
     /// the claim is its own only if this is its id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<String>,
+    /// The toolkit whose endpoint started it: its continuations see that
+    /// toolkit's tools and policy, and only that endpoint (or an unscoped
+    /// owner) may resume it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolkit: Option<ToolkitName>,
+    /// Decisions claimed so far (each resume that ran): counted in the claim's
+    /// own write, against the resume cap.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resumes: u32,
     /// Bumped by every stored write; writes are conditional on it.
     pub version: u64,
 }
@@ -273,6 +297,8 @@ impl Execution {
             logs: Vec::new(),
             pause_trace: None,
             claim: None,
+            toolkit: None,
+            resumes: 0,
             version: 0,
         }
     }
@@ -341,7 +367,7 @@ mod tests {
     ];
 
     fn failure() -> ExecutionFailure {
-        ExecutionFailure { code: "c".into(), message: "m".into() }
+        ExecutionFailure { code: "c".into(), message: "m".into(), retry_after_ms: None }
     }
 
     fn events() -> [ExecutionEvent; 7] {

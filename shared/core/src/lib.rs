@@ -12,8 +12,10 @@ pub mod ids;
 pub mod journal;
 pub mod policy;
 pub mod principal;
+pub mod quota;
 pub mod session;
 pub mod time;
+pub mod toolkit;
 
 pub use alarm::{AlarmDecision, Timeouts, decide_session_alarm};
 pub use approval::{ApprovalLinks, LinkStatus, MAX_OPEN_LINKS};
@@ -27,5 +29,7 @@ pub use policy::{
     DecisionReason, Effect, PatternError, PolicyAction, PolicyDecision, PolicyRule, SourcePolicy, ToolPattern,
 };
 pub use principal::{ApiKey, Principal, PrincipalError, TokenHash};
+pub use quota::{QuotaExceeded, QuotaLimit, QuotaLimits, Quotas};
 pub use session::{ClientInfo, ElicitationMode, Session, SessionError, SessionStatus};
 pub use time::Timestamp;
+pub use toolkit::{Toolkit, ToolkitDecision, ToolkitName, ToolkitNameError};

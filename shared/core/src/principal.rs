@@ -123,6 +123,9 @@ pub struct ApiKey {
     pub hash: TokenHash,
     pub owner: Principal,
     pub created_at: Timestamp,
+    /// A scoped key works only on this toolkit's endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolkit: Option<crate::ToolkitName>,
 }
 
 #[cfg(test)]

@@ -7,10 +7,10 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use executor_catalog::Catalog;
+use executor_catalog::{Catalog, CatalogConfig};
 use executor_sandbox::{Limits, Sandbox};
 use executor_scheduler::EventBridgeScheduler;
-use executor_service::{Host, HostConfig};
+use executor_service::{Host, HostConfig, ToolkitEndpoint};
 use executor_store::DynamoStore;
 use executor_telemetry::Telemetry;
 use lambda_http::{Body, Error, Request, Response, service_fn};
@@ -40,10 +40,20 @@ pub async fn run(routes: Routes) -> Result<(), Error> {
     let store = Arc::new(DynamoStore::from_env().await?);
     let scheduler = Arc::new(EventBridgeScheduler::from_env().await?);
     // API Gateway routes by host already; DNS-rebinding checks are for loopback.
-    let config = HostConfig { allowed_hosts: None, ..HostConfig::default() }.with_env(|n| std::env::var(n).ok())?;
-    let catalog = Catalog::load(None).await?;
+    let mut config = HostConfig { allowed_hosts: None, ..HostConfig::default() }.with_env(|n| std::env::var(n).ok())?;
+    let sources = CatalogConfig::load_located(None)?;
+    let catalog = Arc::new(Catalog::connect(&sources).await?);
     let namespaces: Vec<String> = catalog.namespaces().into_iter().map(|n| n.namespace).collect();
-    let host = Host::new(store, Arc::new(catalog), &namespaces, Sandbox::new(Limits::default()), scheduler, config);
+    config.quotas.owners = sources.quotas;
+    config.toolkits = Catalog::toolkit_views(&catalog, &sources.toolkits)
+        .into_iter()
+        .map(|view| ToolkitEndpoint {
+            name: view.name().clone(),
+            namespaces: view.namespaces().to_vec(),
+            tools: Arc::new(view),
+        })
+        .collect();
+    let host = Host::new(store, catalog, &namespaces, Sandbox::new(Limits::default()), scheduler, config);
     let handler = service_fn(move |request: Request| {
         let host = host.clone();
         async move { Ok::<_, Infallible>(handle(&host, routes, request).await) }

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use executor_core::{ExecutionFailure, NonDeterministicReplay};
+use executor_core::{ExecutionFailure, NonDeterministicReplay, QuotaExceeded};
 
 use crate::source::SyntaxError;
 
@@ -39,6 +39,9 @@ pub enum SandboxError {
     NeverSettles,
     #[error("internal sandbox error: {message}")]
     Internal { message: String },
+    /// An owner's quota (tool calls per execution) stopped the run.
+    #[error("{0}")]
+    Quota(QuotaExceeded),
 }
 
 impl SandboxError {
@@ -59,12 +62,16 @@ impl SandboxError {
             Self::NonDeterministic(_) => "non_deterministic_replay",
             Self::NeverSettles => "never_settles",
             Self::Internal { .. } => "internal_error",
+            Self::Quota(_) => "quota_exceeded",
         }
     }
 }
 
 impl From<&SandboxError> for ExecutionFailure {
     fn from(error: &SandboxError) -> Self {
-        Self { code: error.code().to_owned(), message: error.to_string() }
+        match error {
+            SandboxError::Quota(exceeded) => Self::quota(exceeded),
+            _ => Self { code: error.code().to_owned(), message: error.to_string(), retry_after_ms: None },
+        }
     }
 }

@@ -22,7 +22,9 @@ pub use error::SandboxError;
 pub use limits::Limits;
 pub use run::{Outcome, Segment, Snapshot};
 pub use source::SyntaxError;
-pub use tools::{CallContext, DESCRIBE_PATH, Policy, SEARCH_PATH, ToolError, ToolOutcome, ToolSuccess, Tools};
+pub use tools::{
+    CallContext, DESCRIBE_PATH, PathFilter, Policy, SEARCH_PATH, ToolError, ToolOutcome, ToolSuccess, Tools,
+};
 
 /// Runs segments of executions under one set of limits.
 #[derive(Clone)]

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use executor_core::{
-    ApprovalAction, Clock, ExecutionId, Journal, JournalStep, PendingCall, Replay, StepOutcome, Timestamp,
+    ApprovalAction, Clock, ExecutionId, Journal, JournalStep, PendingCall, QuotaExceeded, QuotaLimit, Replay,
+    StepOutcome, Timestamp,
 };
 use futures_util::FutureExt;
 use serde::{Deserialize, Serialize};
@@ -42,17 +43,32 @@ pub struct Segment {
     pub journal: Journal,
     /// Decisions by step: on pending calls, or made ahead of time for calls to come.
     pub decisions: BTreeMap<u32, ApprovalAction>,
+    /// The owner's cap on tool calls per execution: a call past it stops the
+    /// run with `quota_exceeded` before it is made.
+    pub max_tool_calls: Option<u32>,
 }
 
 impl Segment {
     pub fn start(execution_id: ExecutionId, code: impl Into<String>, started_at: Timestamp, seed: u64) -> Self {
-        Self { execution_id, code: code.into(), journal: Journal::new(started_at, seed), decisions: BTreeMap::new() }
+        Self {
+            execution_id,
+            code: code.into(),
+            journal: Journal::new(started_at, seed),
+            decisions: BTreeMap::new(),
+            max_tool_calls: None,
+        }
     }
 
     /// Continue a paused execution with one decision for all of its pending calls.
     pub fn resume(execution_id: ExecutionId, snapshot: Snapshot, action: ApprovalAction) -> Self {
         let decisions = snapshot.journal.pending.iter().map(|p| (p.step, action)).collect();
-        Self { execution_id, code: snapshot.code, journal: snapshot.journal, decisions }
+        Self { execution_id, code: snapshot.code, journal: snapshot.journal, decisions, max_tool_calls: None }
+    }
+
+    /// At most `max` tool calls in the whole execution (replayed ones included).
+    pub fn with_max_tool_calls(mut self, max: Option<u32>) -> Self {
+        self.max_tool_calls = max;
+        self
     }
 }
 
@@ -107,12 +123,20 @@ pub(crate) fn plan(
     journal: &Journal,
     decisions: &BTreeMap<u32, ApprovalAction>,
     batch: &[IssuedCall],
+    max_calls: Option<u32>,
     policy: impl Fn(&str, &Value) -> Policy,
 ) -> Result<Vec<Action>, SandboxError> {
     batch
         .iter()
         .map(|call| {
-            Ok(match journal.check(call.step, &call.path, &call.args_hash)? {
+            let replay = journal.check(call.step, &call.path, &call.args_hash)?;
+            // Steps count every call from 0, so a new call at step `max` is one too many.
+            if let (Replay::New, Some(max)) = (&replay, max_calls)
+                && call.step >= max
+            {
+                return Err(SandboxError::Quota(QuotaExceeded::per_execution(QuotaLimit::ToolCallsPerExecution, max)));
+            }
+            Ok(match replay {
                 Replay::Recorded(done) => Action::Replay(done.outcome.clone()),
                 Replay::Pending(pending) => match decisions.get(&call.step) {
                     Some(action) => decided(*action),
@@ -244,7 +268,7 @@ fn drive_counting(
     steps: &mut Steps,
 ) -> Outcome {
     let deadline = Instant::now() + limits.wall_clock;
-    let Segment { execution_id, code, mut journal, decisions } = segment;
+    let Segment { execution_id, code, mut journal, decisions, max_tool_calls } = segment;
     let failed = |error: SandboxError, logs: Vec<String>| Outcome::Failed { error, logs };
 
     let js = match source::prepare(&code, limits) {
@@ -280,7 +304,7 @@ fn drive_counting(
         if batch.is_empty() {
             return failed(SandboxError::NeverSettles, engine.into_logs(false));
         }
-        let actions = match plan(&journal, &decisions, &batch, |path, args| tools.policy(path, args)) {
+        let actions = match plan(&journal, &decisions, &batch, max_tool_calls, |path, args| tools.policy(path, args)) {
             Ok(actions) => actions,
             Err(error) => return failed(error, engine.into_logs(false)),
         };
@@ -436,7 +460,7 @@ mod tests {
             call(6, "gh.get", json!({})),
             call(7, "search", json!({"query": "x"})),
         ];
-        let actions = plan(&journal, &decisions, &batch, policy).unwrap();
+        let actions = plan(&journal, &decisions, &batch, None, policy).unwrap();
         assert_eq!(
             actions,
             [
@@ -451,12 +475,12 @@ mod tests {
             ]
         );
 
-        let diverged = plan(&journal, &decisions, &[call(0, "gh.get", json!({}))], policy);
+        let diverged = plan(&journal, &decisions, &[call(0, "gh.get", json!({}))], None, policy);
         assert!(matches!(diverged, Err(SandboxError::NonDeterministic(_))));
-        let cancelled = plan(&journal, &BTreeMap::from([(1, ApprovalAction::Cancel)]), &batch[1..2], policy);
+        let cancelled = plan(&journal, &BTreeMap::from([(1, ApprovalAction::Cancel)]), &batch[1..2], None, policy);
         assert_eq!(cancelled.unwrap(), [Action::Cancel]);
         let ahead = BTreeMap::from([(4, ApprovalAction::Accept), (5, ApprovalAction::Accept)]);
-        let planned = plan(&journal, &ahead, &batch[4..6], policy).unwrap();
+        let planned = plan(&journal, &ahead, &batch[4..6], None, policy).unwrap();
         assert_eq!(planned, [Action::Call, Action::Block("deletes are off".into())], "a decision never unblocks");
     }
 

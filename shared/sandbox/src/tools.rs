@@ -2,12 +2,15 @@
 //! and the policy that says which calls need a decision. The catalog implements it.
 
 use async_trait::async_trait;
-use executor_core::ExecutionId;
+use executor_core::{ExecutionId, ToolkitName};
 use serde_json::Value;
 
 /// Reserved paths handled by [`Tools::search`] and [`Tools::describe`].
 pub const SEARCH_PATH: &str = "search";
 pub const DESCRIBE_PATH: &str = "describe.tool";
+
+/// Which tool paths a view shows (a toolkit's patterns).
+pub type PathFilter<'a> = dyn for<'p> Fn(&'p str) -> bool + Send + Sync + 'a;
 
 /// Whether a call may run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,4 +85,23 @@ pub trait Tools: Send + Sync {
 
     /// `tools.describe.tool({path})`: TypeScript declarations of the tool.
     async fn describe(&self, request: Value) -> ToolOutcome;
+
+    /// The toolkit this view of the tools is, if it is one (a toolkit's
+    /// executions are resumed with that toolkit's view).
+    fn toolkit(&self) -> Option<&ToolkitName> {
+        None
+    }
+
+    /// `tools.search` among the tools `visible` keeps, for a toolkit's view.
+    /// The default filters what [`Tools::search`] found; the catalog filters
+    /// before paging, so limits and totals count only visible tools.
+    async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {
+        let mut found = self.search(request).await?;
+        if let Some(items) = found["items"].as_array_mut() {
+            items.retain(|item| item["path"].as_str().is_some_and(visible));
+            let total = items.len();
+            found["total"] = total.into();
+        }
+        Ok(found)
+    }
 }

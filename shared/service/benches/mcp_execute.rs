@@ -92,12 +92,15 @@ fn mcp_execute(c: &mut Criterion) {
         hash: TokenHash::of_token(TOKEN),
         owner: Principal::parse("bench").unwrap(),
         created_at: Timestamp::from_millis(0),
+        toolkit: None,
     };
     runtime.block_on(store.create_key(&key)).unwrap();
     let sandbox = Sandbox::new(Limits::default());
     let tools = Arc::new(runtime.block_on(Catalog::load(None)).unwrap());
     let scheduler = Arc::new(executor_scheduler::InProcessScheduler::new());
-    let host = Host::new(store, tools.clone(), &[], sandbox.clone(), scheduler, HostConfig::default());
+    let host_with =
+        |config: HostConfig| Host::new(store.clone(), tools.clone(), &[], sandbox.clone(), scheduler.clone(), config);
+    let host = host_with(HostConfig::default());
     let answer = runtime.block_on(host.handle(request()));
     assert_eq!(answer.status(), 200, "{:?}", answer.body());
     assert!(String::from_utf8_lossy(answer.body()).contains("\"result\":3"));
@@ -114,7 +117,7 @@ fn mcp_execute(c: &mut Criterion) {
             }
         })
     });
-    let execute = |b: &mut criterion::Bencher, runtime: &Runtime| {
+    let execute_on = |b: &mut criterion::Bencher, runtime: &Runtime, host: &Host| {
         b.to_async(runtime).iter(|| {
             let host = host.clone();
             async move {
@@ -123,7 +126,21 @@ fn mcp_execute(c: &mut Criterion) {
             }
         })
     };
+    let execute = |b: &mut criterion::Bencher, runtime: &Runtime| execute_on(b, runtime, &host);
     group.bench_function("tools/call execute: return 1 + 2", |b| execute(b, &runtime));
+
+    // Quotas on, never reached: the hourly count (one conditional write before
+    // the run), then also a running slot (taken in the same write, released after).
+    let unreachable = 1_000_000_000;
+    let mut hourly = HostConfig::default();
+    hourly.quotas.defaults.executions_per_hour = Some(unreachable);
+    let hourly = host_with(hourly);
+    group.bench_function("tools/call execute, hourly quota", |b| execute_on(b, &runtime, &hourly));
+    let mut both = HostConfig::default();
+    both.quotas.defaults.executions_per_hour = Some(unreachable);
+    both.quotas.defaults.concurrent_executions = Some(unreachable);
+    let both = host_with(both);
+    group.bench_function("tools/call execute, hourly and concurrent quotas", |b| execute_on(b, &runtime, &both));
 
     // Lambda telemetry without an endpoint: log lines and EMF, nowhere to export.
     let dropped: Lines = Arc::new(|_: &str| {});

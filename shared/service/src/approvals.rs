@@ -175,7 +175,16 @@ impl ApprovalRoutes {
     }
 
     /// `GET /api/executions/{id}` and `POST /api/executions/{id}/resume` `{action}`.
-    pub async fn api(&self, request: &Request<Bytes>, owner: &Principal, base_url: &str) -> Response<Bytes> {
+    /// `scope` is the view of a key scoped to a toolkit: it reaches only that
+    /// toolkit's executions.
+    pub async fn api(
+        &self,
+        request: &Request<Bytes>,
+        owner: &Principal,
+        scope: Option<Arc<dyn Tools>>,
+        base_url: &str,
+    ) -> Response<Bytes> {
+        let tools = scope.unwrap_or_else(|| self.tools.clone());
         let rest = request.uri().path().strip_prefix("/api/executions/").unwrap_or_default();
         let (id, resume) = match rest.strip_suffix("/resume") {
             Some(id) => (id, true),
@@ -189,7 +198,7 @@ impl ApprovalRoutes {
         };
         crate::spans::record("executor.execution.id", id.as_str());
         let result = match (request.method(), resume) {
-            (&Method::GET, false) => self.executions.view(owner, &id).await,
+            (&Method::GET, false) => self.executions.view_in(owner, &id, tools).await,
             (&Method::POST, true) => {
                 let action = serde_json::from_slice::<Value>(request.body())
                     .map_err(|e| format!("the body must be JSON like {{\"action\":\"accept\"}}: {e}"))
@@ -198,7 +207,7 @@ impl ApprovalRoutes {
                         ApprovalAction::parse(action.ok_or("`action` (accept, decline or cancel) is required")?)
                     });
                 match action {
-                    Ok(action) => self.executions.decide_as_owner(owner, &id, action, self.tools.clone()).await,
+                    Ok(action) => self.executions.decide_as_owner(owner, &id, action, tools).await,
                     Err(message) => {
                         let body =
                             json!({"status": "error", "error": {"code": "invalid_arguments", "message": message}});
@@ -224,6 +233,7 @@ fn error_status(error: &ResumeError) -> StatusCode {
         ResumeError::AlreadySettled(_) => StatusCode::CONFLICT,
         ResumeError::Expired(_) => StatusCode::GONE,
         ResumeError::Busy(_) | ResumeError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+        ResumeError::Quota(_) => StatusCode::TOO_MANY_REQUESTS,
     }
 }
 
@@ -240,6 +250,7 @@ fn error_page(error: &ResumeError) -> Response<Bytes> {
             "Nobody decided in time, so the call was not made and the code stopped. Ask the agent to run it again.",
             None,
         ),
+        ResumeError::Quota(exceeded) => approval_page::message("Over a quota", &exceeded.to_string(), None),
         ResumeError::Busy(_) => return unavailable_page(&error.to_string()),
         ResumeError::Store(e) => return unavailable_page(&e.to_string()),
     };

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use executor_core::{Principal, TokenHash};
+use executor_core::{Principal, TokenHash, ToolkitName};
 use executor_store::{KeyStore, StoreError};
 use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 
@@ -28,15 +28,16 @@ impl Authenticator {
         self.oidc.as_ref().map(Oidc::issuer)
     }
 
-    /// The caller of a bearer API key, or the 401 challenge.
-    /// `refuse` answers in the surface's own shape (JSON-RPC for `/mcp`, the
-    /// API's for `/api`).
-    pub async fn authenticate(
+    /// The caller of a bearer API key (or OIDC token) and the toolkit it is
+    /// scoped to, if any; or the 401 challenge. A scoped caller works only on
+    /// its toolkit's routes: each route checks. `refuse` answers in the
+    /// surface's own shape (JSON-RPC for `/mcp`, the API's for `/api`).
+    pub async fn authenticate_scoped(
         &self,
         headers: &HeaderMap,
         base_url: &str,
         refuse: fn(StatusCode, &str) -> Response<Bytes>,
-    ) -> Result<Principal, Response<Bytes>> {
+    ) -> Result<(Principal, Option<ToolkitName>), Response<Bytes>> {
         let token = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -53,7 +54,7 @@ impl Authenticator {
         // Only the conformance build: its suite cannot send a token (see `conformance::anonymous_owner`).
         #[cfg(feature = "conformance")]
         if token.is_none_or(str::is_empty) {
-            return Ok(crate::conformance::anonymous_owner());
+            return Ok((crate::conformance::anonymous_owner(), None));
         }
         let Some(token) = token.filter(|t| !t.is_empty()) else {
             return Err(challenge(
@@ -61,14 +62,14 @@ impl Authenticator {
             ));
         };
         if let Some(oidc) = self.oidc.as_ref().filter(|_| Oidc::looks_like_jwt(token)) {
-            let owner = oidc.principal(token).await.map_err(|e| challenge(&format!("Unauthorized: {e}")))?;
+            let (owner, toolkit) = oidc.principal(token).await.map_err(|e| challenge(&format!("Unauthorized: {e}")))?;
             spans::record_owner(&owner);
-            return Ok(owner);
+            return Ok((owner, toolkit));
         }
         match self.keys.find_key(&TokenHash::of_token(token)).await {
             Ok(key) => {
                 spans::record_owner(&key.owner);
-                Ok(key.owner)
+                Ok((key.owner, key.toolkit))
             }
             Err(StoreError::NotFound { .. }) => Err(challenge("Unauthorized: the API key is not valid")),
             Err(e) => Err(refuse(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())),
@@ -76,7 +77,16 @@ impl Authenticator {
     }
 }
 
+/// Why a key scoped to `toolkit` is refused here (403).
+pub(crate) fn scoped_elsewhere(toolkit: &ToolkitName) -> String {
+    format!("Forbidden: this key is scoped to toolkit `{toolkit}` and works only on /mcp/toolkits/{toolkit}")
+}
+
 /// A request `/mcp` did not let in: 401, or 503 when the keys cannot be read.
 pub(crate) fn rpc_refusal(status: StatusCode, message: &str) -> Response<Bytes> {
-    rpc_error(status, if status == StatusCode::UNAUTHORIZED { -32001 } else { -32603 }, message)
+    let code = match status {
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => -32001,
+        _ => -32603,
+    };
+    rpc_error(status, code, message)
 }

@@ -4,10 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use executor_core::{Clock, ElicitationMode, SystemClock, Timeouts};
+use executor_core::{Clock, ElicitationMode, QuotaLimit, Quotas, SystemClock, Timeouts};
 
 use crate::native::RequestStateKey;
 use crate::oidc::OidcConfig;
+use crate::toolkits::ToolkitEndpoint;
 
 /// How the host is set up.
 #[derive(Debug, Clone)]
@@ -37,6 +38,10 @@ pub struct HostConfig {
     /// more wait a second, then get `busy`. Bounds memory: each run may use
     /// the sandbox's heap limit.
     pub max_concurrent_executions: usize,
+    /// Served at `/mcp/toolkits/{name}` beside `/mcp`.
+    pub toolkits: Vec<ToolkitEndpoint>,
+    /// Per-owner limits: `EXECUTOR_QUOTA_*` for everyone, `[quotas]` per owner.
+    pub quotas: Quotas,
 }
 
 impl Default for HostConfig {
@@ -54,6 +59,8 @@ impl Default for HostConfig {
             request_state_key: None,
             clock: Arc::new(SystemClock),
             max_concurrent_executions: crate::executions::DEFAULT_MAX_CONCURRENT,
+            toolkits: Vec::new(),
+            quotas: Quotas::default(),
         }
     }
 }
@@ -85,7 +92,7 @@ const PUBLIC_URL_EXPECTED: &str =
 impl HostConfig {
     /// The defaults, with `EXECUTOR_SESSION_TIMEOUT_MS`, `EXECUTOR_PAUSED_LEASE_MS`,
     /// `EXECUTOR_APPROVAL_WINDOW_MS`, `EXECUTOR_APPROVAL_WAIT_MS`, `EXECUTOR_ELICITATION_MODE`,
-    /// `EXECUTOR_REQUEST_STATE_KEY`, `EXECUTOR_PUBLIC_URL` and the `EXECUTOR_OIDC_*` settings
+    /// `EXECUTOR_REQUEST_STATE_KEY`, `EXECUTOR_PUBLIC_URL`, the `EXECUTOR_QUOTA_*` and the `EXECUTOR_OIDC_*` settings
     /// applied from `lookup`
     /// (`|name| std::env::var(name).ok()` in the hosts).
     pub fn with_env(mut self, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
@@ -129,6 +136,25 @@ impl HostConfig {
         }
         if let Some(url) = lookup("EXECUTOR_PUBLIC_URL").filter(|u| !u.trim().is_empty()) {
             self = self.with_public_url(&url)?;
+        }
+        let d = &mut self.quotas.defaults;
+        for (limit, slot) in [
+            (QuotaLimit::ExecutionsPerHour, &mut d.executions_per_hour),
+            (QuotaLimit::ConcurrentExecutions, &mut d.concurrent_executions),
+            (QuotaLimit::ResumesPerExecution, &mut d.resumes_per_execution),
+            (QuotaLimit::ToolCallsPerExecution, &mut d.tool_calls_per_execution),
+        ] {
+            let name = limit.variable();
+            match lookup(name).as_deref().map(str::trim) {
+                None | Some("") => {}
+                Some(value) => match value.parse::<u32>() {
+                    Ok(n) if n > 0 => *slot = Some(n),
+                    _ => {
+                        let expected = "a whole number greater than zero (unset it for no limit)";
+                        return Err(ConfigError { name, expected, value: value.to_owned() });
+                    }
+                },
+            }
         }
         if let Some(issuer) = lookup("EXECUTOR_OIDC_ISSUER").filter(|u| !u.trim().is_empty()) {
             let issuer = http_url("EXECUTOR_OIDC_ISSUER", OIDC_ISSUER_EXPECTED, issuer)?;

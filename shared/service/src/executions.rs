@@ -5,12 +5,14 @@
 //! table) and is written with `update_execution`, which is conditional on the
 //! version read: two racing resumes cannot both run the approved call.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use executor_core::{
     ApprovalAction, Clock, ElicitationMode, Execution, ExecutionEvent, ExecutionFailure, ExecutionId, ExecutionState,
-    ExecutionStatus, LinkStatus, PendingCall, Principal, SessionId, Timeouts, Timestamp, TokenHash, TransitionError,
+    ExecutionStatus, LinkStatus, PendingCall, Principal, QuotaExceeded, SessionId, Timeouts, Timestamp, TokenHash,
+    ToolkitName, TransitionError,
 };
 use executor_sandbox::{Outcome, Sandbox, SandboxError, Segment, Snapshot, Tools};
 use executor_store::{Access, ExecutionStore, StoreError};
@@ -20,6 +22,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
+use crate::quotas::QuotaGate;
 use crate::random::ApprovalToken;
 
 /// How long a settled or expired execution stays readable (then TTL removes it),
@@ -79,6 +82,8 @@ pub enum ResumeError {
     AlreadySettled(ExecutionId),
     #[error("the server is running as many executions as it allows at once ({0}); nothing ran: retry in a few seconds")]
     Busy(usize),
+    #[error("{0}")]
+    Quota(QuotaExceeded),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -90,6 +95,7 @@ impl ResumeError {
             Self::Expired(_) => "execution_expired",
             Self::AlreadySettled(_) => "execution_already_settled",
             Self::Busy(_) => "busy",
+            Self::Quota(_) => "quota_exceeded",
             Self::Store(_) => "store_error",
         }
     }
@@ -112,6 +118,11 @@ pub struct Executions {
     /// many requests arrive.
     slots: Arc<Semaphore>,
     max_concurrent: usize,
+    /// Each toolkit's view of the tools: a toolkit's execution continues in it,
+    /// whichever endpoint or link decides it.
+    toolkits: HashMap<ToolkitName, Arc<dyn Tools>>,
+    /// Per-owner quotas; `None` counts nothing.
+    quotas: Option<QuotaGate>,
 }
 
 impl Executions {
@@ -124,6 +135,34 @@ impl Executions {
             approval_wait: Duration::from_secs(20),
             slots: Arc::new(Semaphore::new(DEFAULT_MAX_CONCURRENT)),
             max_concurrent: DEFAULT_MAX_CONCURRENT,
+            toolkits: HashMap::new(),
+            quotas: None,
+        }
+    }
+
+    /// Count and enforce the owners' quotas.
+    pub(crate) fn with_quotas(mut self, quotas: QuotaGate) -> Self {
+        self.quotas = Some(quotas);
+        self
+    }
+
+    /// The toolkits' views, by name, for continuing their executions.
+    pub fn with_toolkits(mut self, toolkits: HashMap<ToolkitName, Arc<dyn Tools>>) -> Self {
+        self.toolkits = toolkits;
+        self
+    }
+
+    /// The tools a continuation of `execution` runs with, for a caller whose
+    /// view is `tools`. A caller in a toolkit (its endpoint, or a key scoped to
+    /// it) sees only that toolkit's executions; anyone else is not told they
+    /// exist. An unscoped caller may decide a toolkit's execution, which then
+    /// continues in the toolkit's view, never a wider one.
+    fn tools_for(&self, execution: &Execution, tools: Arc<dyn Tools>) -> Result<Arc<dyn Tools>, ResumeError> {
+        let hidden = || ResumeError::NotFound(execution.id.clone());
+        match (tools.toolkit(), &execution.toolkit) {
+            (Some(scope), started) if started.as_ref() != Some(scope) => Err(hidden()),
+            (Some(_), _) | (None, None) => Ok(tools),
+            (None, Some(started)) => self.toolkits.get(started).cloned().ok_or_else(hidden),
         }
     }
 
@@ -169,14 +208,46 @@ impl Executions {
     ) -> Result<ExecutionResult, StoreError> {
         let id = crate::random::execution_id().map_err(no_randomness)?;
         let Ok(_slot) = self.slot().await else {
-            let error =
-                ExecutionFailure { code: "busy".into(), message: ResumeError::Busy(self.max_concurrent).to_string() };
+            let message = ResumeError::Busy(self.max_concurrent).to_string();
+            let error = ExecutionFailure { code: "busy".into(), message, retry_after_ms: None };
             return Ok(ExecutionResult::Failed { execution_id: id, error, logs: Vec::new() });
         };
         let now = self.clock.now();
-        let segment = Segment::start(id.clone(), code.clone(), now, crate::random::seed().map_err(no_randomness)?);
+        let (held, max_tool_calls) = match &self.quotas {
+            None => (None, None),
+            Some(gate) => match gate.admit(owner, &id, now, self.run_limit()).await? {
+                Ok(held) => (held, gate.limits(owner).tool_calls_per_execution),
+                Err(exceeded) => {
+                    let error = ExecutionFailure::quota(&exceeded);
+                    return Ok(ExecutionResult::Failed { execution_id: id, error, logs: Vec::new() });
+                }
+            },
+        };
+        let result = self.run_new(owner, session, mode, code, tools, id, now, max_tool_calls).await;
+        if let (Some(gate), Some(held)) = (&self.quotas, held) {
+            gate.release(held).await;
+        }
+        result
+    }
+
+    /// [`Executions::execute`] once admitted.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_new(
+        &self,
+        owner: &Principal,
+        session: Option<&SessionId>,
+        mode: ElicitationMode,
+        code: String,
+        tools: Arc<dyn Tools>,
+        id: ExecutionId,
+        now: Timestamp,
+        max_tool_calls: Option<u32>,
+    ) -> Result<ExecutionResult, StoreError> {
+        let segment = Segment::start(id.clone(), code.clone(), now, crate::random::seed().map_err(no_randomness)?)
+            .with_max_tool_calls(max_tool_calls);
         count(Metric::ExecutionsStarted);
-        let outcome = self.sandbox.run(segment, tools).await;
+        let toolkit = tools.toolkit().cloned();
+        let outcome = crate::quotas::counted(self.sandbox.run(segment, tools).await);
         let (snapshot, logs) = match outcome {
             Outcome::Paused { snapshot, logs } => (snapshot, logs),
             Outcome::Completed { result, logs } => {
@@ -190,6 +261,7 @@ impl Executions {
         };
         let mut execution =
             Execution::start(id.clone(), owner.clone(), session.cloned(), mode, code, snapshot.journal.clone(), now);
+        execution.toolkit = toolkit;
         let link = self.pause(&mut execution, snapshot, logs, now, Write::Create).await?;
         Ok(paused_result(&execution, link))
     }
@@ -215,6 +287,7 @@ impl Executions {
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
         let execution = self.load(Access::Owner(owner), id).await?;
+        let tools = self.tools_for(&execution, tools)?;
         let elsewhere = pause.is_some_and(|step| {
             !matches!(execution.state, ExecutionState::Paused { .. }) || pending_step(&execution) != Some(step)
         });
@@ -247,6 +320,7 @@ impl Executions {
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
         let execution = self.load(Access::Owner(owner), id).await?;
+        let tools = self.tools_for(&execution, tools)?;
         let asked = execution.mode == ElicitationMode::Native
             && matches!(execution.state, ExecutionState::Paused { .. })
             && pending_step(&execution) == Some(step);
@@ -268,6 +342,7 @@ impl Executions {
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
         let execution = self.load(Access::Owner(owner), id).await?;
+        let tools = self.tools_for(&execution, tools)?;
         self.decide(execution, action, None, tools).await
     }
 
@@ -281,6 +356,7 @@ impl Executions {
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
         let execution = self.load(Access::Internal, id).await?;
+        let tools = self.tools_for(&execution, tools)?;
         let hash = ApprovalToken::hash_of(token);
         match execution.links.status(&hash) {
             LinkStatus::Open => self.decide(execution, action, Some(hash), tools).await,
@@ -300,9 +376,22 @@ impl Executions {
         }
     }
 
-    /// Where an execution of `owner` stands (`GET /api/executions/{id}`).
+    /// Where an execution of `owner` stands.
     pub async fn view(&self, owner: &Principal, id: &ExecutionId) -> Result<ExecutionResult, ResumeError> {
         let execution = self.load(Access::Owner(owner), id).await?;
+        settled(&execution)
+    }
+
+    /// [`Executions::view`] for a caller whose view is `tools` (`GET
+    /// /api/executions/{id}`): another toolkit's execution is not found.
+    pub async fn view_in(
+        &self,
+        owner: &Principal,
+        id: &ExecutionId,
+        tools: Arc<dyn Tools>,
+    ) -> Result<ExecutionResult, ResumeError> {
+        let execution = self.load(Access::Owner(owner), id).await?;
+        self.tools_for(&execution, tools)?;
         settled(&execution)
     }
 
@@ -371,6 +460,11 @@ impl Executions {
             Err(_) if execution.state == ExecutionState::Expired => return Err(ResumeError::Expired(id)),
             Err(_) => return Err(ResumeError::AlreadySettled(id)),
         }
+        // The resume cap, counted in the claim's own write.
+        if let Some(gate) = &self.quotas {
+            gate.check_resume(&execution.owner, execution.resumes).map_err(ResumeError::Quota)?;
+        }
+        execution.resumes += 1;
         let claim = crate::random::claim_id().map_err(no_randomness)?;
         execution.claim = Some(claim.clone());
         match self.store.update_execution(&mut execution).await {
@@ -400,7 +494,9 @@ impl Executions {
         // Replayed: the only winner runs the continuation.
         let snapshot = Snapshot { code: execution.code.clone(), journal: execution.journal.clone() };
         executor_telemetry::add(Metric::ReplaySteps, snapshot.journal.steps.len() as u64);
-        let outcome = self.sandbox.run(Segment::resume(id.clone(), snapshot, action), tools).await;
+        let max_tool_calls = self.quotas.as_ref().and_then(|q| q.limits(&execution.owner).tool_calls_per_execution);
+        let segment = Segment::resume(id.clone(), snapshot, action).with_max_tool_calls(max_tool_calls);
+        let outcome = crate::quotas::counted(self.sandbox.run(segment, tools).await);
         let now = self.clock.now();
 
         // Settled, or paused again at the next approval.

@@ -11,11 +11,12 @@
 //! never-ending GET streams (which hang a buffered Lambda). Stateless, any
 //! instance answers any request.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use executor_core::{ElicitationMode, Principal};
+use executor_core::{ElicitationMode, Principal, ToolkitName};
 use executor_sandbox::{Sandbox, Tools};
 use executor_scheduler::AlarmScheduler;
 use executor_store::Store;
@@ -27,14 +28,26 @@ use serde_json::{Value, json};
 use tracing::{Instrument, Span};
 
 use crate::approvals::ApprovalRoutes;
-use crate::auth::{Authenticator, rpc_refusal};
+use crate::auth::{Authenticator, rpc_refusal, scoped_elsewhere};
 use crate::config::{HostConfig, parse_mode};
 use crate::mcp_tools::{Caller, McpServer};
 use crate::native::NativeApprovals;
 use crate::oidc::Oidc;
+use crate::quotas::QuotaGate;
 use crate::responses::{json_response, preflight, rpc_error, text, with_cors};
 use crate::sessions::{SESSION_HEADER, STATELESS_VERSION, Sessions};
+use crate::toolkits::TOOLKITS_PATH;
 use crate::{Alarms, Executions, spans};
+
+type McpService = StreamableHttpService<McpServer, LocalSessionManager>;
+
+/// A toolkit's endpoint: its view of the tools (for its owners' JSON API
+/// calls) and its MCP service.
+#[derive(Clone)]
+struct ToolkitRoute {
+    tools: Arc<dyn Tools>,
+    mcp: McpService,
+}
 
 #[derive(Clone)]
 pub struct Host {
@@ -42,7 +55,8 @@ pub struct Host {
     sessions: Arc<Sessions>,
     alarms: Arc<Alarms>,
     approvals: Arc<ApprovalRoutes>,
-    mcp: StreamableHttpService<McpServer, LocalSessionManager>,
+    mcp: McpService,
+    toolkits: Arc<HashMap<ToolkitName, ToolkitRoute>>,
     config: HostConfig,
     native_available: bool,
 }
@@ -57,10 +71,13 @@ impl Host {
         config: HostConfig,
     ) -> Self {
         let clock = config.clock.clone();
+        let views = config.toolkits.iter().map(|t| (t.name.clone(), t.tools.clone())).collect();
         let executions = Arc::new(
             Executions::new(store.clone(), sandbox, config.timeouts, clock)
                 .with_approval_wait(config.approval_wait)
-                .with_max_concurrent(config.max_concurrent_executions),
+                .with_max_concurrent(config.max_concurrent_executions)
+                .with_toolkits(views)
+                .with_quotas(QuotaGate::new(store.clone(), config.quotas.clone())),
         );
         let approvals = Arc::new(ApprovalRoutes::new(executions.clone(), tools.clone()));
         let alarms = Arc::new(Alarms::new(store.clone(), store.clone(), scheduler, config.timeouts));
@@ -69,7 +86,6 @@ impl Host {
             Arc::new(NativeApprovals::new(key, config.timeouts.approval_window))
         });
         let native_available = native.is_some();
-        let server = McpServer::new(executions, tools, namespaces, native);
         let mut rmcp_config = StreamableHttpServerConfig::default()
             .with_legacy_session_mode(false)
             .with_json_response(true)
@@ -80,7 +96,18 @@ impl Host {
             Some(hosts) => rmcp_config.with_allowed_hosts(hosts.clone()),
             None => rmcp_config.disable_allowed_hosts(),
         };
-        let mcp = StreamableHttpService::new(move || Ok(server.clone()), Default::default(), rmcp_config);
+        let service = |server: McpServer| -> McpService {
+            StreamableHttpService::new(move || Ok(server.clone()), Default::default(), rmcp_config.clone())
+        };
+        let toolkits = config
+            .toolkits
+            .iter()
+            .map(|t| {
+                let server = McpServer::new(executions.clone(), t.tools.clone(), &t.namespaces, native.clone());
+                (t.name.clone(), ToolkitRoute { tools: t.tools.clone(), mcp: service(server) })
+            })
+            .collect();
+        let mcp = service(McpServer::new(executions, tools, namespaces, native));
         let auth = Arc::new(Authenticator::new(store.clone(), config.oidc.clone().map(Oidc::new)));
         let sessions = Arc::new(Sessions::new(
             store,
@@ -89,7 +116,7 @@ impl Host {
             config.activity_interval,
             config.session_retention,
         ));
-        Self { auth, sessions, alarms, approvals, mcp, config, native_available }
+        Self { auth, sessions, alarms, approvals, mcp, toolkits: Arc::new(toolkits), config, native_available }
     }
 
     /// The alarm handler: what a fired alarm (in-process timer or the alarm
@@ -144,7 +171,17 @@ impl Host {
                 }
                 with_cors(json_response(StatusCode::OK, &metadata))
             }
-            (_, "/mcp") => with_cors(self.mcp(request).await),
+            (_, "/mcp") => with_cors(self.mcp(request, None).await),
+            (_, path) if path.starts_with(TOOLKITS_PATH) => {
+                let name = &path[TOOLKITS_PATH.len()..];
+                match self.toolkits.get_key_value(name) {
+                    Some((name, _)) => {
+                        let name = name.clone();
+                        with_cors(self.mcp(request, Some(&name)).await)
+                    }
+                    None => with_cors(crate::toolkits::unknown(name)),
+                }
+            }
             _ => text(StatusCode::NOT_FOUND, "not found"),
         }
     }
@@ -168,11 +205,21 @@ impl Host {
         }
         if path.starts_with("/api/executions/") {
             let base_url = self.base_url(request.headers());
-            let owner = match self.auth.authenticate(request.headers(), &base_url, crate::approvals::api_error).await {
-                Ok(owner) => owner,
+            let auth = self.auth.authenticate_scoped(request.headers(), &base_url, crate::approvals::api_error).await;
+            let (owner, scope) = match auth {
+                Ok(caller) => caller,
                 Err(response) => return response,
             };
-            return self.approvals.api(&request, &owner, &base_url).await;
+            // A scoped key reaches only its toolkit's executions; one whose
+            // toolkit is no longer configured reaches none.
+            let scope = match scope {
+                None => None,
+                Some(name) => match self.toolkits.get(&name) {
+                    Some(route) => Some(route.tools.clone()),
+                    None => return crate::approvals::api_error(StatusCode::FORBIDDEN, &scoped_elsewhere(&name)),
+                },
+            };
+            return self.approvals.api(&request, &owner, scope, &base_url).await;
         }
         if request.method() == Method::GET && path == "/healthz" {
             return text(StatusCode::OK, "ok");
@@ -180,17 +227,24 @@ impl Host {
         text(StatusCode::NOT_FOUND, "not found")
     }
 
-    async fn mcp(&self, request: Request<Bytes>) -> Response<Bytes> {
+    /// `/mcp` (`toolkit` is `None`) or a toolkit's endpoint.
+    async fn mcp(&self, request: Request<Bytes>, toolkit: Option<&ToolkitName>) -> Response<Bytes> {
         if request.method() == Method::OPTIONS {
             return preflight();
         }
         let base_url = self.base_url(request.headers());
-        let owner = match self.auth.authenticate(request.headers(), &base_url, rpc_refusal).await {
-            Ok(owner) => owner,
+        let owner = match self.auth.authenticate_scoped(request.headers(), &base_url, rpc_refusal).await {
+            Ok((owner, None)) => owner,
+            Ok((owner, Some(scope))) if Some(&scope) == toolkit => owner,
+            Ok((_, Some(scope))) => return rpc_refusal(StatusCode::FORBIDDEN, &scoped_elsewhere(&scope)),
             Err(response) => return response,
         };
+        let service = match toolkit.and_then(|name| self.toolkits.get(name)) {
+            Some(route) => &route.mcp,
+            None => &self.mcp,
+        };
         match *request.method() {
-            Method::POST => self.post(request, owner).await,
+            Method::POST => self.post(request, owner, service).await,
             Method::DELETE => self.sessions.end(request.headers(), &owner).await,
             _ => {
                 let mut response =
@@ -201,7 +255,7 @@ impl Host {
         }
     }
 
-    async fn post(&self, request: Request<Bytes>, owner: Principal) -> Response<Bytes> {
+    async fn post(&self, request: Request<Bytes>, owner: Principal, service: &McpService) -> Response<Bytes> {
         let (mut parts, body) = request.into_parts();
         if body.len() > self.config.max_body_bytes {
             let message =
@@ -236,18 +290,11 @@ impl Host {
         let mode = self.effective_mode(mode, &parts.headers, &message);
         spans::record("executor.elicitation_mode", mode.as_str());
         parts.extensions.insert(Caller { owner: owner.clone(), session, mode, base_url, span: Span::current() });
-        let response = self.forward(Request::from_parts(parts, body)).await;
+        let response = forward(service, Request::from_parts(parts, body)).await;
         if !initialize || response.status() != StatusCode::OK {
             return response;
         }
         self.sessions.start(response, &message, owner, mode).await
-    }
-
-    async fn forward(&self, request: Request<Bytes>) -> Response<Bytes> {
-        let response = self.mcp.handle(request.map(Full::new)).await;
-        let (parts, body) = response.into_parts();
-        let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-        crate::jsonrpc::error_as_json_rpc(Response::from_parts(parts, body))
     }
 
     /// Native mode needs a request-state key and a 2026-07-28 client
@@ -270,6 +317,13 @@ impl Host {
         let scheme = headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()).unwrap_or("http");
         format!("{scheme}://{host}")
     }
+}
+
+async fn forward(service: &McpService, request: Request<Bytes>) -> Response<Bytes> {
+    let response = service.handle(request.map(Full::new)).await;
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+    crate::jsonrpc::error_as_json_rpc(Response::from_parts(parts, body))
 }
 
 /// Whether a 2026-07-28 request's client capabilities (in `_meta`, SEP-2575)

@@ -5,10 +5,13 @@
 //! owner. With `share_key_owners` (explicit configuration) the claim itself is
 //! the owner, so a person's key and their IdP login are one owner. The JWKS is
 //! fetched once and again only for an unknown key id, at most once a minute.
+//!
+//! A token with the claim [`TOOLKIT_CLAIM`] is scoped to the toolkit it names,
+//! as a key created with `--toolkit` is.
 
 use std::time::{Duration, Instant};
 
-use executor_core::Principal;
+use executor_core::{Principal, ToolkitName};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{DecodingKey, Validation, decode, decode_header};
 use serde_json::Value;
@@ -34,9 +37,14 @@ pub enum OidcError {
     Invalid(String),
     #[error("the token has no usable `{0}` claim to name its owner")]
     NoOwner(String),
+    #[error("the token's `{TOOLKIT_CLAIM}` claim must name a toolkit: {0}")]
+    Toolkit(String),
     #[error("the issuer's keys could not be fetched: {0}")]
     Keys(String),
 }
+
+/// The claim that scopes a token to one toolkit (`/mcp/toolkits/{name}`).
+pub const TOOLKIT_CLAIM: &str = "executor_toolkit";
 
 /// The shortest time between two JWKS fetches.
 const REFETCH_AFTER: Duration = Duration::from_secs(60);
@@ -63,8 +71,9 @@ impl Oidc {
         token.split('.').count() == 3
     }
 
-    /// The owner named by a valid token.
-    pub async fn principal(&self, token: &str) -> Result<Principal, OidcError> {
+    /// The owner named by a valid token, and the toolkit its
+    /// [`TOOLKIT_CLAIM`] scopes it to.
+    pub async fn principal(&self, token: &str) -> Result<(Principal, Option<ToolkitName>), OidcError> {
         let header = decode_header(token).map_err(|e| OidcError::Invalid(e.to_string()))?;
         let kid = header.kid.ok_or_else(|| OidcError::Invalid("the token names no key (`kid`)".into()))?;
         let key = self.key(&kid).await?;
@@ -78,7 +87,13 @@ impl Oidc {
         } else {
             Principal::oidc(&self.config.issuer, owner)
         };
-        principal.map_err(|_| OidcError::NoOwner(self.config.owner_claim.clone()))
+        let principal = principal.map_err(|_| OidcError::NoOwner(self.config.owner_claim.clone()))?;
+        let toolkit = match claims.get(TOOLKIT_CLAIM) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(name)) => Some(ToolkitName::parse(name).map_err(|e| OidcError::Toolkit(e.to_string()))?),
+            Some(other) => return Err(OidcError::Toolkit(format!("{other} is not a string"))),
+        };
+        Ok((principal, toolkit))
     }
 
     async fn key(&self, kid: &str) -> Result<DecodingKey, OidcError> {

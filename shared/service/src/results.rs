@@ -14,10 +14,13 @@ pub(crate) fn execution(result: &ExecutionResult, base_url: &str) -> (Value, boo
         ExecutionResult::Completed { result, logs, .. } => {
             (json!({ "status": "completed", "result": result, "logs": logs }), false)
         }
-        ExecutionResult::Failed { error, logs, .. } => (
-            json!({ "status": "error", "error": { "code": error.code, "message": error.message }, "logs": logs }),
-            true,
-        ),
+        ExecutionResult::Failed { error, logs, .. } => {
+            let mut failure = json!({ "code": error.code, "message": error.message });
+            if let Some(ms) = error.retry_after_ms {
+                failure["retryAfterMs"] = ms.into();
+            }
+            (json!({ "status": "error", "error": failure, "logs": logs }), true)
+        }
         ExecutionResult::Paused { execution_id, expires_at, link: Some(token), logs, .. } => (
             json!({
                 "status": "user_approval_required",
@@ -58,7 +61,13 @@ pub(crate) fn approval_url(base_url: &str, id: &ExecutionId, token: &ApprovalTok
 }
 
 pub(crate) fn resume_error(error: &ResumeError) -> Value {
-    json!({ "status": "error", "error": { "code": error.code(), "message": error.to_string() } })
+    let mut failure = json!({ "code": error.code(), "message": error.to_string() });
+    if let ResumeError::Quota(exceeded) = error
+        && let Some(ms) = exceeded.retry_after_ms()
+    {
+        failure["retryAfterMs"] = ms.into();
+    }
+    json!({ "status": "error", "error": failure })
 }
 
 /// One line for the model to act on, then the JSON.
@@ -118,7 +127,11 @@ mod tests {
             (
                 ExecutionResult::Failed {
                     execution_id: id.clone(),
-                    error: ExecutionFailure { code: "syntax_error".into(), message: "bad".into() },
+                    error: ExecutionFailure {
+                        code: "syntax_error".into(),
+                        message: "bad".into(),
+                        retry_after_ms: None,
+                    },
                     logs: vec![],
                 },
                 json!({"status": "error", "error": {"code": "syntax_error", "message": "bad"}, "logs": []}),

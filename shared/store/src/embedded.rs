@@ -17,6 +17,9 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTran
 use serde::{Deserialize, Serialize};
 
 use crate::records::{self, API_KEY, EXECUTION, SESSION};
+
+#[path = "embedded_quota.rs"]
+mod quota;
 use crate::traced::traced;
 use crate::{Access, ExecutionStore, KeyStore, SessionStore, StoreError};
 

@@ -2,7 +2,7 @@
 //! update-if-version); every read says whose view it takes.
 
 use async_trait::async_trait;
-use executor_core::{ApiKey, Execution, ExecutionId, Principal, Session, SessionId, Timestamp, TokenHash};
+use executor_core::{ApiKey, Execution, ExecutionId, Principal, QuotaLimit, Session, SessionId, Timestamp, TokenHash};
 
 use crate::StoreError;
 
@@ -75,7 +75,55 @@ pub trait KeyStore: Send + Sync {
     async fn revoke_key(&self, hash: &TokenHash) -> Result<(), StoreError>;
 }
 
-/// Everything the service needs from storage, in one object.
-pub trait Store: SessionStore + ExecutionStore + KeyStore {}
+/// What a new execution takes from its owner's quotas: each part is counted
+/// only if every part fits, in one atomic write.
+#[derive(Debug, Clone)]
+pub struct QuotaTake {
+    pub owner: Principal,
+    /// Decides which leases have run out (and the hour window's item lifetime).
+    pub now: Timestamp,
+    /// One of the hour's executions.
+    pub hourly: Option<HourlyTake>,
+    /// One of the slots for executions running at once.
+    pub slot: Option<SlotTake>,
+}
 
-impl<T: SessionStore + ExecutionStore + KeyStore> Store for T {}
+#[derive(Debug, Clone, Copy)]
+pub struct HourlyTake {
+    /// The start of the fixed hour being counted.
+    pub window: Timestamp,
+    pub limit: u32,
+}
+
+/// A slot held by `execution` until released, or until `lease_until` if
+/// whatever held it stopped without releasing it.
+#[derive(Debug, Clone)]
+pub struct SlotTake {
+    pub execution: ExecutionId,
+    pub limit: u32,
+    pub lease_until: Timestamp,
+}
+
+/// Whether a [`QuotaTake`] fitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaOutcome {
+    Taken,
+    /// Nothing was counted: this limit is reached.
+    Refused(QuotaLimit),
+}
+
+#[async_trait]
+pub trait QuotaStore: Send + Sync {
+    /// Count `take` if every part is under its limit (conditional updates in
+    /// one transaction: of N racing takes against a limit of L, exactly L fit);
+    /// otherwise count nothing and say which limit refused it.
+    async fn take_quota(&self, take: &QuotaTake) -> Result<QuotaOutcome, StoreError>;
+
+    /// Give back the slot `execution` took (a no-op if it is gone).
+    async fn release_slot(&self, owner: &Principal, execution: &ExecutionId) -> Result<(), StoreError>;
+}
+
+/// Everything the service needs from storage, in one object.
+pub trait Store: SessionStore + ExecutionStore + KeyStore + QuotaStore {}
+
+impl<T: SessionStore + ExecutionStore + KeyStore + QuotaStore> Store for T {}

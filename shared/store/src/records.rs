@@ -26,6 +26,20 @@ pub(crate) const KEYS_PK: &str = "KEYS";
 pub(crate) const KEY_PREFIX: &str = "KEY#";
 pub(crate) const PAUSED_PREFIX: &str = "PAUSED#";
 
+pub(crate) const QUOTA: &str = "quota counter";
+/// A quota's concurrency slots: one item per owner.
+pub(crate) const SLOTS_SK: &str = "SLOTS";
+
+/// An owner's quota counters share one partition.
+pub(crate) fn quota_pk(owner: &executor_core::Principal) -> String {
+    format!("QUOTA#{owner}")
+}
+
+/// The counter of the hour starting at `window`.
+pub(crate) fn hour_sk(window: executor_core::Timestamp) -> String {
+    format!("HOUR#{}", window.as_millis())
+}
+
 pub(crate) fn session_pk(id: &SessionId) -> String {
     format!("SESSION#{id}")
 }

@@ -54,10 +54,12 @@ pub enum Metric {
     /// An execution nothing ran any more (its runner stopped) was settled as `interrupted`;
     /// counted in `ExecutionsFailed` too.
     ExecutionsInterrupted,
+    /// A request refused with `quota_exceeded`: an owner was over one of their quotas.
+    QuotaRejections,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 17] = [
+    pub const ALL: [Metric; 18] = [
         Metric::ExecutionsStarted,
         Metric::ExecutionsCompleted,
         Metric::ExecutionsFailed,
@@ -75,6 +77,7 @@ impl Metric {
         Metric::ActivityWriteFailures,
         Metric::ExecutionsBusy,
         Metric::ExecutionsInterrupted,
+        Metric::QuotaRejections,
     ];
 
     pub fn name(self) -> &'static str {
@@ -96,6 +99,7 @@ impl Metric {
             Metric::ActivityWriteFailures => "ActivityWriteFailures",
             Metric::ExecutionsBusy => "ExecutionsBusy",
             Metric::ExecutionsInterrupted => "ExecutionsInterrupted",
+            Metric::QuotaRejections => "QuotaRejections",
         }
     }
 

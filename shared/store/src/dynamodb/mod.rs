@@ -5,10 +5,12 @@
 //! - `SESSION#<id>` / `PAUSED#<executionId>`: index of the session's paused work;
 //! - `EXEC#<id>` / `EXEC`: an execution, holding chunk 0 of its snapshot;
 //! - `EXEC#<id>` / `CHUNK#nnnn`: further chunks of a large snapshot;
-//! - `KEY#<sha256>` / `KEY`: an API key.
+//! - `KEY#<sha256>` / `KEY`: an API key;
+//! - `QUOTA#<owner>` / `HOUR#<start>` and `SLOTS`: quota counters (`quota.rs`).
 
 mod errors;
 mod item;
+mod quota;
 mod table;
 
 use std::sync::Arc;

@@ -1,0 +1,153 @@
+//! A toolkit's view of the tools: only the tools its patterns select, and
+//! the stricter of the source's and the toolkit's action for each call.
+//!
+//! Outside the toolkit, search, describe and calls behave as if the tool did
+//! not exist: the same `unknown_tool` answer a missing tool gets, and no
+//! suggestion that could name a tool the toolkit hides.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use executor_core::{PolicyAction, Toolkit, ToolkitName};
+use executor_sandbox::{CallContext, PathFilter, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
+use serde_json::Value;
+
+pub struct ToolkitView {
+    toolkit: Toolkit,
+    inner: Arc<dyn Tools>,
+    /// The namespaces that may hold the toolkit's tools, for `execute`'s description.
+    namespaces: Vec<String>,
+}
+
+impl ToolkitView {
+    /// `toolkit` over `inner`, whose namespaces are `namespaces`.
+    pub fn new(toolkit: Toolkit, inner: Arc<dyn Tools>, namespaces: &[String]) -> Self {
+        let namespaces = namespaces.iter().filter(|n| toolkit.may_include_namespace(n)).cloned().collect();
+        Self { toolkit, inner, namespaces }
+    }
+
+    pub fn name(&self) -> &ToolkitName {
+        &self.toolkit.name
+    }
+
+    /// The namespaces `execute`'s description lists on the toolkit's endpoint.
+    pub fn namespaces(&self) -> &[String] {
+        &self.namespaces
+    }
+
+    /// The toolkit's rules that would loosen a source's decision for one of
+    /// `paths` and so have no effect, one line each, for the start-up warning.
+    pub fn loosening<'a>(&self, paths: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+        let mut warnings: Vec<String> = Vec::new();
+        for path in paths.into_iter().filter(|p| self.toolkit.includes(p)) {
+            let source = action(&self.inner.policy(path, &Value::Null));
+            let Some(own) = self.toolkit.would_loosen(path, source) else { continue };
+            let prefix = format!("toolkit `{}` {own} ", self.toolkit.name);
+            // One line per rule: the first tool it would loosen is example enough.
+            if warnings.iter().any(|w| w.starts_with(&prefix)) {
+                continue;
+            }
+            warnings.push(format!(
+                "{prefix}says `{}` for tools.{path}, looser than its source's `{}`: a toolkit can only tighten, so \
+                 this has no effect",
+                name(own.action),
+                name(source)
+            ));
+        }
+        warnings
+    }
+
+    /// What a tool outside the toolkit, or missing, looks like.
+    fn unknown(path: &str) -> ToolError {
+        ToolError {
+            code: "unknown_tool".into(),
+            message: format!("no tool `{path}`; find tools with tools.search({{query}})"),
+        }
+    }
+
+    /// The inner answer, with a missing tool answered as [`Self::unknown`] (the
+    /// inner one may suggest a tool outside the toolkit).
+    fn hide<T>(path: &str, outcome: Result<T, ToolError>) -> Result<T, ToolError> {
+        outcome.map_err(|error| if error.code == "unknown_tool" { Self::unknown(path) } else { error })
+    }
+}
+
+fn action(policy: &Policy) -> PolicyAction {
+    match policy {
+        Policy::Run => PolicyAction::Run,
+        Policy::NeedsApproval { .. } => PolicyAction::Approve,
+        Policy::Blocked { .. } => PolicyAction::Block,
+    }
+}
+
+fn name(action: PolicyAction) -> &'static str {
+    match action {
+        PolicyAction::Run => "run",
+        PolicyAction::Approve => "approve",
+        PolicyAction::Block => "block",
+    }
+}
+
+#[async_trait]
+impl Tools for ToolkitView {
+    fn policy(&self, path: &str, args: &Value) -> Policy {
+        // Like an unknown path: the call then says the tool does not exist.
+        if !self.toolkit.includes(path) {
+            return Policy::Run;
+        }
+        let source = self.inner.policy(path, args);
+        let Some(own) = self.toolkit.tightens(path, action(&source)) else { return source };
+        let name = &self.toolkit.name;
+        match own.action {
+            PolicyAction::Approve => {
+                Policy::NeedsApproval { message: format!("tools.{path} needs approval: toolkit `{name}` {own}") }
+            }
+            PolicyAction::Block => {
+                Policy::Blocked { reason: format!("tools.{path} is blocked by toolkit `{name}` {own}") }
+            }
+            PolicyAction::Run => unreachable!("run is never stricter than another action"),
+        }
+    }
+
+    async fn call(&self, path: &str, args: Value, ctx: &CallContext) -> ToolOutcome {
+        self.call_with_status(path, args, ctx).await.map(|success| success.data)
+    }
+
+    async fn call_with_status(&self, path: &str, args: Value, ctx: &CallContext) -> Result<ToolSuccess, ToolError> {
+        if !self.toolkit.includes(path) {
+            return Err(Self::unknown(path));
+        }
+        Self::hide(path, self.inner.call_with_status(path, args, ctx).await)
+    }
+
+    async fn search(&self, request: Value) -> ToolOutcome {
+        if let Some(namespace) = request.get("namespace").and_then(Value::as_str)
+            && !self.namespaces.iter().any(|n| n == namespace)
+        {
+            let message = format!("no namespace `{namespace}`; namespaces: {}", self.namespaces.join(", "));
+            return Err(ToolError { code: "invalid_arguments".into(), message });
+        }
+        self.inner.search_visible(request, &|path| self.toolkit.includes(path)).await
+    }
+
+    async fn describe(&self, request: Value) -> ToolOutcome {
+        let path = match &request {
+            Value::String(path) => Some(path.as_str()),
+            other => other.get("path").and_then(Value::as_str),
+        };
+        match path.map(|p| p.strip_prefix("tools.").unwrap_or(p)) {
+            Some(path) if !self.toolkit.includes(path) => Err(Self::unknown(path)),
+            Some(path) => Self::hide(path, self.inner.describe(request.clone()).await),
+            // Malformed: the inner usage message says what is expected.
+            None => self.inner.describe(request).await,
+        }
+    }
+
+    fn toolkit(&self) -> Option<&ToolkitName> {
+        Some(&self.toolkit.name)
+    }
+
+    async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {
+        self.inner.search_visible(request, &|path| self.toolkit.includes(path) && visible(path)).await
+    }
+}
