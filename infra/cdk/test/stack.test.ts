@@ -14,6 +14,7 @@ const arn = (service: string, rest: string) => `arn:${PARTITION_REGION_ACCOUNT.r
 const ALARM_FUNCTION_ARN = arn('lambda', 'function:ExecutorStack-alarm');
 const SCHEDULES_ARN = arn('scheduler', 'schedule/ExecutorStack-sessions/executor-session-*');
 const KEYS_CONDITION = { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['SESSION#*', 'EXEC#*'] } };
+const GRANTS_CONDITION = { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['GRANTS#*'] } };
 
 describe('resources', () => {
   test('counts', () => {
@@ -299,6 +300,13 @@ describe('IAM', () => {
           Resource: ['${Table.Arn}'],
           Condition: KEYS_CONDITION,
         },
+        {
+          Sid: 'Grants',
+          Effect: 'Allow',
+          Action: ['dynamodb:PutItem', 'dynamodb:Query'],
+          Resource: ['${Table.Arn}'],
+          Condition: GRANTS_CONDITION,
+        },
         ...scheduling,
       ]),
     );
@@ -316,6 +324,13 @@ describe('IAM', () => {
           Action: ['dynamodb:DeleteItem', 'dynamodb:PutItem'],
           Resource: ['${Table.Arn}'],
           Condition: KEYS_CONDITION,
+        },
+        {
+          Sid: 'Grants',
+          Effect: 'Allow',
+          Action: ['dynamodb:DeleteItem', 'dynamodb:PutItem', 'dynamodb:Query'],
+          Resource: ['${Table.Arn}'],
+          Condition: GRANTS_CONDITION,
         },
       ]),
     );
@@ -463,6 +478,7 @@ describe('the Rust code still matches the grants', () => {
     const records = rust('shared/store/src/records.rs');
     assert.match(records, /format!\("SESSION#\{id\}"\)/);
     assert.match(records, /format!\("EXEC#\{id\}"\)/);
+    assert.match(records, /format!\("GRANTS#\{owner\}"\)/);
   });
 
   test('schedule names (scheduler resource)', () => {
@@ -477,7 +493,8 @@ describe('the Rust code still matches the grants', () => {
       .map((m) => m[1])
       .sort();
     // get_item, put_item, query, transact_*: granted. scan: local host only
-    // (armed_sessions). delete_item: `executor keys revoke` only.
+    // (armed_sessions), and `executor grants revoke` finding a grant by id.
+    // delete_item: `executor keys revoke`, and grant revokes (GRANTS#*).
     assert.deepEqual(
       [...new Set(calls)],
       ['delete_item', 'get_item', 'put_item', 'query', 'scan', 'transact_get_items', 'transact_write_items'],

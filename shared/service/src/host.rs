@@ -29,6 +29,7 @@ use tracing::{Instrument, Span};
 use crate::approvals::ApprovalRoutes;
 use crate::auth::{Authenticator, rpc_refusal};
 use crate::config::{HostConfig, parse_mode};
+use crate::grants::Grants;
 use crate::mcp_tools::{Caller, McpServer};
 use crate::native::NativeApprovals;
 use crate::oidc::Oidc;
@@ -42,6 +43,7 @@ pub struct Host {
     sessions: Arc<Sessions>,
     alarms: Arc<Alarms>,
     approvals: Arc<ApprovalRoutes>,
+    grants: Arc<Grants>,
     mcp: StreamableHttpService<McpServer, LocalSessionManager>,
     config: HostConfig,
     native_available: bool,
@@ -57,10 +59,12 @@ impl Host {
         config: HostConfig,
     ) -> Self {
         let clock = config.clock.clone();
+        let grants = Arc::new(Grants::new(store.clone(), clock.clone(), config.grant_ttl));
         let executions = Arc::new(
             Executions::new(store.clone(), sandbox, config.timeouts, clock)
                 .with_approval_wait(config.approval_wait)
-                .with_max_concurrent(config.max_concurrent_executions),
+                .with_max_concurrent(config.max_concurrent_executions)
+                .with_grants(grants.clone()),
         );
         let approvals = Arc::new(ApprovalRoutes::new(executions.clone(), tools.clone()));
         let alarms = Arc::new(Alarms::new(store.clone(), store.clone(), scheduler, config.timeouts));
@@ -89,7 +93,7 @@ impl Host {
             config.activity_interval,
             config.session_retention,
         ));
-        Self { auth, sessions, alarms, approvals, mcp, config, native_available }
+        Self { auth, sessions, alarms, approvals, grants, mcp, config, native_available }
     }
 
     /// The alarm handler: what a fired alarm (in-process timer or the alarm
@@ -166,12 +170,16 @@ impl Host {
             let secure = self.base_url(request.headers()).starts_with("https://");
             return self.approvals.page(&request, secure).await;
         }
-        if path.starts_with("/api/executions/") {
+        let grants = path == "/api/grants" || path.starts_with("/api/grants/");
+        if path.starts_with("/api/executions/") || grants {
             let base_url = self.base_url(request.headers());
             let owner = match self.auth.authenticate(request.headers(), &base_url, crate::approvals::api_error).await {
                 Ok(owner) => owner,
                 Err(response) => return response,
             };
+            if grants {
+                return self.grants.api(&request, &owner).await;
+            }
             return self.approvals.api(&request, &owner, &base_url).await;
         }
         if request.method() == Method::GET && path == "/healthz" {

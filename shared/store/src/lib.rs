@@ -17,6 +17,6 @@ mod traced;
 pub use dynamodb::DynamoStore;
 pub use embedded::EmbeddedStore;
 pub use error::StoreError;
-pub use ports::{Access, ExecutionStore, KeyStore, SessionStore, Store};
+pub use ports::{Access, ExecutionStore, GrantStore, KeyStore, SessionStore, Store};
 pub use records::{MAX_ITEM_BODY_BYTES, MAX_SNAPSHOT_BYTES};
 pub use traced::traced;
