@@ -1,29 +1,30 @@
-//! The admin socket: how `executor keys` reaches a running `executor serve`.
+//! The admin socket: how `executor keys` and `executor grants` reach a
+//! running `executor serve`.
 //!
 //! The embedded store admits one process at a time (redb locks its file), so
-//! while the server runs, a `keys` command cannot open it. The server
-//! therefore listens on a Unix socket in its data directory, `admin.sock`,
-//! and runs the `keys` commands it receives on the store it holds: a key is
-//! created or revoked without stopping the server, and a revoked key is
-//! refused on its next request.
+//! while the server runs, a command cannot open it. The server therefore
+//! listens on a Unix socket in its data directory, `admin.sock`, and runs the
+//! commands it receives on the store it holds: a key or grant is created or
+//! revoked without stopping the server, and takes effect on the next request.
 //!
 //! Only the user who runs the server can use it: the socket is mode 0600, and
 //! every connection's peer credentials are checked against the socket's owner
 //! too (that also covers the instant between `bind` and `chmod`). The protocol
-//! is one JSON line each way: a [`keys::Command`], then
-//! `{"Ok": <keys::Reply>}` or `{"Err": "<message>"}`.
+//! is one JSON line each way: a [`Command`], then `{"Ok": <Reply>}` or
+//! `{"Err": "<message>"}`.
 
 use std::io;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use executor_store::KeyStore;
+use executor_store::{GrantStore, KeyStore};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::task::JoinHandle;
 
-use crate::keys::{self, Command, Reply};
+use crate::commands::run;
+pub use crate::commands::{Command, Reply};
 
 /// The socket's name in the data directory.
 pub const SOCKET: &str = "admin.sock";
@@ -54,10 +55,10 @@ impl Drop for AdminSocket {
     }
 }
 
-/// Listen in `data_dir` for `keys` commands and run them on `store`. The
+/// Listen in `data_dir` for commands and run them on `store`. The
 /// caller holds the store, so no other server uses this directory: a socket
 /// file left there by one that crashed is replaced.
-pub fn listen<S: KeyStore + 'static>(data_dir: &Path, store: Arc<S>) -> io::Result<AdminSocket> {
+pub fn listen<S: KeyStore + GrantStore + 'static>(data_dir: &Path, store: Arc<S>) -> io::Result<AdminSocket> {
     let path = data_dir.join(SOCKET);
     match std::fs::remove_file(&path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
@@ -89,15 +90,15 @@ pub fn listen<S: KeyStore + 'static>(data_dir: &Path, store: Arc<S>) -> io::Resu
 }
 
 /// One command, one answer.
-async fn serve<S: KeyStore>(stream: UnixStream, store: Arc<S>) {
+async fn serve<S: KeyStore + GrantStore>(stream: UnixStream, store: Arc<S>) {
     let (read, mut write) = stream.into_split();
     let mut line = String::new();
     if BufReader::new(read.take(MAX_LINE)).read_line(&mut line).await.is_err() {
         return;
     }
     let answer: Result<Reply, String> = match serde_json::from_str::<Command>(&line) {
-        Ok(command) => keys::run(&*store, command).await.map_err(|e| e.to_string()),
-        Err(e) => Err(format!("not a keys command ({e}); use an `executor` of the same version as the server")),
+        Ok(command) => run(&*store, command).await,
+        Err(e) => Err(format!("not an admin command ({e}); use an `executor` of the same version as the server")),
     };
     let mut text = serde_json::to_string(&answer).unwrap_or_default();
     text.push('\n');

@@ -2,5 +2,7 @@
 
 #[cfg(unix)]
 pub mod admin;
+pub mod commands;
+pub mod grants;
 pub mod keys;
 pub mod serve;

@@ -1,6 +1,6 @@
 //! `executor`: `serve` runs the local host (the default: `cargo run`); `keys`
-//! manages API keys of the store (through the running server when it holds
-//! the embedded store: `executor_cli::admin`).
+//! manages API keys and `grants` remembered approvals of the store (through
+//! the running server when it holds the embedded store: `executor_cli::admin`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use executor_catalog::Catalog;
 #[cfg(unix)]
 use executor_cli::admin;
-use executor_cli::{keys, serve};
+use executor_cli::{commands, grants, keys, serve};
 use executor_store::{DynamoStore, EmbeddedStore, Store};
 
 #[derive(Parser)]
@@ -120,6 +120,7 @@ Environment (checked before anything is created; a bad value names the variable)
   EXECUTOR_PAUSED_LEASE_MS            extra idle time for a session with paused work [default: 600000]
   EXECUTOR_APPROVAL_WINDOW_MS         how long a pause waits for a decision [default: 600000]
   EXECUTOR_APPROVAL_WAIT_MS           how long a browser-mode resume waits [default: 20000]
+  EXECUTOR_GRANT_TTL_MS               how long an Always-allow grant lasts [default: 2592000000, 30 days]
   EXECUTOR_ELICITATION_MODE           model, browser or native, without ?elicitation_mode= [default: model]
   EXECUTOR_REQUEST_STATE_KEY          native-mode HMAC key, 32 bytes or more [default: <data dir>/request-state.key]
   EXECUTOR_MAX_CONCURRENT_EXECUTIONS  sandbox runs at once; more get `busy` [default: 16]
@@ -151,6 +152,34 @@ enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// List and revoke remembered approvals ("Always allow" on an approval page).
+    Grants {
+        #[command(subcommand)]
+        command: GrantsCommand,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum GrantsCommand {
+    /// List OWNER's live grants: id, tool, creation and expiry.
+    List {
+        /// Whose grants: an API key's owner (or an OIDC identity as the server records it).
+        #[arg(long)]
+        owner: String,
+    },
+    /// Revoke the grant with this id (as `grants list` shows it); the tool asks again on its next call.
+    Revoke { id: String },
+}
+
+impl From<GrantsCommand> for grants::Command {
+    fn from(command: GrantsCommand) -> Self {
+        match command {
+            GrantsCommand::List { owner } => Self::GrantsList { owner },
+            GrantsCommand::Revoke { id } => Self::GrantsRevoke { id },
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -186,7 +215,8 @@ async fn main() -> ExitCode {
     let command = Cli::parse().command.unwrap_or_else(|| Command::Serve(ServeArgs::parse_from(["executor"])));
     let result = match command {
         Command::Serve(args) => serve_command(args).await,
-        Command::Keys { command, store } => run_keys(command.into(), &store).await,
+        Command::Keys { command, store } => run_admin(commands::Command::Keys(command.into()), &store).await,
+        Command::Grants { command, store } => run_admin(commands::Command::Grants(command.into()), &store).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -222,7 +252,7 @@ fn open_embedded(dir: &Path) -> Result<Arc<EmbeddedStore>, String> {
     EmbeddedStore::open(dir).map(Arc::new).map_err(|e| e.to_string())
 }
 
-async fn run_keys(command: keys::Command, args: &StoreArgs) -> Result<(), String> {
+async fn run_admin(command: commands::Command, args: &StoreArgs) -> Result<(), String> {
     // A server running on the embedded store holds it: that server runs the command.
     #[cfg(unix)]
     if matches!(args.store, StoreKind::Embedded)
@@ -231,10 +261,10 @@ async fn run_keys(command: keys::Command, args: &StoreArgs) -> Result<(), String
         return answer.map(|reply| println!("{reply}"));
     }
     let reply = match open(args).await? {
-        Opened::Embedded(store) => keys::run(&*store, command).await,
-        Opened::Dynamo(store) => keys::run(&*store, command).await,
+        Opened::Embedded(store) => commands::run(&*store, command).await,
+        Opened::Dynamo(store) => commands::run(&*store, command).await,
     };
-    println!("{}", reply.map_err(|e| e.to_string())?);
+    println!("{}", reply?);
     Ok(())
 }
 
@@ -367,11 +397,15 @@ fn make_room_for_connections(max_connections: usize) {
 /// Listen for `executor keys` in the data directory; without the socket the
 /// server still serves, and says what that means.
 #[cfg(unix)]
-fn admin_socket<S: executor_store::KeyStore + 'static>(data_dir: &Path, store: Arc<S>) -> Option<admin::AdminSocket> {
+fn admin_socket<S: executor_store::KeyStore + executor_store::GrantStore + 'static>(
+    data_dir: &Path,
+    store: Arc<S>,
+) -> Option<admin::AdminSocket> {
     admin::listen(data_dir, store)
         .inspect_err(|e| {
             eprintln!(
-                "executor: no admin socket in {} ({e}): `executor keys` cannot reach this server; stop it to manage keys",
+                "executor: no admin socket in {} ({e}): `executor keys` and `executor grants` cannot reach this \
+                 server; stop it to manage keys and grants",
                 data_dir.display()
             )
         })

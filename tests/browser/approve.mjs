@@ -2,7 +2,7 @@
 // (`<name>-pending.png` before, `<name>.png` after) and print, as JSON, the pending page's heading and
 // text and the outcome page's heading and text.
 //
-//   node approve.mjs <approval-url> <screenshot.png> [Approve|Decline]
+//   node approve.mjs <approval-url> <screenshot.png> [Approve|Decline|"Always allow …"]
 //
 // Uses Debian's `chromium` package (CHROMIUM overrides the path): playwright-core
 // never downloads a browser. Each launch gets a fresh, empty profile.
@@ -10,7 +10,7 @@ import { chromium } from "playwright-core";
 
 const [url, screenshot, button = "Approve"] = process.argv.slice(2);
 if (!url || !screenshot) {
-  console.error("usage: node approve.mjs <approval-url> <screenshot.png> [Approve|Decline]");
+  console.error("usage: node approve.mjs <approval-url> <screenshot.png> [Approve|Decline|'Always allow …']");
   process.exit(2);
 }
 

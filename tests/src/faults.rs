@@ -21,9 +21,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use executor_core::{ApiKey, Execution, ExecutionId, Principal, Session, SessionId, Timestamp, TokenHash};
+use executor_core::{
+    ApiKey, Execution, ExecutionId, Grant, GrantId, Principal, Session, SessionId, Timestamp, TokenHash,
+};
 use executor_scheduler::AlarmScheduler;
-use executor_store::{Access, ExecutionStore, KeyStore, QuotaOutcome, QuotaStore, QuotaTake, SessionStore, StoreError};
+use executor_store::{
+    Access, ExecutionStore, GrantStore, KeyStore, QuotaOutcome, QuotaStore, QuotaTake, SessionStore, StoreError,
+};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -284,6 +288,21 @@ impl<T: QuotaStore> QuotaStore for Faulty<T> {
 
     async fn release_slot(&self, owner: &Principal, execution: &ExecutionId) -> Result<(), StoreError> {
         self.faults.run("release_slot", self.inner.release_slot(owner, execution)).await
+    }
+}
+
+#[async_trait]
+impl<T: GrantStore> GrantStore for Faulty<T> {
+    async fn create_grant(&self, grant: &Grant) -> Result<(), StoreError> {
+        self.faults.run("create_grant", self.inner.create_grant(grant)).await
+    }
+
+    async fn list_grants(&self, owner: &Principal) -> Result<Vec<Grant>, StoreError> {
+        self.faults.run("list_grants", self.inner.list_grants(owner)).await
+    }
+
+    async fn revoke_grant(&self, access: Access<'_>, id: &GrantId) -> Result<Grant, StoreError> {
+        self.faults.run("revoke_grant", self.inner.revoke_grant(access, id)).await
     }
 }
 

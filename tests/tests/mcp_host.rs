@@ -249,6 +249,7 @@ on_both_deployments!(
     only_whoever_was_asked_decides_a_native_pause,
     a_2026_07_28_client_is_served_without_a_session,
     native_mode_asks_the_clients_user_and_the_retry_resumes,
+    native_always_allow_is_remembered_until_revoked,
     sessions_keys_and_the_challenge_over_plain_http,
     the_smoke_script_passes,
     a_toolkit_sees_only_its_tools_and_only_tightens,
@@ -376,6 +377,8 @@ async fn a_2026_07_28_client_is_served_without_a_session(deployment: Deployment)
 #[derive(Clone)]
 struct Approver {
     answer: rmcp::model::ElicitationAction,
+    /// The form the user fills in, e.g. `{"remember": "always"}`.
+    content: Option<Value>,
     asked: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
@@ -394,7 +397,11 @@ impl rmcp::ClientHandler for Approver {
         if let rmcp::model::ElicitRequestParams::FormElicitationParams { message, .. } = request {
             self.asked.lock().unwrap().push(message);
         }
-        Ok(rmcp::model::ElicitResult::new(self.answer.clone()))
+        let result = rmcp::model::ElicitResult::new(self.answer.clone());
+        Ok(match &self.content {
+            Some(content) => result.with_content(content.clone()),
+            None => result,
+        })
     }
 }
 
@@ -406,7 +413,17 @@ async fn approver(
     token: &str,
     answer: rmcp::model::ElicitationAction,
 ) -> (RunningService<RoleClient, Approver>, Asked) {
-    let approver = Approver { answer, asked: Arc::default() };
+    approver_filling(host, token, answer, None).await
+}
+
+/// Like [`approver`], with the form filled in with `content`.
+async fn approver_filling(
+    host: &Running,
+    token: &str,
+    answer: rmcp::model::ElicitationAction,
+    content: Option<Value>,
+) -> (RunningService<RoleClient, Approver>, Asked) {
+    let approver = Approver { answer, content, asked: Arc::default() };
     let asked = approver.asked.clone();
     let url = format!("{}?elicitation_mode=native", host.url);
     let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token.to_owned());
@@ -491,6 +508,46 @@ async fn native_mode_asks_the_clients_user_and_the_retry_resumes(deployment: Dep
     let (paused, _) = call(&plain, "execute", json!({"code": WRITE})).await;
     assert_eq!(paused["status"], "waiting_for_interaction", "{paused}");
     restarted.stop().await;
+}
+
+/// Native mode: "always allow" in the client's form stores a grant. Later
+/// calls of the tool run without asking, for that owner only, until the grant
+/// is revoked through `DELETE /api/grants/{id}`.
+async fn native_always_allow_is_remembered_until_revoked(deployment: Deployment) {
+    use rmcp::model::ElicitationAction;
+    let place = Place::new(deployment).await;
+    let host = Running::start_with(&place, None, native()).await;
+    let code = "await tools.w.create({title: 'x'}); return 'created'";
+    let execute = || CallToolRequestParams::new("execute").with_arguments(args(json!({"code": code})));
+    let always = Some(json!({"remember": "always"}));
+    let (alice, asked) = approver_filling(&host, &host.token, ElicitationAction::Accept, always).await;
+    for run in 1..=2 {
+        let done = alice.call_tool(execute()).await.unwrap().structured_content.unwrap();
+        assert_eq!(done["result"], "created", "{done}");
+        assert_eq!(host.tools.calls().len(), run);
+        assert_eq!(asked.lock().unwrap().len(), 1, "asked once, then remembered");
+    }
+    // Another owner is still asked.
+    let (bob, bob_asked) = approver(&host, &host.bob, ElicitationAction::Accept).await;
+    assert_eq!(bob.call_tool(execute()).await.unwrap().structured_content.unwrap()["result"], "created");
+    assert_eq!(bob_asked.lock().unwrap().len(), 1);
+
+    let http = executor_http_client::builder().build().unwrap();
+    let grants = host.url.replace("/mcp", "/api/grants");
+    let listed: Value = http.get(&grants).bearer_auth(&host.token).send().await.unwrap().json().await.unwrap();
+    assert_eq!(listed["grants"].as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(
+        (&listed["grants"][0]["tool"], &listed["grants"][0]["grantedBy"]),
+        (&json!("w.create"), &json!("client"))
+    );
+    let id = listed["grants"][0]["id"].as_str().unwrap();
+    let revoked = http.delete(format!("{grants}/{id}")).bearer_auth(&host.token).send().await.unwrap();
+    assert_eq!(revoked.status(), 204);
+
+    // Revoked: asked again.
+    assert_eq!(alice.call_tool(execute()).await.unwrap().structured_content.unwrap()["result"], "created");
+    assert_eq!(asked.lock().unwrap().len(), 2);
+    host.stop().await;
 }
 
 async fn sessions_keys_and_the_challenge_over_plain_http(deployment: Deployment) {

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use executor_core::{
-    ApiKey, ApprovalAction, ClientInfo, ElicitationMode, Execution, ExecutionEvent, ExecutionId, ExecutionState,
-    Journal, JournalStep, LinkStatus, PendingCall, Principal, QuotaLimit, Session, SessionId, SessionStatus,
-    StepOutcome, Timestamp, TokenHash,
+    ApiKey, ApprovalAction, ClientInfo, ElicitationMode, Execution, ExecutionEvent, ExecutionId, ExecutionState, Grant,
+    GrantId, GrantedBy, Journal, JournalStep, LinkStatus, PendingCall, Principal, QuotaLimit, Session, SessionId,
+    SessionStatus, StepOutcome, Timestamp, TokenHash,
 };
 use executor_store::{Access, HourlyTake, MAX_SNAPSHOT_BYTES, QuotaOutcome, QuotaTake, SlotTake, Store, StoreError};
 use serde_json::json;
@@ -30,6 +30,9 @@ executor_tests::on_both_stores!(
     hourly_quota_race_lets_exactly_the_limit_through,
     slots_are_taken_released_and_expire,
     a_refused_take_counts_nothing,
+    grants_are_one_per_owner_and_tool,
+    grants_are_revoked_by_id_and_owner,
+    expired_grants_read_as_absent,
 );
 
 fn now() -> Timestamp {
@@ -455,4 +458,66 @@ async fn a_refused_take_counts_nothing<S: Store + 'static>(store: Arc<S>) {
     let over = store.take_quota(&both("e4")).await.unwrap();
     assert_eq!(over, QuotaOutcome::Refused(QuotaLimit::ExecutionsPerHour));
     assert_eq!(store.take_quota(&take(alice(), hour, 3, None)).await.unwrap(), QuotaOutcome::Taken);
+}
+
+fn grant(id: &str, owner: Principal, tool: &str) -> Grant {
+    Grant::new(GrantId::parse(id).unwrap(), owner, tool, GrantedBy::ApprovalPage, now(), hours(24))
+}
+
+fn sorted(mut grants: Vec<Grant>) -> Vec<Grant> {
+    grants.sort_by(|a, b| a.id.cmp(&b.id));
+    grants
+}
+
+async fn grants_are_one_per_owner_and_tool<S: Store + 'static>(store: Arc<S>) {
+    let g1 = grant("g1", alice(), "gh.issues.create");
+    store.create_grant(&g1).await.unwrap();
+    // A second grant of the same tool for the same owner is refused; the first stands.
+    let again = store.create_grant(&grant("g2", alice(), "gh.issues.create")).await;
+    assert!(matches!(again, Err(StoreError::AlreadyExists { what: "grant" })), "{again:?}");
+    let g3 = grant("g3", alice(), "gh.issues.delete");
+    let g4 = grant("g4", bob(), "gh.issues.create");
+    store.create_grant(&g3).await.unwrap();
+    store.create_grant(&g4).await.unwrap();
+    assert_eq!(sorted(store.list_grants(&alice()).await.unwrap()), vec![g1, g3]);
+    assert_eq!(store.list_grants(&bob()).await.unwrap(), vec![g4]);
+    assert_eq!(store.list_grants(&Principal::parse("carol").unwrap()).await.unwrap(), vec![]);
+}
+
+async fn grants_are_revoked_by_id_and_owner<S: Store + 'static>(store: Arc<S>) {
+    let (g1, g2) = (grant("g1", alice(), "gh.issues.create"), grant("g2", bob(), "gh.issues.create"));
+    store.create_grant(&g1).await.unwrap();
+    store.create_grant(&g2).await.unwrap();
+    // Another owner's grant is not found, exactly like a missing one; nothing is deleted.
+    assert_not_found(store.revoke_grant(Access::Owner(&bob()), &g1.id).await);
+    assert_not_found(store.revoke_grant(Access::Owner(&bob()), &GrantId::parse("nope").unwrap()).await);
+    assert_eq!(store.list_grants(&alice()).await.unwrap(), vec![g1.clone()]);
+
+    assert_eq!(store.revoke_grant(Access::Owner(&alice()), &g1.id).await.unwrap(), g1);
+    assert_eq!(store.list_grants(&alice()).await.unwrap(), vec![]);
+    assert_not_found(store.revoke_grant(Access::Owner(&alice()), &g1.id).await);
+
+    // The service (the admin command) finds a grant by id alone.
+    assert_eq!(store.revoke_grant(Access::Internal, &g2.id).await.unwrap(), g2);
+    assert_eq!(store.list_grants(&bob()).await.unwrap(), vec![]);
+    assert_not_found(store.revoke_grant(Access::Internal, &g2.id).await);
+
+    // The tool may be granted again once revoked, under a new id; the old id revokes nothing.
+    let g3 = grant("g3", alice(), "gh.issues.create");
+    store.create_grant(&g3).await.unwrap();
+    assert_not_found(store.revoke_grant(Access::Owner(&alice()), &g1.id).await);
+    assert_eq!(store.list_grants(&alice()).await.unwrap(), vec![g3]);
+}
+
+async fn expired_grants_read_as_absent<S: Store + 'static>(store: Arc<S>) {
+    let mut old = grant("g1", alice(), "gh.issues.create");
+    old.expires_at = Timestamp::from_millis(now().as_millis() - 5_000);
+    store.create_grant(&old).await.unwrap();
+    assert_eq!(store.list_grants(&alice()).await.unwrap(), vec![]);
+    assert_not_found(store.revoke_grant(Access::Owner(&alice()), &old.id).await);
+    assert_not_found(store.revoke_grant(Access::Internal, &old.id).await);
+    // An expired grant does not block a new one for the same tool.
+    let fresh = grant("g2", alice(), "gh.issues.create");
+    store.create_grant(&fresh).await.unwrap();
+    assert_eq!(store.list_grants(&alice()).await.unwrap(), vec![fresh]);
 }

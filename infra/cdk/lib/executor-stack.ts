@@ -243,10 +243,21 @@ export class ExecutorStack extends Stack {
     // API-key writes (`executor keys`) are not granted.
     //
     // Writes are limited to the session and execution partitions: a function
-    // reads API keys (partition `KEYS`) but can never mint one.
+    // reads API keys (partition `KEYS`) but can never mint one. Remembered
+    // approvals (partitions `GRANTS#<owner>`) have statements of their own:
+    // queried before code runs, put when a person answers "always allow"
+    // (the approval page and API; native answers reach the MCP function),
+    // deleted only through the approval function's `DELETE /api/grants/{id}`.
     const sessionAndExecutionKeys = {
       'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['SESSION#*', 'EXEC#*'] },
     };
+    const grantsOnly = (sid: string, actions: string[]) =>
+      new iam.PolicyStatement({
+        sid,
+        actions,
+        resources: [this.table.tableArn],
+        conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['GRANTS#*'] } },
+      });
     const readTable = (sid: string) =>
       new iam.PolicyStatement({ sid, actions: ['dynamodb:GetItem'], resources: [this.table.tableArn] });
     const writeSessionsAndExecutions = (sid: string, actions: string[]) =>
@@ -275,6 +286,7 @@ export class ExecutorStack extends Stack {
         resources: [this.table.tableArn],
         conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['QUOTA#*'] } },
       }),
+      grantsOnly('Grants', ['dynamodb:PutItem', 'dynamodb:Query']),
     ]);
     // Approval: the API key (`/api` bearer auth) and the execution read; the
     // execution settled or paused again, its session's paused marker written
@@ -282,6 +294,7 @@ export class ExecutorStack extends Stack {
     this.grant(this.approvalFunction, [
       readTable('ReadTable'),
       writeSessionsAndExecutions('WriteExecutions', ['dynamodb:PutItem', 'dynamodb:DeleteItem']),
+      grantsOnly('Grants', ['dynamodb:PutItem', 'dynamodb:Query', 'dynamodb:DeleteItem']),
     ]);
     // Alarm (shared/service/src/alarms.rs): session read and updated, paused
     // markers queried, paused executions read and expired. Never an API key.

@@ -14,6 +14,7 @@ const arn = (service: string, rest: string) => `arn:${PARTITION_REGION_ACCOUNT.r
 const ALARM_FUNCTION_ARN = arn('lambda', 'function:ExecutorStack-alarm');
 const SCHEDULES_ARN = arn('scheduler', 'schedule/ExecutorStack-sessions/executor-session-*');
 const KEYS_CONDITION = { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['SESSION#*', 'EXEC#*'] } };
+const GRANTS_CONDITION = { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['GRANTS#*'] } };
 
 describe('resources', () => {
   test('counts', () => {
@@ -310,6 +311,13 @@ describe('IAM', () => {
           Resource: ['${Table.Arn}'],
           Condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['QUOTA#*'] } },
         },
+        {
+          Sid: 'Grants',
+          Effect: 'Allow',
+          Action: ['dynamodb:PutItem', 'dynamodb:Query'],
+          Resource: ['${Table.Arn}'],
+          Condition: GRANTS_CONDITION,
+        },
         ...scheduling,
       ]),
     );
@@ -327,6 +335,13 @@ describe('IAM', () => {
           Action: ['dynamodb:DeleteItem', 'dynamodb:PutItem'],
           Resource: ['${Table.Arn}'],
           Condition: KEYS_CONDITION,
+        },
+        {
+          Sid: 'Grants',
+          Effect: 'Allow',
+          Action: ['dynamodb:DeleteItem', 'dynamodb:PutItem', 'dynamodb:Query'],
+          Resource: ['${Table.Arn}'],
+          Condition: GRANTS_CONDITION,
         },
       ]),
     );
@@ -490,6 +505,7 @@ describe('the Rust code still matches the grants', () => {
     assert.match(records, /format!\("SESSION#\{id\}"\)/);
     assert.match(records, /format!\("EXEC#\{id\}"\)/);
     assert.match(records, /format!\("QUOTA#\{owner\}"\)/);
+    assert.match(records, /format!\("GRANTS#\{owner\}"\)/);
   });
 
   test('schedule names (scheduler resource)', () => {
@@ -507,6 +523,8 @@ describe('the Rust code still matches the grants', () => {
     // get_item, put_item, query, transact_*: granted. scan: local host only
     // (armed_sessions). delete_item: `executor keys revoke` only. update_item:
     // quota counters only.
+    // (armed_sessions), and `executor grants revoke` finding a grant by id.
+    // delete_item: `executor keys revoke`, and grant revokes (GRANTS#*).
     assert.deepEqual(
       [...new Set(calls)],
       [

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use url::Url;
 
+use crate::approval_text;
 use crate::config::{
     ApiKeyLocation, Auth, CatalogConfig, HeaderValue as ConfiguredHeader, SourceConfig, SourceKind, SpecLocation,
 };
@@ -266,19 +267,31 @@ fn request<T: for<'de> Deserialize<'de>>(request: Value, key: &str, usage: &str)
 
 #[async_trait]
 impl Tools for Catalog {
-    fn policy(&self, path: &str, _args: &Value) -> Policy {
+    fn policy(&self, path: &str, args: &Value) -> Policy {
         // Unknown paths run: the call itself then explains what exists.
         let Some(tool) = self.tool(path) else { return Policy::Run };
         let Some(source) = self.source(&tool.namespace) else { return Policy::Run };
         let decision = source.policy.decide(path, tool.effect);
         let what = match &tool.target {
             Target::Http(op) => format!("{} {}", op.method, op.path),
-            Target::Mcp(name) => format!("MCP tool `{name}`"),
+            Target::Mcp { name, .. } => format!("MCP tool `{name}`"),
         };
         match decision.action {
             PolicyAction::Run => Policy::Run,
             PolicyAction::Approve => {
-                Policy::NeedsApproval { message: format!("tools.{path} ({what}) needs approval: {}", decision.reason) }
+                let headline = format!("tools.{path} ({what}) needs approval: {}", decision.reason);
+                let (effect, redactor) = match (&tool.target, &source.connection) {
+                    (Target::Http(op), Ok(Connection { upstream: Upstream::OpenApi(http), redactor })) => {
+                        (http.effect(op, args), redactor)
+                    }
+                    (Target::Mcp { name, hints }, Ok(Connection { redactor, .. })) => {
+                        (approval_text::mcp_effect(name, hints), redactor)
+                    }
+                    // A tool of an unavailable source: its call explains why.
+                    _ => return Policy::NeedsApproval { message: headline },
+                };
+                let message = approval_text::approval_message(&headline, &tool.description, &effect, args, redactor);
+                Policy::NeedsApproval { message }
             }
             PolicyAction::Block => {
                 Policy::Blocked { reason: format!("tools.{path} ({what}) is blocked by {}", decision.reason) }
@@ -299,7 +312,7 @@ impl Tools for Catalog {
         let redactor = &connection.redactor;
         let outcome = match (&tool.target, &connection.upstream) {
             (Target::Http(op), Upstream::OpenApi(http)) => http.call(op, args, tool.effect, ctx, redactor).await,
-            (Target::Mcp(name), Upstream::Mcp(mcp)) => mcp.call(name, args).await.map(ToolSuccess::plain),
+            (Target::Mcp { name, .. }, Upstream::Mcp(mcp)) => mcp.call(name, args).await.map(ToolSuccess::plain),
             _ => unreachable!("a source's tools have that source's target kind"),
         };
         match outcome {
@@ -328,6 +341,17 @@ impl Tools for Catalog {
 }
 
 impl HttpUpstream {
+    /// What a call would do, for the person approving it: the method and the
+    /// URL with the path filled in (without the source's credentials), or the
+    /// operation's template when the arguments do not make a request.
+    fn effect(&self, op: &HttpOperation, args: &Value) -> String {
+        let url = op.request(args).ok().and_then(|parts| parts.url(&self.base_url, &[], &op.path).ok());
+        match url {
+            Some(url) => format!("{} {url}", op.method),
+            None => format!("{} {}{}", op.method, self.base_url.as_str().trim_end_matches('/'), op.path),
+        }
+    }
+
     async fn call(
         &self,
         op: &HttpOperation,

@@ -7,6 +7,7 @@
 //! TypeScript rendering, address rules, redaction) are table-tested in their modules;
 //! `catalog.rs`, `mcp_source.rs`, `mcp_client.rs`, `outbound.rs` and `secrets.rs` are the adapters.
 
+mod approval_text;
 mod catalog;
 pub mod config;
 mod mcp_client;

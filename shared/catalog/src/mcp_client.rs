@@ -83,6 +83,24 @@ pub struct ListedTool {
 #[serde(rename_all = "camelCase")]
 pub struct ToolAnnotations {
     pub read_only_hint: Option<bool>,
+    pub destructive_hint: Option<bool>,
+    pub idempotent_hint: Option<bool>,
+    pub open_world_hint: Option<bool>,
+}
+
+impl ToolAnnotations {
+    /// The hints the tool declared, by their MCP names.
+    pub fn hints(&self) -> Vec<(&'static str, bool)> {
+        [
+            ("readOnlyHint", self.read_only_hint),
+            ("destructiveHint", self.destructive_hint),
+            ("idempotentHint", self.idempotent_hint),
+            ("openWorldHint", self.open_world_hint),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value?)))
+        .collect()
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -56,7 +56,10 @@ impl McpUpstream {
                 input: Value::Object(tool.input_schema).to_string(),
                 output: tool.output_schema.map(|s| Value::Object(s).to_string()),
                 root: None,
-                target: Target::Mcp(tool.name),
+                target: Target::Mcp {
+                    hints: tool.annotations.as_ref().map(|a| a.hints()).unwrap_or_default(),
+                    name: tool.name,
+                },
             })
             .collect();
         Ok((Self { client }, tools))

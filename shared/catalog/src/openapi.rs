@@ -534,7 +534,7 @@ components:
     fn http(tool: &ToolDef) -> &HttpOperation {
         match &tool.target {
             Target::Http(op) => op,
-            Target::Mcp(_) => unreachable!(),
+            Target::Mcp { .. } => unreachable!(),
         }
     }
 

@@ -133,7 +133,7 @@ mod tests {
             input: "{}".into(),
             output: None,
             root: None,
-            target: Target::Mcp(path.into()),
+            target: Target::Mcp { name: path.into(), hints: Vec::new() },
         }
     }
 

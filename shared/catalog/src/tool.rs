@@ -31,8 +31,12 @@ pub struct ToolDef {
 #[derive(Debug, Clone)]
 pub enum Target {
     Http(Arc<HttpOperation>),
-    /// The upstream MCP tool's own name.
-    Mcp(String),
+    /// The upstream MCP tool's own name, and the annotations it declared
+    /// (e.g. `("destructiveHint", true)`), shown to whoever approves a call.
+    Mcp {
+        name: String,
+        hints: Vec<(&'static str, bool)>,
+    },
 }
 
 impl ToolDef {

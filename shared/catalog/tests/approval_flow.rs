@@ -47,23 +47,12 @@ impl Local {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(serve::serve(listener, host, std::future::pending()));
-        let url = format!("{base}/mcp?elicitation_mode=browser");
-        let transport = StreamableHttpClientTransportConfig::with_uri(url).auth_header(alice.clone());
-        let info = InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("agent", "1"))
-            .with_protocol_version(ProtocolVersion::V_2025_06_18);
-        let client = info
-            .serve(StreamableHttpClientTransport::with_client(
-                executor_http_client::builder().build().unwrap(),
-                transport,
-            ))
-            .await
-            .unwrap();
+        let client = connect(&base, &alice, "browser").await;
         Self { world, base, alice, bob, client, http: executor_http_client::builder().build().unwrap(), _data: data }
     }
 
     async fn call(&self, name: &'static str, arguments: Value) -> Value {
-        let params = CallToolRequestParams::new(name).with_arguments(arguments.as_object().unwrap().clone());
-        self.client.call_tool(params).await.unwrap().structured_content.unwrap()
+        call(&self.client, name, arguments).await
     }
 
     /// `execute` that pauses: (executionId, approvalUrl).
@@ -78,6 +67,26 @@ impl Local {
     fn posts(&self) -> usize {
         Recorded::count(&self.world.shop.recorded.posts)
     }
+}
+
+/// An MCP client of the owner of `token`, in `mode` (`browser`, `model`).
+async fn connect(base: &str, token: &str, mode: &str) -> RunningService<RoleClient, InitializeRequestParams> {
+    let url = format!("{base}/mcp?elicitation_mode={mode}");
+    let transport = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token.to_owned());
+    let info = InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("agent", "1"))
+        .with_protocol_version(ProtocolVersion::V_2025_06_18);
+    info.serve(StreamableHttpClientTransport::with_client(executor_http_client::builder().build().unwrap(), transport))
+        .await
+        .unwrap()
+}
+
+async fn call(
+    client: &RunningService<RoleClient, InitializeRequestParams>,
+    name: &'static str,
+    arguments: Value,
+) -> Value {
+    let params = CallToolRequestParams::new(name).with_arguments(arguments.as_object().unwrap().clone());
+    client.call_tool(params).await.unwrap().structured_content.unwrap()
 }
 
 /// What a browser gets for the link: status, the CSRF cookie, the HTML.
@@ -322,37 +331,12 @@ async fn the_json_api_for_programmatic_approvers() {
 /// screenshot `target/browser/approval-pending.png` shows the page as seen).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approved_by_a_click_in_headless_chromium() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let browser = root.join("tests/browser");
-    assert!(
-        browser.join("node_modules/playwright-core").exists(),
-        "playwright-core is missing: run ./scripts/test, which installs it (npm ci in tests/browser)"
-    );
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    assert!(
-        std::path::Path::new(&chromium).exists(),
-        "Chromium is missing at {chromium}: run ./scripts/test, which installs Debian's chromium package"
-    );
     let local = Local::start(quick_wait()).await;
     let attack = "<img src=x onerror=alert(1)>invoice\u{202E}fdp.exe";
     let code =
         format!("const c = await tools.shop.items.createItem({{ body: {{ name: {attack:?} }} }}); return c.data");
     let (id, url) = local.pause(&code).await;
-
-    let screenshot = root.join("target/browser/approval.png");
-    std::fs::create_dir_all(screenshot.parent().unwrap()).unwrap();
-    let _ = std::fs::remove_file(&screenshot);
-    let script = browser.join("approve.mjs");
-    let shot = screenshot.clone();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("node").arg(script).arg(url).arg(shot).arg("Approve").output()
-    })
-    .await
-    .unwrap()
-    .expect("node runs (Node.js is needed for the browser test)");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    let outcome: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let (outcome, screenshot) = click_in_chromium(url, "approval.png", "Approve").await;
     assert_eq!(outcome["before"], "Approve this tool call?", "{outcome}");
     let pending = outcome["pending"].as_str().unwrap();
     assert!(pending.contains("invoice\\u{202E}fdp.exe"), "the override is shown as an escape: {pending}");
@@ -365,4 +349,164 @@ async fn approved_by_a_click_in_headless_chromium() {
     let resumed = local.call("resume", json!({ "executionId": id })).await;
     assert_eq!(resumed["result"], json!({"id": 3, "name": attack}), "{resumed}");
     assert_eq!(local.posts(), 1);
+}
+
+/// `GET /api/grants` or `DELETE /api/grants/{id}` as the owner of `token`: (status, body or null).
+async fn grants_api(local: &Local, token: &str, method: reqwest::Method, id: Option<&str>) -> (u16, Value) {
+    let path = id.map_or("/api/grants".to_owned(), |id| format!("/api/grants/{id}"));
+    let response = local.http.request(method, format!("{}{path}", local.base)).bearer_auth(token).send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap() })
+}
+
+/// Run `node tests/browser/approve.mjs <url> <screenshot> <button>` with
+/// Debian's Chromium: what the script printed, and where the screenshot is.
+async fn click_in_chromium(url: String, screenshot: &str, button: &str) -> (Value, std::path::PathBuf) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let browser = root.join("tests/browser");
+    assert!(
+        browser.join("node_modules/playwright-core").exists(),
+        "playwright-core is missing: run ./scripts/test, which installs it (npm ci in tests/browser)"
+    );
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        std::path::Path::new(&chromium).exists(),
+        "Chromium is missing at {chromium}: run ./scripts/test, which installs Debian's chromium package"
+    );
+    let shot = root.join("target/browser").join(screenshot);
+    std::fs::create_dir_all(shot.parent().unwrap()).unwrap();
+    let _ = std::fs::remove_file(&shot);
+    let (script, button, path) = (browser.join("approve.mjs"), button.to_owned(), shot.clone());
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("node").arg(script).arg(url).arg(shot).arg(button).output()
+    })
+    .await
+    .unwrap()
+    .expect("node runs (Node.js is needed for the browser test)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    (serde_json::from_str(stdout.trim()).unwrap(), path)
+}
+
+/// "Always allow" clicked in headless Chromium: the same code then runs
+/// without pausing, one upstream POST per run; another owner still pauses;
+/// after a revoke through the API the code pauses again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_allowed_by_a_click_in_headless_chromium() {
+    let local = Local::start(quick_wait()).await;
+    let (id, url) = local.pause(WRITE).await;
+    let (outcome, _) = click_in_chromium(url, "always-allow.png", "Always allow tools.shop.items.createItem").await;
+    assert!(outcome["pending"].as_str().unwrap().contains("Always allow tools.shop.items.createItem"), "{outcome}");
+    assert_eq!(outcome["heading"], "Approved", "{outcome}");
+    let resumed = local.call("resume", json!({ "executionId": id })).await;
+    assert_eq!(resumed["status"], "completed", "{resumed}");
+    assert_eq!(local.posts(), 1);
+
+    // The same code runs straight through now, one POST per run.
+    for run in 2..=3 {
+        let again = local.call("execute", json!({ "code": WRITE })).await;
+        assert_eq!(again["status"], "completed", "{again}");
+        assert_eq!(local.posts(), run);
+    }
+
+    // The grant is alice's: bob's code still pauses, and bob sees no grant of hers.
+    let bob = connect(&local.base, &local.bob, "browser").await;
+    let paused = call(&bob, "execute", json!({ "code": WRITE })).await;
+    assert_eq!(paused["status"], "user_approval_required", "{paused}");
+    let (status, listed) = grants_api(&local, &local.bob, reqwest::Method::GET, None).await;
+    assert_eq!((status, listed), (200, json!({"grants": []})));
+
+    let (status, listed) = grants_api(&local, &local.alice, reqwest::Method::GET, None).await;
+    assert_eq!(status, 200, "{listed}");
+    let grants = listed["grants"].as_array().unwrap();
+    assert_eq!(grants.len(), 1, "{listed}");
+    assert_eq!(grants[0]["tool"], "shop.items.createItem");
+    assert_eq!(grants[0]["grantedBy"], "approval_page");
+    let grant = grants[0]["id"].as_str().unwrap();
+
+    // Another owner's grant is not found, and stays.
+    let (status, body) = grants_api(&local, &local.bob, reqwest::Method::DELETE, Some(grant)).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (404, Some("grant_not_found")), "{body}");
+    assert_eq!(local.call("execute", json!({ "code": WRITE })).await["status"], "completed");
+    assert_eq!(local.posts(), 4);
+
+    // Revoked: the next run asks again.
+    let (status, body) = grants_api(&local, &local.alice, reqwest::Method::DELETE, Some(grant)).await;
+    assert_eq!((status, body), (204, Value::Null));
+    local.pause(WRITE).await;
+    assert_eq!(local.posts(), 4);
+    let (status, body) = grants_api(&local, &local.alice, reqwest::Method::DELETE, Some(grant)).await;
+    assert_eq!(status, 404, "{body}");
+}
+
+/// The model cannot create a grant: whatever it sends to `resume`, the call
+/// runs once at most and the next run pauses again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_mode_resume_never_creates_a_grant() {
+    let local = Local::start(quick_wait()).await;
+    let model = connect(&local.base, &local.alice, "model").await;
+    let shapes = [
+        json!({"action": "accept", "remember": "always"}),
+        json!({"action": "accept", "remember": true}),
+        json!({"action": "accept_always"}),
+        json!({"action": "always"}),
+        json!({"action": "accept", "content": {"remember": "always"}}),
+        json!({"action": "accept", "content": {"persist": "always"}}),
+        json!({"action": "accept", "content": {"decision": "accept_always"}}),
+        json!({"action": "accept", "_meta": {"persist": "always"}}),
+        json!({"action": "accept", "persist": "always", "grant": true}),
+        json!({"action": "accept", "remember": "always", "pauseId": "0"}),
+        json!({"remember": "always"}),
+    ];
+    let mut posts = 0;
+    for shape in shapes {
+        let paused = call(&model, "execute", json!({ "code": WRITE })).await;
+        assert_eq!(paused["status"], "waiting_for_interaction", "{shape}: {paused}");
+        let mut arguments = shape.clone();
+        arguments["executionId"] = paused["executionId"].clone();
+        // The same hints in the request's own `_meta`, as some clients send them.
+        let mut params = CallToolRequestParams::new("resume").with_arguments(arguments.as_object().unwrap().clone());
+        params.meta = Some(serde_json::from_value(json!({"persist": "always", "remember": "always"})).unwrap());
+        let resumed = model.call_tool(params).await.unwrap().structured_content.unwrap();
+        if resumed["status"] == "completed" {
+            posts += 1;
+        }
+        assert_eq!(local.posts(), posts, "{shape}: {resumed}");
+        let (status, listed) = grants_api(&local, &local.alice, reqwest::Method::GET, None).await;
+        assert_eq!((status, &listed), (200, &json!({"grants": []})), "{shape}");
+    }
+    assert!(posts > 0, "some shapes are plain accepts and run once");
+    let still = call(&model, "execute", json!({ "code": WRITE })).await;
+    assert_eq!(still["status"], "waiting_for_interaction", "{still}");
+}
+
+/// The owner's JSON API can remember an accept; a decline cannot be remembered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_json_api_remembers_an_accept_when_asked() {
+    let local = Local::start(quick_wait()).await;
+    let (id, _url) = local.pause(WRITE).await;
+    let resume = |body: Value| {
+        let request = local
+            .http
+            .post(format!("{}/api/executions/{id}/resume", local.base))
+            .bearer_auth(&local.alice)
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        async move {
+            let response = request.send().await.unwrap();
+            (response.status().as_u16(), serde_json::from_str::<Value>(&response.text().await.unwrap()).unwrap())
+        }
+    };
+    for bad in [json!({"action": "decline", "remember": "always"}), json!({"action": "accept", "remember": "forever"})]
+    {
+        let (status, body) = resume(bad.clone()).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid_arguments")), "{bad}: {body}");
+    }
+    let (status, body) = resume(json!({"action": "accept", "remember": "always"})).await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("completed")), "{body}");
+    let (_, listed) = grants_api(&local, &local.alice, reqwest::Method::GET, None).await;
+    assert_eq!(listed["grants"][0]["grantedBy"], "owner_api", "{listed}");
+    assert_eq!(local.call("execute", json!({ "code": WRITE })).await["status"], "completed");
+    assert_eq!(local.posts(), 2);
 }

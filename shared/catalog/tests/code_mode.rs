@@ -76,7 +76,12 @@ async fn a_post_pauses_and_once_approved_reaches_the_upstream_once() {
         .unwrap();
     let ExecutionResult::Paused { execution_id, pending, .. } = paused else { panic!("expected a pause: {paused:?}") };
     assert_eq!(pending[0].path, "shop.items.createItem");
-    assert_eq!(pending[0].message, "tools.shop.items.createItem (POST /items) needs approval: it may change data");
+    let message = &pending[0].message;
+    assert!(message.starts_with("tools.shop.items.createItem (POST /items) needs approval: it may change data\n"));
+    assert!(
+        message.contains(&format!("\nEffect: POST {}/items\n", w.shop.base_url.trim_end_matches('/'))),
+        "{message}"
+    );
     assert_eq!(Recorded::count(&w.shop.recorded.posts), 0, "nothing is written before the approval");
 
     // Another orchestrator over the same store, as another process would be.

@@ -110,12 +110,17 @@ async fn policy_defaults_and_rules() {
     let policy = |path: &str| w.catalog.policy(path, &json!({}));
     assert_eq!(policy("shop.items.getItem"), Policy::Run);
     assert_eq!(policy("shop.debug.big"), Policy::Run, "no rule: a GET reads");
-    assert_eq!(
-        policy("shop.items.listItems"),
-        Policy::NeedsApproval {
-            message: "tools.shop.items.listItems (GET /items) needs approval: policy rule `shop.items.*`".into()
-        }
+    let message = |path: &str, args: Value| match w.catalog.policy(path, &args) {
+        Policy::NeedsApproval { message } => message,
+        other => panic!("{path} needs approval, not {other:?}"),
+    };
+    // What the person is shown: why, what the tool does, the effect, the arguments.
+    let listed = message("shop.items.listItems", json!({}));
+    assert!(
+        listed.starts_with("tools.shop.items.listItems (GET /items) needs approval: policy rule `shop.items.*`\n"),
+        "{listed}"
     );
+    assert!(listed.contains(&format!("\nEffect: GET {}/items\n", w.shop.base_url.trim_end_matches('/'))), "{listed}");
     assert_eq!(
         policy("shop.items.deleteItem"),
         Policy::Blocked {
@@ -123,12 +128,15 @@ async fn policy_defaults_and_rules() {
                 .into()
         }
     );
-    assert_eq!(
-        policy("docs.delete_doc"),
-        Policy::NeedsApproval {
-            message: "tools.docs.delete_doc (MCP tool `delete_doc`) needs approval: it may change data".into()
-        }
+    let deleting = message("docs.delete_doc", json!({"id": "d1", "token": "tok-1"}));
+    assert!(
+        deleting.starts_with("tools.docs.delete_doc (MCP tool `delete_doc`) needs approval: it may change data\n"),
+        "{deleting}"
     );
+    assert!(deleting.contains("\"id\": \"d1\"") && deleting.contains("\"token\": \"[redacted]\""), "{deleting}");
+    assert!(!deleting.contains("tok-1"), "{deleting}");
+    assert!(deleting.contains("\nWhat it does: Delete a documentation page\n"), "{deleting}");
+    assert!(deleting.contains("\nEffect: calls the MCP tool `delete_doc` (destructiveHint: true)\n"), "{deleting}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -81,6 +81,11 @@ id_type!(
     ExecutionId,
     "execution id"
 );
+id_type!(
+    /// A remembered approval ("always allow"), as `GET /api/grants` lists it.
+    GrantId,
+    "grant id"
+);
 
 #[cfg(test)]
 mod tests {

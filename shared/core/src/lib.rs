@@ -8,6 +8,7 @@ pub mod alarm;
 pub mod approval;
 pub mod clock;
 pub mod execution;
+pub mod grant;
 pub mod ids;
 pub mod journal;
 pub mod policy;
@@ -23,7 +24,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use execution::{
     ApprovalAction, Execution, ExecutionEvent, ExecutionFailure, ExecutionState, ExecutionStatus, TransitionError,
 };
-pub use ids::{ExecutionId, IdError, SessionId};
+pub use grant::{DEFAULT_GRANT_TTL, Grant, GrantedBy, Remember};
+pub use ids::{ExecutionId, GrantId, IdError, SessionId};
 pub use journal::{ArgsHash, Journal, JournalStep, NonDeterministicReplay, PendingCall, Replay, StepOutcome};
 pub use policy::{
     DecisionReason, Effect, PatternError, PolicyAction, PolicyDecision, PolicyRule, SourcePolicy, ToolPattern,

@@ -25,7 +25,7 @@ code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,monospace}.line{display:b
 .line.hl{background:var(--hl)}.ln{display:inline-block;width:2.5em;opacity:.55;user-select:none}\
 .time{font-weight:600}.actions{display:flex;gap:.75rem;flex-wrap:wrap;margin:1rem 0}\
 button{flex:1 1 10rem;font:inherit;font-weight:600;padding:.8rem 1rem;border-radius:.5rem;border:0;color:#fff;cursor:pointer}\
-.approve{background:var(--ok)}.decline{background:var(--no)}summary{cursor:pointer;font-weight:600}\
+.approve{background:var(--ok)}.always{background:#0b5cad}.decline{background:var(--no)}summary{cursor:pointer;font-weight:600}\
 .muted{opacity:.75;font-size:.9rem}";
 
 /// `Content-Security-Policy` for every page: nothing loads, nothing runs, only
@@ -68,6 +68,10 @@ impl Render for Visible<'_> {
 pub(crate) fn pending(page: &PendingPage<'_>) -> String {
     let calls = page.pending.len();
     let paths: Vec<&str> = page.pending.iter().map(|call| call.path.as_str()).collect();
+    let mut granted: Vec<String> = paths.iter().map(|path| format!("tools.{path}")).collect();
+    granted.sort();
+    granted.dedup();
+    let always = format!("Always allow {}", granted.join(", "));
     let body = html! {
         @if let Some(lead) = page.lead {
             p.panel { (Visible(lead)) }
@@ -83,9 +87,8 @@ pub(crate) fn pending(page: &PendingPage<'_>) -> String {
             section {
                 h2 { code { "tools." (Visible(&call.path)) } }
                 p.muted { "Namespace " b { (Visible(namespace)) } ", tool " b { (Visible(tool)) } }
-                p { (Visible(&call.message)) }
-                h3 { "Arguments" }
-                pre { (Visible(&shown(&pretty(&call.args)))) }
+                // What it does, its effect and the arguments (secrets redacted), as the catalog wrote them.
+                pre { (Visible(&shown(&call.message))) }
                 @if let Some(Some(description)) = page.descriptions.get(i) {
                     details { summary { "What this tool does" } pre { (Visible(&shown(description))) } }
                 }
@@ -97,7 +100,12 @@ pub(crate) fn pending(page: &PendingPage<'_>) -> String {
             input type="hidden" name="csrf" value=(Visible(page.csrf));
             div.actions {
                 button.approve name="decision" value="accept" { "Approve" }
+                button.always name="decision" value="accept_always" { (Visible(&always)) }
                 button.decline name="decision" value="decline" { "Decline" }
+            }
+            p.muted {
+                "\"Always allow\" approves this call and lets later calls of the same tool by the same user run \
+                 without asking, until the grant expires or is revoked (GET /api/grants, DELETE /api/grants/{id})."
             }
         }
         details.panel open { summary { "The code" } pre { (code_lines(page.code, &paths)) } }
@@ -215,7 +223,8 @@ mod tests {
     #[test]
     fn the_pending_page_shows_the_call_and_highlights_it_in_the_code() {
         let id = ExecutionId::parse("e1").unwrap();
-        let pending = [PendingCall::new(0, "gh.issues.create", json!({"title": "Hi"}), "Create an issue?")];
+        let message = "tools.gh.issues.create needs approval\nEffect: POST https://gh/issues\nArguments:\n{\n  \"title\": \"Hi\"\n}";
+        let pending = [PendingCall::new(0, "gh.issues.create", json!({"title": "Hi"}), message)];
         let html = super::pending(&PendingPage {
             id: &id,
             code: "const a = 1;\nawait tools.gh.issues.create({ title: 'Hi' });",
@@ -230,12 +239,13 @@ mod tests {
         for expected in [
             "<code>tools.gh.issues.create</code>",
             "Namespace <b>gh</b>, tool <b>issues.create</b>",
-            "&quot;title&quot;: &quot;Hi&quot;",
+            "Effect: POST https://gh/issues\nArguments:\n{\n  &quot;title&quot;: &quot;Hi&quot;\n}",
             "/** Create an issue */",
             "Time left: about 10 minutes",
             "<form method=\"post\" action=\"e1\">",
             "name=\"token\" value=\"tok\"",
             "name=\"csrf\" value=\"c5\"",
+            "name=\"decision\" value=\"accept_always\">Always allow tools.gh.issues.create</button>",
             "<span class=\"line hl\"><span class=\"ln\">2</span>await tools.gh.issues.create",
             "<span class=\"line\"><span class=\"ln\">1</span>const a = 1;</span>",
         ] {

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use executor_core::{ApprovalAction, Execution, ExecutionId, ExecutionState, Principal};
+use executor_core::{ApprovalAction, Execution, ExecutionId, ExecutionState, Principal, Remember};
 use executor_sandbox::Tools;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use serde_json::{Value, json};
@@ -70,18 +70,24 @@ impl ApprovalRoutes {
                         ),
                     );
                 }
-                let action = match field("decision").map(ApprovalAction::parse) {
-                    Some(Ok(action @ (ApprovalAction::Accept | ApprovalAction::Decline))) => action,
+                let (action, remember) = match field("decision") {
+                    Some("accept") => (ApprovalAction::Accept, Remember::Once),
+                    Some("accept_always") => (ApprovalAction::Accept, Remember::Always),
+                    Some("decline") => (ApprovalAction::Decline, Remember::Once),
                     _ => {
                         return page(
                             StatusCode::BAD_REQUEST,
-                            approval_page::message("Choose Approve or Decline", "Nothing was decided.", None),
+                            approval_page::message(
+                                "Choose Approve, Always allow or Decline",
+                                "Nothing was decided.",
+                                None,
+                            ),
                         );
                     }
                 };
                 let token = field("token").unwrap_or_default();
                 let csrf = csrf.unwrap_or_default();
-                self.decide(&id, token, action, csrf).await
+                self.decide(&id, token, action, remember, csrf).await
             }
             _ => page(StatusCode::METHOD_NOT_ALLOWED, approval_page::message("Not allowed", "Use the link.", None)),
         }
@@ -100,8 +106,15 @@ impl ApprovalRoutes {
         }
     }
 
-    async fn decide(&self, id: &ExecutionId, token: &str, action: ApprovalAction, csrf: &str) -> Response<Bytes> {
-        let result = match self.executions.decide_with_link(id, token, action, self.tools.clone()).await {
+    async fn decide(
+        &self,
+        id: &ExecutionId,
+        token: &str,
+        action: ApprovalAction,
+        remember: Remember,
+        csrf: &str,
+    ) -> Response<Bytes> {
+        let result = match self.executions.decide_with_link(id, token, action, remember, self.tools.clone()).await {
             Ok(result) => result,
             Err(error) => return error_page(&error),
         };
@@ -200,14 +213,13 @@ impl ApprovalRoutes {
         let result = match (request.method(), resume) {
             (&Method::GET, false) => self.executions.view_in(owner, &id, tools).await,
             (&Method::POST, true) => {
-                let action = serde_json::from_slice::<Value>(request.body())
+                let decision = serde_json::from_slice::<Value>(request.body())
                     .map_err(|e| format!("the body must be JSON like {{\"action\":\"accept\"}}: {e}"))
-                    .and_then(|body| {
-                        let action = body.get("action").and_then(Value::as_str);
-                        ApprovalAction::parse(action.ok_or("`action` (accept, decline or cancel) is required")?)
-                    });
-                match action {
-                    Ok(action) => self.executions.decide_as_owner(owner, &id, action, tools).await,
+                    .and_then(|body| decision(&body));
+                match decision {
+                    Ok((action, remember)) => {
+                        self.executions.decide_as_owner(owner, &id, action, remember, tools).await
+                    }
                     Err(message) => {
                         let body =
                             json!({"status": "error", "error": {"code": "invalid_arguments", "message": message}});
@@ -225,6 +237,22 @@ impl ApprovalRoutes {
             Err(error) => api_json(error_status(&error), &results::resume_error(&error)),
         }
     }
+}
+
+/// `{"action": "accept"|"decline"|"cancel", "remember"?: "once"|"always"}`;
+/// only an accept can be remembered.
+fn decision(body: &Value) -> Result<(ApprovalAction, Remember), String> {
+    let action = body.get("action").and_then(Value::as_str);
+    let action = ApprovalAction::parse(action.ok_or("`action` (accept, decline or cancel) is required")?)?;
+    let remember = match body.get("remember") {
+        None | Some(Value::Null) => Remember::Once,
+        Some(Value::String(remember)) => Remember::parse(remember)?,
+        Some(other) => return Err(format!("`remember` must be \"once\" or \"always\", not {other}")),
+    };
+    if remember == Remember::Always && action != ApprovalAction::Accept {
+        return Err("only an accept can be remembered: send `remember: \"always\"` with `action: \"accept\"`".into());
+    }
+    Ok((action, remember))
 }
 
 fn error_status(error: &ResumeError) -> StatusCode {
@@ -297,7 +325,7 @@ pub(crate) fn api_error(status: StatusCode, message: &str) -> Response<Bytes> {
     api_json(status, &json!({"error": {"code": code, "message": message}}))
 }
 
-fn api_json(status: StatusCode, body: &Value) -> Response<Bytes> {
+pub(crate) fn api_json(status: StatusCode, body: &Value) -> Response<Bytes> {
     let mut response = Response::new(Bytes::from(body.to_string()));
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

@@ -42,6 +42,8 @@ pub struct HostConfig {
     pub toolkits: Vec<ToolkitEndpoint>,
     /// Per-owner limits: `EXECUTOR_QUOTA_*` for everyone, `[quotas]` per owner.
     pub quotas: Quotas,
+    /// How long an "always allow" lasts (`EXECUTOR_GRANT_TTL_MS`).
+    pub grant_ttl: Duration,
 }
 
 impl Default for HostConfig {
@@ -61,6 +63,7 @@ impl Default for HostConfig {
             max_concurrent_executions: crate::executions::DEFAULT_MAX_CONCURRENT,
             toolkits: Vec::new(),
             quotas: Quotas::default(),
+            grant_ttl: executor_core::DEFAULT_GRANT_TTL,
         }
     }
 }
@@ -91,7 +94,7 @@ const PUBLIC_URL_EXPECTED: &str =
 
 impl HostConfig {
     /// The defaults, with `EXECUTOR_SESSION_TIMEOUT_MS`, `EXECUTOR_PAUSED_LEASE_MS`,
-    /// `EXECUTOR_APPROVAL_WINDOW_MS`, `EXECUTOR_APPROVAL_WAIT_MS`, `EXECUTOR_ELICITATION_MODE`,
+    /// `EXECUTOR_APPROVAL_WINDOW_MS`, `EXECUTOR_APPROVAL_WAIT_MS`, `EXECUTOR_GRANT_TTL_MS`, `EXECUTOR_ELICITATION_MODE`,
     /// `EXECUTOR_REQUEST_STATE_KEY`, `EXECUTOR_PUBLIC_URL`, the `EXECUTOR_QUOTA_*` and the `EXECUTOR_OIDC_*` settings
     /// applied from `lookup`
     /// (`|name| std::env::var(name).ok()` in the hosts).
@@ -110,6 +113,7 @@ impl HostConfig {
         t.paused_lease = millis("EXECUTOR_PAUSED_LEASE_MS", t.paused_lease)?;
         t.approval_window = millis("EXECUTOR_APPROVAL_WINDOW_MS", t.approval_window)?;
         self.approval_wait = millis("EXECUTOR_APPROVAL_WAIT_MS", self.approval_wait)?;
+        self.grant_ttl = millis("EXECUTOR_GRANT_TTL_MS", self.grant_ttl)?;
         if let Some(value) = lookup("EXECUTOR_MAX_CONCURRENT_EXECUTIONS") {
             self.max_concurrent_executions = match value.trim().parse::<usize>() {
                 Ok(n) if n > 0 => n,
@@ -235,11 +239,14 @@ mod tests {
                 ("EXECUTOR_PUBLIC_URL", "https://exec.example.com"),
                 ("EXECUTOR_ELICITATION_MODE", "browser"),
                 ("EXECUTOR_APPROVAL_WAIT_MS", "5000"),
+                ("EXECUTOR_GRANT_TTL_MS", "86400000"),
                 ("EXECUTOR_REQUEST_STATE_KEY", "0123456789abcdef0123456789abcdef"),
             ]))
             .unwrap();
         assert_eq!(config.default_mode, ElicitationMode::Browser);
         assert_eq!(config.approval_wait, Duration::from_secs(5));
+        assert_eq!(config.grant_ttl, Duration::from_secs(86_400));
+        assert_eq!(HostConfig::default().grant_ttl, Duration::from_secs(30 * 24 * 3600));
         assert!(config.request_state_key.is_some());
         assert_eq!(config.timeouts.session_timeout, Duration::from_secs(60));
         assert_eq!(config.timeouts.paused_lease, Timeouts::default().paused_lease);

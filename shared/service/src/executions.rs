@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use executor_core::{
     ApprovalAction, Clock, ElicitationMode, Execution, ExecutionEvent, ExecutionFailure, ExecutionId, ExecutionState,
-    ExecutionStatus, LinkStatus, PendingCall, Principal, QuotaExceeded, SessionId, Timeouts, Timestamp, TokenHash,
-    ToolkitName, TransitionError,
+    ExecutionStatus, GrantedBy, LinkStatus, PendingCall, Principal, QuotaExceeded, Remember, SessionId, Timeouts,
+    Timestamp, TokenHash, ToolkitName, TransitionError,
 };
 use executor_sandbox::{Outcome, Sandbox, SandboxError, Segment, Snapshot, Tools};
 use executor_store::{Access, ExecutionStore, StoreError};
@@ -22,6 +22,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
+use crate::grants::Grants;
 use crate::quotas::QuotaGate;
 use crate::random::ApprovalToken;
 
@@ -123,6 +124,8 @@ pub struct Executions {
     toolkits: HashMap<ToolkitName, Arc<dyn Tools>>,
     /// Per-owner quotas; `None` counts nothing.
     quotas: Option<QuotaGate>,
+    /// Remembered approvals, applied to every run of their owner's code.
+    grants: Option<Arc<Grants>>,
 }
 
 impl Executions {
@@ -137,6 +140,7 @@ impl Executions {
             max_concurrent: DEFAULT_MAX_CONCURRENT,
             toolkits: HashMap::new(),
             quotas: None,
+            grants: None,
         }
     }
 
@@ -163,6 +167,20 @@ impl Executions {
             (Some(scope), started) if started.as_ref() != Some(scope) => Err(hidden()),
             (Some(_), _) | (None, None) => Ok(tools),
             (None, Some(started)) => self.toolkits.get(started).cloned().ok_or_else(hidden),
+        }
+    }
+
+    /// Apply `grants` when code runs, and store the ones a person asks for.
+    pub fn with_grants(mut self, grants: Arc<Grants>) -> Self {
+        self.grants = Some(grants);
+        self
+    }
+
+    /// `tools` as `owner`'s code sees them: with the owner's live grants applied.
+    async fn granted(&self, owner: &Principal, tools: Arc<dyn Tools>) -> Result<Arc<dyn Tools>, StoreError> {
+        match &self.grants {
+            Some(grants) => grants.tools_for(owner, tools).await,
+            None => Ok(tools),
         }
     }
 
@@ -212,6 +230,7 @@ impl Executions {
             let error = ExecutionFailure { code: "busy".into(), message, retry_after_ms: None };
             return Ok(ExecutionResult::Failed { execution_id: id, error, logs: Vec::new() });
         };
+        let tools = self.granted(owner, tools).await?;
         let now = self.clock.now();
         let (held, max_tool_calls) = match &self.quotas {
             None => (None, None),
@@ -303,20 +322,23 @@ impl Executions {
                 span.record("executor.execution.outcome", outcome_name(&result));
                 result
             }
-            (ElicitationMode::Model, Some(action)) => self.decide(execution, action, None, tools).await,
+            // The model decides this call only: it can never remember a decision.
+            (ElicitationMode::Model, Some(action)) => self.decide(execution, action, None, None, tools).await,
             (ElicitationMode::Model, None) | (ElicitationMode::Native, _) => settled(&execution),
         }
     }
 
     /// The answer to a native-mode elicitation: it decides the pause at `step`
     /// (the one it was asked about) and no other. Once that pause is decided,
-    /// the same answer again is `AlreadySettled`.
+    /// the same answer again is `AlreadySettled`. `remember` is the person's
+    /// "always allow" choice in their client.
     pub async fn answer_native(
         &self,
         owner: &Principal,
         id: &ExecutionId,
         step: u32,
         action: ApprovalAction,
+        remember: Remember,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
         let execution = self.load(Access::Owner(owner), id).await?;
@@ -330,7 +352,7 @@ impl Executions {
                 _ => Err(ResumeError::AlreadySettled(id.clone())),
             };
         }
-        self.decide(execution, action, None, tools).await
+        self.decide(execution, action, None, remembered(remember, GrantedBy::Client), tools).await
     }
 
     /// Apply the owner's decision whatever the mode (`POST /api/executions/{id}/resume`).
@@ -339,11 +361,12 @@ impl Executions {
         owner: &Principal,
         id: &ExecutionId,
         action: ApprovalAction,
+        remember: Remember,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
         let execution = self.load(Access::Owner(owner), id).await?;
         let tools = self.tools_for(&execution, tools)?;
-        self.decide(execution, action, None, tools).await
+        self.decide(execution, action, None, remembered(remember, GrantedBy::OwnerApi), tools).await
     }
 
     /// Apply a decision sent through a browser approval link. A link that
@@ -353,13 +376,15 @@ impl Executions {
         id: &ExecutionId,
         token: &str,
         action: ApprovalAction,
+        remember: Remember,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
         let execution = self.load(Access::Internal, id).await?;
         let tools = self.tools_for(&execution, tools)?;
         let hash = ApprovalToken::hash_of(token);
+        let remember = remembered(remember, GrantedBy::ApprovalPage);
         match execution.links.status(&hash) {
-            LinkStatus::Open => self.decide(execution, action, Some(hash), tools).await,
+            LinkStatus::Open => self.decide(execution, action, Some(hash), remember, tools).await,
             LinkStatus::Spent => Err(ResumeError::AlreadySettled(id.clone())),
             LinkStatus::Unknown => Err(ResumeError::NotFound(id.clone())),
         }
@@ -422,6 +447,7 @@ impl Executions {
         execution: Execution,
         action: ApprovalAction,
         link: Option<TokenHash>,
+        remember: Option<GrantedBy>,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
         let span = tracing::info_span!(
@@ -433,7 +459,7 @@ impl Executions {
         if let Some(paused_by) = &execution.pause_trace {
             executor_telemetry::link(&span, paused_by, "paused_by");
         }
-        let result = self.claim_and_replay(execution, action, link, tools).instrument(span.clone()).await;
+        let result = self.claim_and_replay(execution, action, link, remember, tools).instrument(span.clone()).await;
         span.record("executor.execution.outcome", outcome_name(&result));
         result
     }
@@ -443,6 +469,7 @@ impl Executions {
         mut execution: Execution,
         action: ApprovalAction,
         link: Option<TokenHash>,
+        remember: Option<GrantedBy>,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
         let id = execution.id.clone();
@@ -490,6 +517,7 @@ impl Executions {
             if action == ApprovalAction::Accept { Metric::ApprovalsAccepted } else { Metric::ApprovalsDeclined };
         count(approval);
         tracing::info!(executor.execution.id = id.as_str(), action = action.as_str(), "approval decided");
+        let tools = self.with_decided_grants(&execution, action, remember, tools).await;
 
         // Replayed: the only winner runs the continuation.
         let snapshot = Snapshot { code: execution.code.clone(), journal: execution.journal.clone() };
@@ -571,6 +599,33 @@ impl Executions {
         });
         tracing::info!(executor.execution.id = id.as_str(), status = settled.as_str(), "execution settled");
         Ok(result)
+    }
+
+    /// After a won claim: store the grant the person asked for (before the
+    /// continuation runs, so its later calls of the same tool run at once),
+    /// then apply the owner's grants. Neither may undo the decision: if the
+    /// store fails here, the approval applies once and later calls ask again.
+    async fn with_decided_grants(
+        &self,
+        execution: &Execution,
+        action: ApprovalAction,
+        remember: Option<GrantedBy>,
+        tools: Arc<dyn Tools>,
+    ) -> Arc<dyn Tools> {
+        let Some(grants) = &self.grants else { return tools };
+        if let (ApprovalAction::Accept, Some(by)) = (action, remember) {
+            let pending = execution.journal.pending.iter().map(|call| call.path.as_str());
+            if let Err(error) = grants.remember(&execution.owner, pending, by).await {
+                tracing::warn!(executor.execution.id = execution.id.as_str(), %error, "the grant could not be stored");
+            }
+        }
+        match grants.tools_for(&execution.owner, tools.clone()).await {
+            Ok(granted) => granted,
+            Err(error) => {
+                tracing::warn!(executor.execution.id = execution.id.as_str(), %error, "grants could not be read");
+                tools
+            }
+        }
     }
 
     /// Browser mode: wait (at most `approval_wait`) until the human decides the
@@ -701,6 +756,11 @@ impl Executions {
         .instrument(span)
         .await
     }
+}
+
+/// Who to record as granting, when the person chose "always".
+fn remembered(remember: Remember, by: GrantedBy) -> Option<GrantedBy> {
+    (remember == Remember::Always).then_some(by)
 }
 
 /// Whether a pause stores a new execution or updates the one it resumed.

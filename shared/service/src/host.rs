@@ -30,6 +30,7 @@ use tracing::{Instrument, Span};
 use crate::approvals::ApprovalRoutes;
 use crate::auth::{Authenticator, rpc_refusal, scoped_elsewhere};
 use crate::config::{HostConfig, parse_mode};
+use crate::grants::Grants;
 use crate::mcp_tools::{Caller, McpServer};
 use crate::native::NativeApprovals;
 use crate::oidc::Oidc;
@@ -55,6 +56,7 @@ pub struct Host {
     sessions: Arc<Sessions>,
     alarms: Arc<Alarms>,
     approvals: Arc<ApprovalRoutes>,
+    grants: Arc<Grants>,
     mcp: McpService,
     toolkits: Arc<HashMap<ToolkitName, ToolkitRoute>>,
     config: HostConfig,
@@ -72,12 +74,14 @@ impl Host {
     ) -> Self {
         let clock = config.clock.clone();
         let views = config.toolkits.iter().map(|t| (t.name.clone(), t.tools.clone())).collect();
+        let grants = Arc::new(Grants::new(store.clone(), clock.clone(), config.grant_ttl));
         let executions = Arc::new(
             Executions::new(store.clone(), sandbox, config.timeouts, clock)
                 .with_approval_wait(config.approval_wait)
                 .with_max_concurrent(config.max_concurrent_executions)
                 .with_toolkits(views)
-                .with_quotas(QuotaGate::new(store.clone(), config.quotas.clone())),
+                .with_quotas(QuotaGate::new(store.clone(), config.quotas.clone()))
+                .with_grants(grants.clone()),
         );
         let approvals = Arc::new(ApprovalRoutes::new(executions.clone(), tools.clone()));
         let alarms = Arc::new(Alarms::new(store.clone(), store.clone(), scheduler, config.timeouts));
@@ -116,7 +120,7 @@ impl Host {
             config.activity_interval,
             config.session_retention,
         ));
-        Self { auth, sessions, alarms, approvals, mcp, toolkits: Arc::new(toolkits), config, native_available }
+        Self { auth, sessions, alarms, approvals, grants, mcp, toolkits: Arc::new(toolkits), config, native_available }
     }
 
     /// The alarm handler: what a fired alarm (in-process timer or the alarm
@@ -203,13 +207,21 @@ impl Host {
             let secure = self.base_url(request.headers()).starts_with("https://");
             return self.approvals.page(&request, secure).await;
         }
-        if path.starts_with("/api/executions/") {
+        let grants = path == "/api/grants" || path.starts_with("/api/grants/");
+        if path.starts_with("/api/executions/") || grants {
             let base_url = self.base_url(request.headers());
             let auth = self.auth.authenticate_scoped(request.headers(), &base_url, crate::approvals::api_error).await;
             let (owner, scope) = match auth {
                 Ok(caller) => caller,
                 Err(response) => return response,
             };
+            if grants {
+                // Grants are the owner's own, not a toolkit's: a scoped key cannot manage them.
+                if let Some(name) = scope {
+                    return crate::approvals::api_error(StatusCode::FORBIDDEN, &scoped_elsewhere(&name));
+                }
+                return self.grants.api(&request, &owner).await;
+            }
             // A scoped key reaches only its toolkit's executions; one whose
             // toolkit is no longer configured reaches none.
             let scope = match scope {

@@ -9,6 +9,7 @@ mod config;
 #[cfg(feature = "conformance")]
 mod conformance;
 mod executions;
+mod grants;
 mod host;
 mod jsonrpc;
 mod jwt_crypto;
@@ -27,6 +28,7 @@ mod visible;
 pub use alarms::Alarms;
 pub use config::{ConfigError, HostConfig};
 pub use executions::{ExecutionResult, Executions, ResumeError};
+pub use grants::Grants;
 pub use host::Host;
 pub use native::RequestStateKey;
 pub use oidc::{OidcConfig, TOOLKIT_CLAIM};

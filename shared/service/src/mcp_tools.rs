@@ -112,8 +112,9 @@ impl McpServer {
             Err(error) => return invalid(&error.to_string()),
         };
         let tools = self.tools.clone();
+        let (id, step) = (&answer.execution_id, answer.step);
         let result =
-            self.executions.answer_native(&caller.owner, &answer.execution_id, answer.step, answer.action, tools).await;
+            self.executions.answer_native(&caller.owner, id, step, answer.action, answer.remember, tools).await;
         self.render_resumed(caller, result)
     }
 

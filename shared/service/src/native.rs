@@ -10,17 +10,19 @@
 use std::fmt;
 use std::time::Duration;
 
-use executor_core::{ApprovalAction, ExecutionId, PendingCall, Principal};
+use executor_core::{ApprovalAction, ExecutionId, PendingCall, Principal, Remember};
 use ring::aead::{CHACHA20_POLY1305, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use rmcp::model::{
-    ElicitRequest, ElicitRequestParams, ElicitationSchema, InputRequest, InputRequests, InputRequiredResult,
-    InputResponses, RequestStateCodec, SealOptions,
+    ElicitRequest, ElicitRequestParams, ElicitationSchema, EnumSchema, InputRequest, InputRequests,
+    InputRequiredResult, InputResponses, PrimitiveSchemaDefinition, RequestStateCodec, SealOptions,
 };
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// The key of our one input request in `inputRequests` / `inputResponses`.
 const APPROVAL: &str = "approval";
+/// The form field in which the person may choose "always allow" (`once` or `always`).
+const REMEMBER: &str = "remember";
 
 /// The HMAC key for request states: at least 32 bytes, the same on every
 /// instance (`EXECUTOR_REQUEST_STATE_KEY`). Never printed.
@@ -58,6 +60,8 @@ pub(crate) struct Answer {
     pub execution_id: ExecutionId,
     pub step: u32,
     pub action: ApprovalAction,
+    /// The person's choice in the form; only an accept is remembered.
+    pub remember: Remember,
 }
 
 /// Why a retried call could not continue an execution.
@@ -65,7 +69,10 @@ pub(crate) struct Answer {
 pub(crate) enum NativeError {
     #[error("the request state is not one this server issued for you, or it expired; call execute again")]
     BadState,
-    #[error("the retried call must answer the `approval` input request with accept, decline or cancel")]
+    #[error(
+        "the retried call must answer the `approval` input request with accept, decline or cancel (and \
+         `remember`, if given, once or always)"
+    )]
     NoAnswer,
 }
 
@@ -92,15 +99,23 @@ impl NativeApprovals {
         let state = State { execution_id: id.clone(), step: pending.first().map_or(0, |call| call.step) };
         let sealed = self.codec.seal_with(&self.encrypt(&state, &context), &options);
         let mut message = String::from("The code wants to make a call that needs your approval.");
+        // Each call's message names the tool, what it does, its effect and the arguments (secrets redacted).
         for call in pending {
-            message.push_str(&format!(
-                "\n\n{}\nTool: tools.{}\nArguments: {}",
-                crate::visible::escape_invisible(&call.message),
-                call.path,
-                crate::visible::escape_invisible(&call.args.to_string())
-            ));
+            let text = crate::visible::escape_invisible(&call.message);
+            message.push_str(&format!("\n\nTool: tools.{}\n{text}", call.path));
         }
-        let schema = ElicitationSchema::builder().build().expect("an empty form is a valid schema");
+        let tools: Vec<String> = pending.iter().map(|call| format!("tools.{}", call.path)).collect();
+        let remember = EnumSchema::builder(vec!["once".into(), "always".into()])
+            .enum_titles(vec!["Only this call".into(), format!("Always allow {}", tools.join(", "))])
+            .and_then(|b| b.with_default("once"))
+            .expect("the default is one of the values")
+            .title("Remember this approval?")
+            .description("\"always\" runs later calls of the same tool without asking, until you revoke it")
+            .build();
+        let schema = ElicitationSchema::builder()
+            .property(REMEMBER, PrimitiveSchemaDefinition::Enum(remember))
+            .build()
+            .expect("a one-field form is a valid schema");
         let params = ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema: schema };
         let mut requests = InputRequests::new();
         requests.insert(APPROVAL.into(), InputRequest::Elicitation(ElicitRequest::new(params)));
@@ -117,13 +132,18 @@ impl NativeApprovals {
         let context = context(owner);
         let sealed = self.codec.open_with(state, &context).map_err(|_| NativeError::BadState)?;
         let state = self.decrypt(sealed, &context).ok_or(NativeError::BadState)?;
-        let action = responses
-            .and_then(|r| r.get(APPROVAL))
+        let answer = responses.and_then(|r| r.get(APPROVAL));
+        let action = answer
             .and_then(|answer| answer.get("action"))
             .and_then(|action| action.as_str())
             .and_then(|action| ApprovalAction::parse(action).ok())
             .ok_or(NativeError::NoAnswer)?;
-        Ok(Answer { execution_id: state.execution_id, step: state.step, action })
+        let remember = match answer.and_then(|answer| answer.get("content")).and_then(|c| c.get(REMEMBER)) {
+            None => Remember::Once,
+            Some(choice) => choice.as_str().and_then(|c| Remember::parse(c).ok()).ok_or(NativeError::NoAnswer)?,
+        };
+        let remember = if action == ApprovalAction::Accept { remember } else { Remember::Once };
+        Ok(Answer { execution_id: state.execution_id, step: state.step, action, remember })
     }
 
     /// nonce || ciphertext+tag, bound to `context`.
@@ -157,7 +177,7 @@ fn context(owner: &Principal) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
@@ -198,14 +218,30 @@ mod tests {
         }
         let request = serde_json::to_value(&asked.input_requests.unwrap()[APPROVAL]).unwrap();
         assert_eq!(request["method"], "elicitation/create");
-        assert!(request["params"]["message"].as_str().unwrap().contains("Tool: tools.gh.issues.create"));
+        let message = request["params"]["message"].as_str().unwrap();
+        assert!(message.contains("Tool: tools.gh.issues.create\nCreate an issue?"), "{message}");
+
+        let schema = &request["params"]["requestedSchema"]["properties"][REMEMBER];
+        assert_eq!(schema["oneOf"][1]["const"], "always", "{schema}");
+        assert_eq!(schema["oneOf"][1]["title"], "Always allow tools.gh.issues.create", "{schema}");
+        assert_eq!(schema["default"], "once", "{schema}");
 
         let answer = |action: &str| InputResponses::from([(APPROVAL.to_owned(), json!({"action": action}))]);
-        type Case<'a> = (&'a Principal, String, Option<InputResponses>, Result<ApprovalAction, &'a str>);
+        let remembering = |action: &str, remember: Value| {
+            InputResponses::from([(APPROVAL.to_owned(), json!({"action": action, "content": {REMEMBER: remember}}))])
+        };
+        let (once, always) = (Remember::Once, Remember::Always);
+        type Case<'a> = (&'a Principal, String, Option<InputResponses>, Result<(ApprovalAction, Remember), &'a str>);
         let cases: Vec<Case> = vec![
-            (&alice, state.clone(), Some(answer("accept")), Ok(ApprovalAction::Accept)),
-            (&alice, state.clone(), Some(answer("decline")), Ok(ApprovalAction::Decline)),
-            (&alice, state.clone(), Some(answer("cancel")), Ok(ApprovalAction::Cancel)),
+            (&alice, state.clone(), Some(answer("accept")), Ok((ApprovalAction::Accept, once))),
+            (&alice, state.clone(), Some(answer("decline")), Ok((ApprovalAction::Decline, once))),
+            (&alice, state.clone(), Some(answer("cancel")), Ok((ApprovalAction::Cancel, once))),
+            (&alice, state.clone(), Some(remembering("accept", json!("always"))), Ok((ApprovalAction::Accept, always))),
+            (&alice, state.clone(), Some(remembering("accept", json!("once"))), Ok((ApprovalAction::Accept, once))),
+            // Declining is never remembered.
+            (&alice, state.clone(), Some(remembering("decline", json!("always"))), Ok((ApprovalAction::Decline, once))),
+            (&alice, state.clone(), Some(remembering("accept", json!("forever"))), Err("no answer")),
+            (&alice, state.clone(), Some(remembering("accept", json!(true))), Err("no answer")),
             (&bob, state.clone(), Some(answer("accept")), Err("bad state")),
             (&alice, format!("{state}x"), Some(answer("accept")), Err("bad state")),
             (&alice, state.clone(), None, Err("no answer")),
@@ -214,8 +250,8 @@ mod tests {
         for (owner, state, responses, expected) in cases {
             let got = native().answer(owner, &state, responses.as_ref());
             match (got, expected) {
-                (Ok(answer), Ok(want)) => {
-                    assert_eq!(answer, Answer { execution_id: id.clone(), step: 3, action: want })
+                (Ok(answer), Ok((action, remember))) => {
+                    assert_eq!(answer, Answer { execution_id: id.clone(), step: 3, action, remember })
                 }
                 (Err(NativeError::BadState), Err("bad state")) | (Err(NativeError::NoAnswer), Err("no answer")) => {}
                 (got, want) => panic!("{owner:?} {state}: got {got:?}, want {want:?}"),

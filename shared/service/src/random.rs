@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use executor_core::{ExecutionId, SessionId, TokenHash};
+use executor_core::{ExecutionId, GrantId, SessionId, TokenHash};
 
 /// 128 random bits, hex: unguessable, so an id alone grants nothing.
 fn random_hex() -> Result<String, getrandom::Error> {
@@ -13,6 +13,10 @@ fn random_hex() -> Result<String, getrandom::Error> {
 
 pub(crate) fn execution_id() -> Result<ExecutionId, getrandom::Error> {
     Ok(ExecutionId::parse(random_hex()?).expect("hex is a valid id"))
+}
+
+pub(crate) fn grant_id() -> Result<GrantId, getrandom::Error> {
+    Ok(GrantId::parse(random_hex()?).expect("hex is a valid id"))
 }
 
 /// Marks a claim as written by this resumer (see `Execution::claim`).

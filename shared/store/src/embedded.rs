@@ -10,18 +10,18 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use executor_core::{
-    ApiKey, Clock, Execution, ExecutionId, ExecutionState, Principal, Session, SessionId, SystemClock, Timestamp,
-    TokenHash,
+    ApiKey, Clock, Execution, ExecutionId, ExecutionState, Grant, GrantId, Principal, Session, SessionId, SystemClock,
+    Timestamp, TokenHash,
 };
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
-use crate::records::{self, API_KEY, EXECUTION, SESSION};
+use crate::records::{self, API_KEY, EXECUTION, GRANT, SESSION};
 
 #[path = "embedded_quota.rs"]
 mod quota;
 use crate::traced::traced;
-use crate::{Access, ExecutionStore, KeyStore, SessionStore, StoreError};
+use crate::{Access, ExecutionStore, GrantStore, KeyStore, SessionStore, StoreError};
 
 /// The backend named in store spans.
 const BACKEND: &str = "redb";
@@ -480,6 +480,88 @@ impl KeyStore for EmbeddedStore {
                     Some(_) => Ok(()),
                     None => Err(Failure::Store(StoreError::NotFound { what: API_KEY })),
                 }
+            })
+            .await
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl GrantStore for EmbeddedStore {
+    async fn create_grant(&self, grant: &Grant) -> Result<(), StoreError> {
+        traced("store.create_grant", BACKEND, async {
+            let body = records::encode_small(GRANT, grant)?;
+            let (pk, sk) = (records::grants_pk(&grant.owner), records::grant_sk(&grant.tool));
+            let now = self.clock.now();
+            self.write("create a grant", move |txn| {
+                let mut table = txn.open_table(ITEMS)?;
+                if let Some(stored) = table.get((pk.as_str(), sk.as_str()))? {
+                    let stored: Grant = records::decode(GRANT, stored.value()).map_err(Failure::Store)?;
+                    if stored.is_live(now) {
+                        return Err(Failure::Store(StoreError::AlreadyExists { what: GRANT }));
+                    }
+                }
+                table.insert((pk.as_str(), sk.as_str()), body.as_slice())?;
+                Ok(())
+            })
+            .await
+        })
+        .await
+    }
+
+    async fn list_grants(&self, owner: &Principal) -> Result<Vec<Grant>, StoreError> {
+        traced("store.list_grants", BACKEND, async {
+            let values = self.range("list grants", records::grants_pk(owner), records::GRANT_PREFIX).await?;
+            let now = self.clock.now();
+            let mut grants = Vec::new();
+            for (_, bytes) in values {
+                let grant: Grant = records::decode(GRANT, &bytes)?;
+                if grant.is_live(now) {
+                    grants.push(grant);
+                }
+            }
+            Ok(grants)
+        })
+        .await
+    }
+
+    async fn revoke_grant(&self, access: Access<'_>, id: &GrantId) -> Result<Grant, StoreError> {
+        traced("store.revoke_grant", BACKEND, async {
+            // An owner's grants are one partition; the service's view is every grant partition.
+            let (start, end) = match access {
+                Access::Owner(owner) => {
+                    let pk = records::grants_pk(owner);
+                    ((pk.clone(), records::GRANT_PREFIX.to_owned()), (pk, "GRANT$".to_owned()))
+                }
+                Access::Internal => (("GRANTS#".to_owned(), String::new()), ("GRANTS$".to_owned(), String::new())),
+            };
+            let owner = match access {
+                Access::Owner(owner) => Some(owner.clone()),
+                Access::Internal => None,
+            };
+            let (id, now) = (id.clone(), self.clock.now());
+            self.write("revoke a grant", move |txn| {
+                let mut table = txn.open_table(ITEMS)?;
+                let mut found = None;
+                for entry in table.range((start.0.as_str(), start.1.as_str())..(end.0.as_str(), end.1.as_str()))? {
+                    let (key, value) = entry?;
+                    let (pk, sk) = key.value();
+                    if !sk.starts_with(records::GRANT_PREFIX) {
+                        continue;
+                    }
+                    let grant: Grant = records::decode(GRANT, value.value()).map_err(Failure::Store)?;
+                    let visible = owner.as_ref().is_none_or(|owner| *owner == grant.owner);
+                    if grant.id == id && grant.is_live(now) && visible {
+                        found = Some((pk.to_owned(), sk.to_owned(), grant));
+                        break;
+                    }
+                }
+                let Some((pk, sk, grant)) = found else {
+                    return Err(Failure::Store(StoreError::NotFound { what: GRANT }));
+                };
+                table.remove((pk.as_str(), sk.as_str()))?;
+                Ok(grant)
             })
             .await
         })

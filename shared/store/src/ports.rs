@@ -2,7 +2,9 @@
 //! update-if-version); every read says whose view it takes.
 
 use async_trait::async_trait;
-use executor_core::{ApiKey, Execution, ExecutionId, Principal, QuotaLimit, Session, SessionId, Timestamp, TokenHash};
+use executor_core::{
+    ApiKey, Execution, ExecutionId, Grant, GrantId, Principal, QuotaLimit, Session, SessionId, Timestamp, TokenHash,
+};
 
 use crate::StoreError;
 
@@ -123,7 +125,22 @@ pub trait QuotaStore: Send + Sync {
     async fn release_slot(&self, owner: &Principal, execution: &ExecutionId) -> Result<(), StoreError>;
 }
 
-/// Everything the service needs from storage, in one object.
-pub trait Store: SessionStore + ExecutionStore + KeyStore + QuotaStore {}
+#[async_trait]
+pub trait GrantStore: Send + Sync {
+    /// Store a grant; `AlreadyExists` if its owner has a live grant for its tool.
+    async fn create_grant(&self, grant: &Grant) -> Result<(), StoreError>;
 
-impl<T: SessionStore + ExecutionStore + KeyStore + QuotaStore> Store for T {}
+    /// The live grants of `owner`, in no particular order. Read consistently, so a
+    /// revoke is seen by the next read.
+    async fn list_grants(&self, owner: &Principal) -> Result<Vec<Grant>, StoreError>;
+
+    /// Delete the grant `id` and return it; `NotFound` when absent, expired or not
+    /// visible to `access`. (With `Access::Internal` this looks through every
+    /// owner's grants: an admin command, not a request path.)
+    async fn revoke_grant(&self, access: Access<'_>, id: &GrantId) -> Result<Grant, StoreError>;
+}
+
+/// Everything the service needs from storage, in one object.
+pub trait Store: SessionStore + ExecutionStore + KeyStore + QuotaStore + GrantStore {}
+
+impl<T: SessionStore + ExecutionStore + KeyStore + QuotaStore + GrantStore> Store for T {}

@@ -1,6 +1,6 @@
 //! The key layout and record encoding both adapters share (see docs/storage.md).
 
-use executor_core::{Execution, ExecutionId, SessionId, TokenHash};
+use executor_core::{Execution, ExecutionId, Principal, SessionId, TokenHash};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -18,6 +18,7 @@ pub const MAX_ITEM_BODY_BYTES: usize = 350_000;
 pub(crate) const SESSION: &str = "session";
 pub(crate) const EXECUTION: &str = "execution";
 pub(crate) const API_KEY: &str = "API key";
+pub(crate) const GRANT: &str = "grant";
 
 pub(crate) const SESSION_SK: &str = "SESSION";
 pub(crate) const EXECUTION_SK: &str = "EXEC";
@@ -25,6 +26,7 @@ pub(crate) const EXECUTION_SK: &str = "EXEC";
 pub(crate) const KEYS_PK: &str = "KEYS";
 pub(crate) const KEY_PREFIX: &str = "KEY#";
 pub(crate) const PAUSED_PREFIX: &str = "PAUSED#";
+pub(crate) const GRANT_PREFIX: &str = "GRANT#";
 
 pub(crate) const QUOTA: &str = "quota counter";
 /// A quota's concurrency slots: one item per owner.
@@ -46,6 +48,16 @@ pub(crate) fn session_pk(id: &SessionId) -> String {
 
 pub(crate) fn execution_pk(id: &ExecutionId) -> String {
     format!("EXEC#{id}")
+}
+
+/// An owner's grants share one partition: policy evaluation reads them with one query.
+pub(crate) fn grants_pk(owner: &Principal) -> String {
+    format!("GRANTS#{owner}")
+}
+
+/// One grant per owner and tool.
+pub(crate) fn grant_sk(tool: &str) -> String {
+    format!("{GRANT_PREFIX}{tool}")
 }
 
 pub(crate) fn key_sk(hash: &TokenHash) -> String {

@@ -168,7 +168,7 @@ pub(super) async fn a_toolkits_executions_continue_in_its_view_in_every_mode(dep
     assert_eq!(http.get(&foreign).bearer_auth(&host.token).send().await.unwrap().status(), 200);
 
     // Native: the client's user answers each pause; two answers, two reads.
-    let approver = Approver { answer: ElicitationAction::Accept, asked: Default::default() };
+    let approver = Approver { answer: ElicitationAction::Accept, content: None, asked: Default::default() };
     let asked = approver.asked.clone();
     let config = StreamableHttpClientTransportConfig::with_uri(format!("{strict}?elicitation_mode=native"))
         .auth_header(host.token.clone());

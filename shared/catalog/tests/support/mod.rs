@@ -215,7 +215,7 @@ async fn spec_behind_auth(headers: HeaderMap) -> Response {
     }
 }
 
-/// An MCP server: `search_docs` (read-only), `delete_doc` (not annotated),
+/// An MCP server: `search_docs` (read-only), `delete_doc` (destructive, not read-only),
 /// `leaky` (an error that echoes the caller's key).
 #[derive(Clone)]
 pub struct Docs {
@@ -242,7 +242,8 @@ impl ServerHandler for Docs {
         Ok(ListToolsResult::with_all_items(vec![
             Tool::new("search_docs", "Search the documentation pages", query)
                 .annotate(ToolAnnotations::new().read_only(true)),
-            Tool::new("delete_doc", "Delete a documentation page", id.clone()),
+            Tool::new("delete_doc", "Delete a documentation page", id.clone())
+                .annotate(ToolAnnotations::new().destructive(true)),
             Tool::new("leaky", "Fails with the caller's credentials in the message", id),
         ]))
     }

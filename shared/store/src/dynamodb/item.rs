@@ -21,6 +21,8 @@ pub(crate) const STATUS: &str = "status";
 pub(crate) const SESSION_ID: &str = "session_id";
 pub(crate) const CHUNKS: &str = "chunks";
 pub(crate) const BODY: &str = "body";
+/// On grants: the grant's id, so a revoke deletes that grant and not a newer one for the same tool.
+pub(crate) const GRANT_ID: &str = "grant_id";
 /// A fresh random id per write: how a writer recognises its own write after a
 /// lost answer, even when another writer stored an item with the same content.
 pub(crate) const WRITE_ID: &str = "write_id";

@@ -5,8 +5,9 @@
 //! - `SESSION#<id>` / `PAUSED#<executionId>`: index of the session's paused work;
 //! - `EXEC#<id>` / `EXEC`: an execution, holding chunk 0 of its snapshot;
 //! - `EXEC#<id>` / `CHUNK#nnnn`: further chunks of a large snapshot;
-//! - `KEY#<sha256>` / `KEY`: an API key;
-//! - `QUOTA#<owner>` / `HOUR#<start>` and `SLOTS`: quota counters (`quota.rs`).
+//! - `KEYS` / `KEY#<sha256>`: an API key;
+//! - `QUOTA#<owner>` / `HOUR#<start>` and `SLOTS`: quota counters (`quota.rs`);
+//! - `GRANTS#<owner>` / `GRANT#<tool>`: a remembered approval.
 
 mod errors;
 mod item;
@@ -24,16 +25,17 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Get, Put, TransactGetItem, TransactWriteItem};
 use executor_core::{
-    ApiKey, Clock, Execution, ExecutionId, ExecutionState, Session, SessionId, SystemClock, Timestamp, TokenHash,
+    ApiKey, Clock, Execution, ExecutionId, ExecutionState, Grant, GrantId, Principal, Session, SessionId, SystemClock,
+    Timestamp, TokenHash,
 };
 use item::{
-    BODY, CHUNKS, EXPIRES_AT, Item, KIND, OWNER, PK, SESSION_ID, SK, STATUS, VERSION, WRITE_ID, b, get_b, get_n, get_s,
-    is_live, n, now_secs, s, ttl,
+    BODY, CHUNKS, EXPIRES_AT, GRANT_ID, Item, KIND, OWNER, PK, SESSION_ID, SK, STATUS, VERSION, WRITE_ID, b, get_b,
+    get_n, get_s, is_live, n, now_secs, s, ttl,
 };
 
-use crate::records::{self, API_KEY, EXECUTION, MAX_ITEM_BODY_BYTES, SESSION};
+use crate::records::{self, API_KEY, EXECUTION, GRANT, MAX_ITEM_BODY_BYTES, SESSION};
 use crate::traced::traced;
-use crate::{Access, ExecutionStore, KeyStore, SessionStore, StoreError};
+use crate::{Access, ExecutionStore, GrantStore, KeyStore, SessionStore, StoreError};
 
 /// The backend named in store spans.
 const BACKEND: &str = "dynamodb";
@@ -592,5 +594,101 @@ impl KeyStore for DynamoStore {
             }
         })
         .await
+    }
+}
+
+#[async_trait]
+impl GrantStore for DynamoStore {
+    async fn create_grant(&self, grant: &Grant) -> Result<(), StoreError> {
+        traced("store.create_grant", BACKEND, async {
+            let body = records::encode_small(GRANT, grant)?;
+            let mut item = item::key(records::grants_pk(&grant.owner), &records::grant_sk(&grant.tool));
+            item.insert(KIND.into(), s("grant"));
+            item.insert(OWNER.into(), s(grant.owner.as_str()));
+            item.insert(GRANT_ID.into(), s(grant.id.as_str()));
+            item.insert(EXPIRES_AT.into(), ttl(grant.expires_at));
+            item.insert(BODY.into(), b(&body));
+            self.put(GRANT, "create a grant", item, Expect::Absent).await
+        })
+        .await
+    }
+
+    async fn list_grants(&self, owner: &Principal) -> Result<Vec<Grant>, StoreError> {
+        traced("store.list_grants", BACKEND, async {
+            let items = self.query_prefix("list grants", records::grants_pk(owner), records::GRANT_PREFIX).await?;
+            let now = self.clock.now();
+            let mut grants = Vec::new();
+            for item in &items {
+                if is_live(item, GRANT, now)? {
+                    grants.push(records::decode(GRANT, get_b(item, BODY, GRANT)?)?);
+                }
+            }
+            Ok(grants)
+        })
+        .await
+    }
+
+    async fn revoke_grant(&self, access: Access<'_>, id: &GrantId) -> Result<Grant, StoreError> {
+        traced("store.revoke_grant", BACKEND, async {
+            let grant = match access {
+                Access::Owner(owner) => self.list_grants(owner).await?.into_iter().find(|g| g.id == *id),
+                Access::Internal => self.find_grant(id).await?,
+            };
+            let grant = grant.ok_or(StoreError::NotFound { what: GRANT })?;
+            // Conditional on the id: a stale revoke never deletes a newer grant for the same tool.
+            let deleted = self
+                .client
+                .delete_item()
+                .table_name(&self.table)
+                .set_key(Some(item::key(records::grants_pk(&grant.owner), &records::grant_sk(&grant.tool))))
+                .condition_expression(format!("{GRANT_ID} = :id AND {EXPIRES_AT} > :now"))
+                .expression_attribute_values(":id", s(id.as_str()))
+                .expression_attribute_values(":now", now_secs(self.clock.now()))
+                .send()
+                .await;
+            match deleted {
+                Ok(_) => Ok(grant),
+                Err(SdkError::ServiceError(e))
+                    if matches!(e.err(), DeleteItemError::ConditionalCheckFailedException(_)) =>
+                {
+                    Err(StoreError::NotFound { what: GRANT })
+                }
+                Err(e) => Err(self.sdk_error("revoke a grant", e)),
+            }
+        })
+        .await
+    }
+}
+
+impl DynamoStore {
+    /// The live grant with this id, whoever owns it: a scan, for the admin
+    /// command `executor grants revoke` (requests know the owner and query).
+    async fn find_grant(&self, id: &GrantId) -> Result<Option<Grant>, StoreError> {
+        const OPERATION: &str = "find a grant";
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .filter_expression(format!("#kind = :kind AND {GRANT_ID} = :id"))
+                .expression_attribute_names("#kind", KIND)
+                .expression_attribute_values(":kind", s("grant"))
+                .expression_attribute_values(":id", s(id.as_str()))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| self.sdk_error(OPERATION, e))?;
+            for item in page.items() {
+                if is_live(item, GRANT, self.clock.now())? {
+                    return Ok(Some(records::decode(GRANT, get_b(item, BODY, GRANT)?)?));
+                }
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(None);
+            }
+        }
     }
 }

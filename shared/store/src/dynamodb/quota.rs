@@ -13,7 +13,6 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use executor_core::{ExecutionId, Principal, QuotaLimit, Timestamp};
@@ -66,7 +65,7 @@ impl DynamoStore {
             .expression_attribute_values(":gone", AttributeValue::Ss(leases))
             .send()
             .await
-            .map_err(|e| StoreError::backend(operation, DisplayErrorContext(e)))?;
+            .map_err(|e| self.sdk_error(operation, e))?;
         Ok(())
     }
 
@@ -145,7 +144,7 @@ impl QuotaStore for DynamoStore {
                     Some(TransactWriteItemsError::TransactionCanceledException(e)) => {
                         e.cancellation_reasons().iter().map(|r| r.code().unwrap_or("None").to_owned()).collect()
                     }
-                    _ => return Err(StoreError::backend(OPERATION, DisplayErrorContext(error))),
+                    _ => return Err(self.sdk_error(OPERATION, error)),
                 };
                 let refused = reasons.iter().zip(&updates).find(|(r, _)| *r == "ConditionalCheckFailed");
                 match refused.map(|(_, (_, limit))| *limit) {

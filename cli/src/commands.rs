@@ -1,0 +1,42 @@
+//! The admin commands (`executor keys`, `executor grants`) as one type, so the
+//! same command runs here or in the server that holds the store (`crate::admin`).
+
+use std::fmt;
+
+use executor_store::{GrantStore, KeyStore};
+use serde::{Deserialize, Serialize};
+
+use crate::{grants, keys};
+
+/// A command the socket takes: its `command` tag tells which.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Command {
+    Keys(keys::Command),
+    Grants(grants::Command),
+}
+
+/// What a command did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Reply {
+    Keys(keys::Reply),
+    Grants(grants::Reply),
+}
+
+impl fmt::Display for Reply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Keys(reply) => reply.fmt(f),
+            Self::Grants(reply) => reply.fmt(f),
+        }
+    }
+}
+
+/// Run `command` on `store`: here, or in the server that holds the store.
+pub async fn run(store: &(impl KeyStore + GrantStore), command: Command) -> Result<Reply, String> {
+    match command {
+        Command::Keys(command) => keys::run(store, command).await.map(Reply::Keys).map_err(|e| e.to_string()),
+        Command::Grants(command) => grants::run(store, command).await.map(Reply::Grants).map_err(|e| e.to_string()),
+    }
+}

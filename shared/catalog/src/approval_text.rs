@@ -1,0 +1,189 @@
+//! What a person reads to decide a call that needs approval, without reading
+//! the code: the tool and what it does, its effect (for OpenAPI the method and
+//! the URL that would be called, path filled in; for MCP the tool's
+//! annotations), and the arguments pretty-printed with secrets redacted. It
+//! is the pending call's `message`: the paused result, the approval page and
+//! the native elicitation all show it.
+
+use serde_json::Value;
+
+use crate::redact::{REDACTED, Redactor};
+
+/// At most this much of a tool's description is shown.
+const MAX_DESCRIPTION_CHARS: usize = 300;
+/// At most this much of the pretty-printed arguments is shown.
+const MAX_ARGUMENTS_BYTES: usize = 8 * 1024;
+
+/// Argument names whose values are secrets whatever they hold, compared
+/// without case, `-` or `_`.
+const SECRET_NAMES: [&str; 10] = [
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "apikey",
+    "authorization",
+    "credential",
+    "privatekey",
+    "cookie",
+    "clientsecret",
+];
+
+/// The text for a call of `tools.<path>`: `headline` (what needs approval
+/// and why), then what the tool does, its effect and the arguments. Every
+/// secret of the source (`redactor`) is redacted from all of it.
+pub(crate) fn approval_message(
+    headline: &str,
+    description: &str,
+    effect: &str,
+    args: &Value,
+    redactor: &Redactor,
+) -> String {
+    let mut text = headline.to_owned();
+    let description = first_paragraph(description);
+    if !description.is_empty() {
+        text.push_str("\nWhat it does: ");
+        text.push_str(&description);
+    }
+    text.push_str("\nEffect: ");
+    text.push_str(effect);
+    text.push_str("\nArguments:\n");
+    let shown = serde_json::to_string_pretty(&redact_secret_fields(args)).unwrap_or_else(|_| args.to_string());
+    text.push_str(&cut(&shown, MAX_ARGUMENTS_BYTES));
+    redactor.redact(&text)
+}
+
+/// The description's first paragraph, on one line, at most [`MAX_DESCRIPTION_CHARS`].
+fn first_paragraph(description: &str) -> String {
+    let paragraph = description.trim().split("\n\n").next().unwrap_or_default();
+    let line = paragraph.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(MAX_DESCRIPTION_CHARS) {
+        Some((end, _)) => format!("{}…", &line[..end]),
+        None => line,
+    }
+}
+
+/// MCP annotations as a person reads them, e.g. `destructiveHint: true, openWorldHint: false`.
+pub(crate) fn mcp_effect(name: &str, hints: &[(&'static str, bool)]) -> String {
+    let hints: Vec<String> = hints.iter().map(|(hint, value)| format!("{hint}: {value}")).collect();
+    if hints.is_empty() {
+        format!("calls the MCP tool `{name}` (no annotations: it may change things)")
+    } else {
+        format!("calls the MCP tool `{name}` ({})", hints.join(", "))
+    }
+}
+
+/// `args` with the value of every field named like a secret replaced, at any depth.
+fn redact_secret_fields(args: &Value) -> Value {
+    match args {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(name, value)| {
+                    let value =
+                        if is_secret_name(name) { Value::String(REDACTED.into()) } else { redact_secret_fields(value) };
+                    (name.clone(), value)
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(redact_secret_fields).collect()),
+        other => other.clone(),
+    }
+}
+
+fn is_secret_name(name: &str) -> bool {
+    let plain: String = name.chars().filter(|c| *c != '-' && *c != '_').flat_map(char::to_lowercase).collect();
+    SECRET_NAMES.iter().any(|secret| plain.contains(secret))
+}
+
+/// At most `limit` bytes, cut at a character boundary, saying how much is left out.
+fn cut(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_owned();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n… ({} more bytes not shown)", &text[..end], text.len() - end)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_message_says_what_where_and_with_what() {
+        let mut redactor = Redactor::default();
+        redactor.add("s3cr3t-value");
+        let args = json!({
+            "id": 42,
+            "body": {"name": "chair", "apiKey": "k-1", "nested": [{"Password": "p"}], "note": "uses s3cr3t-value"},
+            "X-Auth-Token": "t",
+        });
+        let text = approval_message(
+            "tools.shop.items.updateItem (PUT /items/{id}) needs approval: it may change data",
+            "Update an item.\n\nLong details that are not shown.",
+            "PUT http://127.0.0.1:9/items/42",
+            &args,
+            &redactor,
+        );
+        let expected = "tools.shop.items.updateItem (PUT /items/{id}) needs approval: it may change data\n\
+             What it does: Update an item.\n\
+             Effect: PUT http://127.0.0.1:9/items/42\n\
+             Arguments:\n";
+        assert!(text.starts_with(expected), "{text}");
+        for shown in [
+            "\"id\": 42",
+            "\"name\": \"chair\"",
+            "\"apiKey\": \"[redacted]\"",
+            "\"Password\": \"[redacted]\"",
+            "\"X-Auth-Token\": \"[redacted]\"",
+            "\"note\": \"uses [redacted]\"",
+        ] {
+            assert!(text.contains(shown), "missing {shown}: {text}");
+        }
+        for secret in ["k-1", "\"p\"", "\"t\"", "s3cr3t"] {
+            assert!(!text.contains(secret), "{secret} leaked: {text}");
+        }
+    }
+
+    #[test]
+    fn secret_names_are_matched_loosely_and_only_them() {
+        let cases = [
+            ("password", true),
+            ("api_key", true),
+            ("API-KEY", true),
+            ("access_token", true),
+            ("client_secret", true),
+            ("Authorization", true),
+            ("name", false),
+            ("title", false),
+            ("key", false),
+            ("body", false),
+        ];
+        for (name, secret) in cases {
+            assert_eq!(is_secret_name(name), secret, "{name}");
+        }
+    }
+
+    #[test]
+    fn long_texts_are_cut() {
+        let long = "word ".repeat(200);
+        assert_eq!(first_paragraph(&long).chars().count(), MAX_DESCRIPTION_CHARS + 1);
+        assert_eq!(first_paragraph("  One\n line.\n\nTwo."), "One line.");
+        let args = json!({"body": "é".repeat(MAX_ARGUMENTS_BYTES)});
+        let text = approval_message("h", "", "GET x", &args, &Redactor::default());
+        assert!(text.ends_with("more bytes not shown)"), "{}", &text[text.len() - 50..]);
+    }
+
+    #[test]
+    fn mcp_annotations_are_named() {
+        assert_eq!(
+            mcp_effect("delete_doc", &[("destructiveHint", true), ("openWorldHint", false)]),
+            "calls the MCP tool `delete_doc` (destructiveHint: true, openWorldHint: false)"
+        );
+        assert_eq!(mcp_effect("x", &[]), "calls the MCP tool `x` (no annotations: it may change things)");
+    }
+}

@@ -1,0 +1,184 @@
+//! Remembered approvals ("always allow"): stored per owner and tool, applied
+//! while the policy is evaluated, listed and revoked by their owner.
+//!
+//! A grant is read from the store for every run (the owner's grants are one
+//! query), never cached: a revoke takes effect on the owner's next call, in
+//! every process. Only someone a pause asked can create one (the approval page,
+//! the owner's JSON API, the answer to a native elicitation); `resume` cannot.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use executor_core::{Clock, Grant, GrantId, GrantedBy, Principal};
+use executor_sandbox::{CallContext, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
+use executor_store::{Access, GrantStore, StoreError};
+use http::{Method, Request, Response, StatusCode};
+use serde_json::{Value, json};
+
+pub struct Grants {
+    store: Arc<dyn GrantStore>,
+    clock: Arc<dyn Clock>,
+    ttl: Duration,
+}
+
+impl Grants {
+    /// Grants made here live for `ttl` (`EXECUTOR_GRANT_TTL_MS`).
+    pub fn new(store: Arc<dyn GrantStore>, clock: Arc<dyn Clock>, ttl: Duration) -> Self {
+        Self { store, clock, ttl }
+    }
+
+    /// `tools` as `owner`'s code sees them: a call that needs approval runs
+    /// when the owner has a live grant for its tool. Blocked stays blocked.
+    pub async fn tools_for(&self, owner: &Principal, tools: Arc<dyn Tools>) -> Result<Arc<dyn Tools>, StoreError> {
+        let granted: HashSet<String> = self.store.list_grants(owner).await?.into_iter().map(|g| g.tool).collect();
+        if granted.is_empty() {
+            return Ok(tools);
+        }
+        Ok(Arc::new(Granted { inner: tools, granted }))
+    }
+
+    /// "Always allow" each of `tools` for `owner`. A tool already granted
+    /// (a concurrent answer) keeps its grant.
+    pub async fn remember<'a>(
+        &self,
+        owner: &Principal,
+        tools: impl IntoIterator<Item = &'a str>,
+        by: GrantedBy,
+    ) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        let unique: HashSet<&str> = tools.into_iter().collect();
+        for tool in unique {
+            let id = crate::random::grant_id()
+                .map_err(|e| StoreError::Backend { operation: "draw a grant id", detail: e.to_string() })?;
+            let grant = Grant::new(id, owner.clone(), tool, by, now, self.ttl);
+            match self.store.create_grant(&grant).await {
+                Ok(()) | Err(StoreError::AlreadyExists { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            tracing::info!(executor.grant.id = grant.id.as_str(), tool, by = by.as_str(), "approval remembered");
+        }
+        Ok(())
+    }
+
+    /// `GET /api/grants` and `DELETE /api/grants/{id}`, as the authenticated `owner`.
+    pub(crate) async fn api(&self, request: &Request<Bytes>, owner: &Principal) -> Response<Bytes> {
+        let path = request.uri().path().trim_end_matches('/');
+        match (request.method(), path.strip_prefix("/api/grants")) {
+            (&Method::GET, Some("")) => match self.store.list_grants(owner).await {
+                Ok(mut grants) => {
+                    grants.sort_by_key(|g| g.created_at);
+                    let grants: Vec<Value> = grants.iter().map(grant_json).collect();
+                    json(StatusCode::OK, &json!({ "grants": grants }))
+                }
+                Err(e) => unavailable(&e),
+            },
+            (&Method::DELETE, Some(rest)) if rest.starts_with('/') => {
+                let revoked = match GrantId::parse(&rest[1..]) {
+                    Ok(id) => self.store.revoke_grant(Access::Owner(owner), &id).await,
+                    Err(_) => Err(StoreError::NotFound { what: "grant" }),
+                };
+                match revoked {
+                    Ok(grant) => {
+                        tracing::info!(executor.grant.id = grant.id.as_str(), tool = grant.tool, "grant revoked");
+                        let mut response = Response::new(Bytes::new());
+                        *response.status_mut() = StatusCode::NO_CONTENT;
+                        response
+                    }
+                    Err(StoreError::NotFound { .. }) => {
+                        let message = "no grant with this id exists for you; GET /api/grants lists yours";
+                        json(StatusCode::NOT_FOUND, &json!({"error": {"code": "grant_not_found", "message": message}}))
+                    }
+                    Err(e) => unavailable(&e),
+                }
+            }
+            _ => {
+                let message = "GET /api/grants or DELETE /api/grants/{id}";
+                json(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    &json!({"error": {"code": "method_not_allowed", "message": message}}),
+                )
+            }
+        }
+    }
+}
+
+/// A grant as the API shows it.
+fn grant_json(grant: &Grant) -> Value {
+    json!({
+        "id": grant.id.as_str(),
+        "tool": grant.tool,
+        "grantedBy": grant.granted_by.as_str(),
+        "createdAt": grant.created_at.to_rfc3339(),
+        "expiresAt": grant.expires_at.to_rfc3339(),
+    })
+}
+
+fn json(status: StatusCode, body: &Value) -> Response<Bytes> {
+    crate::approvals::api_json(status, body)
+}
+
+fn unavailable(error: &StoreError) -> Response<Bytes> {
+    json(StatusCode::SERVICE_UNAVAILABLE, &json!({"error": {"code": "store_error", "message": error.to_string()}}))
+}
+
+/// Tools whose approval the owner granted run without asking.
+struct Granted {
+    inner: Arc<dyn Tools>,
+    granted: HashSet<String>,
+}
+
+/// The one rule: a grant turns "needs approval" into "runs"; nothing else changes.
+fn with_grant(policy: Policy, granted: bool) -> Policy {
+    match policy {
+        Policy::NeedsApproval { .. } if granted => Policy::Run,
+        other => other,
+    }
+}
+
+#[async_trait]
+impl Tools for Granted {
+    fn policy(&self, path: &str, args: &Value) -> Policy {
+        with_grant(self.inner.policy(path, args), self.granted.contains(path))
+    }
+
+    async fn call(&self, path: &str, args: Value, ctx: &CallContext) -> ToolOutcome {
+        self.inner.call(path, args, ctx).await
+    }
+
+    async fn call_with_status(&self, path: &str, args: Value, ctx: &CallContext) -> Result<ToolSuccess, ToolError> {
+        self.inner.call_with_status(path, args, ctx).await
+    }
+
+    async fn search(&self, request: Value) -> ToolOutcome {
+        self.inner.search(request).await
+    }
+
+    async fn describe(&self, request: Value) -> ToolOutcome {
+        self.inner.describe(request).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grant_turns_only_approval_into_run() {
+        let approve = || Policy::NeedsApproval { message: "create?".into() };
+        let block = || Policy::Blocked { reason: "off".into() };
+        let cases = [
+            (Policy::Run, false, Policy::Run),
+            (Policy::Run, true, Policy::Run),
+            (approve(), false, approve()),
+            (approve(), true, Policy::Run),
+            (block(), false, block()),
+            (block(), true, block()),
+        ];
+        for (policy, granted, expected) in cases {
+            assert_eq!(with_grant(policy.clone(), granted), expected, "{policy:?} granted={granted}");
+        }
+    }
+}
