@@ -5,10 +5,13 @@ use std::time::{Duration, SystemTime};
 
 use aws_sdk_dynamodb::types::{AttributeValue, TimeToLiveStatus};
 use executor_core::{
-    ApiKey, ArgsHash, ClientInfo, ElicitationMode, Execution, ExecutionEvent, ExecutionId, Journal, JournalStep,
-    PendingCall, Principal, Session, SessionId, StepOutcome, Timestamp, TokenHash,
+    ApiKey, ArgsHash, ClientInfo, ElicitationMode, Execution, ExecutionEvent, ExecutionId, Grant, GrantId, GrantedBy,
+    Journal, JournalStep, PendingCall, Principal, Session, SessionId, StepOutcome, Timestamp, TokenHash,
 };
-use executor_store::{ExecutionStore, KeyStore, MAX_ITEM_BODY_BYTES, SessionStore};
+use executor_store::{
+    ExecutionStore, GrantStore, HourlyTake, KeyStore, MAX_ITEM_BODY_BYTES, QuotaOutcome, QuotaStore, QuotaTake,
+    SessionStore, SlotTake,
+};
 use serde_json::json;
 
 type Item = std::collections::HashMap<String, AttributeValue>;
@@ -89,13 +92,29 @@ async fn items_match_docs_storage_md() {
     execution.apply(ExecutionEvent::Pause { journal, deadline }, now()).unwrap();
     store.create_execution(&execution).await.unwrap();
     store
-        .create_key(&ApiKey { hash: TokenHash::of_token("t"), owner: alice, created_at: now(), toolkit: None })
+        .create_key(&ApiKey { hash: TokenHash::of_token("t"), owner: alice.clone(), created_at: now(), toolkit: None })
         .await
         .unwrap();
+    let grant_id = GrantId::parse("g1").unwrap();
+    let grant =
+        Grant::new(grant_id, alice.clone(), "files.write", GrantedBy::ApprovalPage, now(), Duration::from_secs(60));
+    store.create_grant(&grant).await.unwrap();
+    let hour = Timestamp::from_millis(now().as_millis() / 3_600_000 * 3_600_000);
+    let take = QuotaTake {
+        owner: alice,
+        now: now(),
+        hourly: Some(HourlyTake { window: hour, limit: 10 }),
+        slot: Some(SlotTake {
+            execution: execution.id.clone(),
+            limit: 2,
+            lease_until: now().plus(Duration::from_secs(60)),
+        }),
+    };
+    assert_eq!(store.take_quota(&take).await.unwrap(), QuotaOutcome::Taken);
 
     let items = client.scan().table_name(store.table()).send().await.unwrap().items.unwrap();
     let documented = documented_items();
-    assert_eq!(documented.len(), 5, "docs/storage.md lists five item types");
+    assert_eq!(documented.len(), 8, "docs/storage.md lists eight item types");
 
     let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for item in &items {
