@@ -49,7 +49,7 @@ pub(crate) fn approval_message(
     text.push_str(effect);
     text.push_str("\nArguments:\n");
     let shown = serde_json::to_string_pretty(&redact_secret_fields(args)).unwrap_or_else(|_| args.to_string());
-    text.push_str(&cut(&shown, MAX_ARGUMENTS_BYTES));
+    text.push_str(&executor_core::cut_text(&shown, MAX_ARGUMENTS_BYTES));
     redactor.redact(&text)
 }
 
@@ -93,18 +93,6 @@ fn redact_secret_fields(args: &Value) -> Value {
 fn is_secret_name(name: &str) -> bool {
     let plain: String = name.chars().filter(|c| *c != '-' && *c != '_').flat_map(char::to_lowercase).collect();
     SECRET_NAMES.iter().any(|secret| plain.contains(secret))
-}
-
-/// At most `limit` bytes, cut at a character boundary, saying how much is left out.
-fn cut(text: &str, limit: usize) -> String {
-    if text.len() <= limit {
-        return text.to_owned();
-    }
-    let mut end = limit;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n… ({} more bytes not shown)", &text[..end], text.len() - end)
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub mod policy;
 pub mod principal;
 pub mod quota;
 pub mod session;
+pub mod text;
 pub mod time;
 pub mod toolkit;
 
@@ -33,5 +34,6 @@ pub use policy::{
 pub use principal::{ApiKey, Principal, PrincipalError, TokenHash};
 pub use quota::{QuotaExceeded, QuotaLimit, QuotaLimits, Quotas};
 pub use session::{ClientInfo, ElicitationMode, Session, SessionError, SessionStatus};
+pub use text::cut_text;
 pub use time::Timestamp;
 pub use toolkit::{Toolkit, ToolkitDecision, ToolkitName, ToolkitNameError};

@@ -170,14 +170,7 @@ fn pretty(value: &Value) -> String {
 
 /// At most [`MAX_SHOWN_BYTES`], cut at a character boundary.
 fn shown(text: &str) -> String {
-    if text.len() <= MAX_SHOWN_BYTES {
-        return text.to_owned();
-    }
-    let mut end = MAX_SHOWN_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n… ({} more bytes not shown)", &text[..end], text.len() - end)
+    executor_core::cut_text(text, MAX_SHOWN_BYTES)
 }
 
 #[cfg(test)]
