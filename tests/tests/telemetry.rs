@@ -235,7 +235,7 @@ fn a_paused_then_approved_execution_is_one_story_in_spans_logs_and_metrics() {
     assert_eq!(attribute(execute, "http.response.status_code"), Some(&OtelValue::I64(200)));
     assert_eq!(
         children(&spans, execute),
-        ["execution.pause", "execution.run", "store.find_key", "store.get_session"],
+        ["execution.pause", "execution.run", "store.find_key", "store.get_session", "store.list_grants"],
         "{:?}",
         names(&spans)
     );
@@ -274,8 +274,8 @@ fn a_paused_then_approved_execution_is_one_story_in_spans_logs_and_metrics() {
     assert_eq!(links[0].attributes, [KeyValue::new("executor.link", "paused_by")]);
     assert_eq!(
         children(&spans, resume),
-        ["execution.replay", "store.update_execution", "store.update_execution"],
-        "claimed, replayed, settled"
+        ["execution.replay", "store.list_grants", "store.update_execution", "store.update_execution"],
+        "claimed, the owner's grants read, replayed, settled"
     );
     let replay = child(&spans, resume, "execution.replay");
     assert_eq!(text(replay, "executor.execution.outcome"), "completed");
