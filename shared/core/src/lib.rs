@@ -19,7 +19,8 @@ pub use alarm::{AlarmDecision, Timeouts, decide_session_alarm};
 pub use approval::{ApprovalLinks, LinkStatus, MAX_OPEN_LINKS};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use execution::{
-    ApprovalAction, Execution, ExecutionEvent, ExecutionFailure, ExecutionState, ExecutionStatus, TransitionError,
+    ApprovalAction, Execution, ExecutionEvent, ExecutionFailure, ExecutionState, ExecutionStatus, HEARTBEAT_EVERY,
+    HEARTBEAT_STALE, TransitionError,
 };
 pub use ids::{ExecutionId, IdError, SessionId};
 pub use journal::{ArgsHash, Journal, JournalStep, NonDeterministicReplay, PendingCall, Replay, StepOutcome};

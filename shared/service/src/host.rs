@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use executor_core::{ElicitationMode, Principal};
+use executor_core::{ElicitationMode, ExecutionId, Principal};
 use executor_sandbox::{Sandbox, Tools};
 use executor_scheduler::AlarmScheduler;
 use executor_store::Store;
@@ -34,7 +34,7 @@ use crate::native::NativeApprovals;
 use crate::oidc::Oidc;
 use crate::responses::{json_response, preflight, rpc_error, text, with_cors};
 use crate::sessions::{SESSION_HEADER, STATELESS_VERSION, Sessions};
-use crate::{Alarms, Executions, spans};
+use crate::{Alarms, CONTINUATION_PATH, Executions, spans};
 
 #[derive(Clone)]
 pub struct Host {
@@ -45,6 +45,8 @@ pub struct Host {
     mcp: StreamableHttpService<McpServer, LocalSessionManager>,
     config: HostConfig,
     native_available: bool,
+    executions: Arc<Executions>,
+    tools: Arc<dyn Tools>,
 }
 
 impl Host {
@@ -60,6 +62,8 @@ impl Host {
         let executions = Arc::new(
             Executions::new(store.clone(), sandbox, config.timeouts, clock)
                 .with_approval_wait(config.approval_wait)
+                .with_response_budget(config.response_budget)
+                .with_continuations(config.continuations.clone())
                 .with_max_concurrent(config.max_concurrent_executions),
         );
         let approvals = Arc::new(ApprovalRoutes::new(executions.clone(), tools.clone()));
@@ -69,7 +73,7 @@ impl Host {
             Arc::new(NativeApprovals::new(key, config.timeouts.approval_window))
         });
         let native_available = native.is_some();
-        let server = McpServer::new(executions, tools, namespaces, native);
+        let server = McpServer::new(executions.clone(), tools.clone(), namespaces, native);
         let mut rmcp_config = StreamableHttpServerConfig::default()
             .with_legacy_session_mode(false)
             .with_json_response(true)
@@ -89,7 +93,7 @@ impl Host {
             config.activity_interval,
             config.session_retention,
         ));
-        Self { auth, sessions, alarms, approvals, mcp, config, native_available }
+        Self { auth, sessions, alarms, approvals, mcp, config, native_available, executions, tools }
     }
 
     /// The alarm handler: what a fired alarm (in-process timer or the alarm
@@ -162,6 +166,11 @@ impl Host {
 
     async fn route_approvals(&self, request: Request<Bytes>) -> Response<Bytes> {
         let path = request.uri().path();
+        if request.method() == Method::POST
+            && let Some(id) = path.strip_prefix(CONTINUATION_PATH)
+        {
+            return self.continue_handed_on(id).await;
+        }
         if path.starts_with("/approvals/") {
             let secure = self.base_url(request.headers()).starts_with("https://");
             return self.approvals.page(&request, secure).await;
@@ -178,6 +187,30 @@ impl Host {
             return text(StatusCode::OK, "ok");
         }
         text(StatusCode::NOT_FOUND, "not found")
+    }
+
+    /// A continuation the MCP function handed on (an asynchronous invocation
+    /// of the approval function; API Gateway routes nothing here). It runs to
+    /// the end before answering; nobody reads the answer but the logs.
+    async fn continue_handed_on(&self, id: &str) -> Response<Bytes> {
+        let Ok(id) = ExecutionId::parse(id) else {
+            return text(StatusCode::NOT_FOUND, "not found");
+        };
+        match self.executions.continue_handed_on(&id, self.tools.clone()).await {
+            Ok(result) => {
+                let status = match result {
+                    crate::ExecutionResult::Completed { .. } => "completed",
+                    crate::ExecutionResult::Failed { .. } => "failed",
+                    crate::ExecutionResult::Paused { .. } => "paused",
+                    crate::ExecutionResult::Running { .. } => "running",
+                };
+                with_cors(json_response(StatusCode::OK, &json!({ "executionId": id, "status": status })))
+            }
+            Err(error) => {
+                tracing::warn!(executor.execution.id = id.as_str(), %error, "continuation not run");
+                json_response(StatusCode::CONFLICT, &crate::results::resume_error(&error))
+            }
+        }
     }
 
     async fn mcp(&self, request: Request<Bytes>) -> Response<Bytes> {

@@ -24,8 +24,8 @@ use executor_core::{
     ApiKey, Clock, Execution, ExecutionId, ExecutionState, Session, SessionId, SystemClock, Timestamp, TokenHash,
 };
 use item::{
-    BODY, CHUNKS, EXPIRES_AT, Item, KIND, OWNER, PK, SESSION_ID, SK, STATUS, VERSION, WRITE_ID, b, get_b, get_n, get_s, is_live,
-    n, now_secs, s, ttl,
+    BODY, CHUNKS, EXPIRES_AT, Item, KIND, OWNER, PK, SESSION_ID, SK, STATUS, VERSION, WRITE_ID, b, get_b, get_n, get_s,
+    is_live, n, now_secs, s, ttl,
 };
 
 use crate::records::{self, API_KEY, EXECUTION, MAX_ITEM_BODY_BYTES, SESSION};
