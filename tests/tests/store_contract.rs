@@ -22,6 +22,7 @@ executor_tests::on_both_stores!(
     execution_transitions_are_conditional_on_version,
     paused_index_follows_execution_state,
     claim_race_has_exactly_one_winner,
+    identical_claims_are_still_two_writes,
     large_journal_round_trips_in_chunks,
     oversized_snapshot_is_refused_and_loses_nothing,
     api_keys_are_found_by_hash_only,
@@ -278,6 +279,23 @@ async fn claim_race_has_exactly_one_winner<S: Store + 'static>(store: Arc<S>) {
     assert_eq!(stored.state, ExecutionState::Resuming { action: winners[0] });
     assert_eq!(stored.version, 1);
     assert!(store.paused_executions(Access::Internal, &sid("s1")).await.unwrap().is_empty());
+}
+
+/// Two claimers whose writes carry the same content (same action, same
+/// instant, no link) are still two writes: the second must not mistake the
+/// first one's item for its own write whose answer was lost.
+async fn identical_claims_are_still_two_writes<S: Store + 'static>(store: Arc<S>) {
+    store.create_execution(&paused("twin", alice(), Some("s1"))).await.unwrap();
+    let at = now();
+    let mut first = store.get_execution(Access::Owner(&alice()), &eid("twin")).await.unwrap();
+    let mut second = first.clone();
+    for claim in [&mut first, &mut second] {
+        claim.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None }, at).unwrap();
+    }
+    assert_eq!(first, second, "the two claims under test are identical");
+    store.update_execution(&mut first).await.unwrap();
+    let lost = store.update_execution(&mut second).await;
+    assert!(matches!(lost, Err(StoreError::Conflict { .. })), "the second identical claim got {lost:?}");
 }
 
 async fn large_journal_round_trips_in_chunks<S: Store + 'static>(store: Arc<S>) {
