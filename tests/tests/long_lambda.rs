@@ -49,10 +49,15 @@ type Answers = Arc<Mutex<Vec<(u16, String)>>>;
 
 /// Starts a continuation as the Lambda runtime would after an asynchronous
 /// invocation: the approval function's handler, called with the event.
-#[derive(Debug)]
 struct InvokeApprovalFunction {
     approval: Arc<std::sync::OnceLock<Host>>,
     answers: Answers,
+}
+
+impl std::fmt::Debug for InvokeApprovalFunction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InvokeApprovalFunction")
+    }
 }
 
 #[async_trait]
@@ -104,7 +109,7 @@ async fn a_long_execution_is_handed_to_the_approval_function_and_each_read_is_ma
         Host::new(store.clone(), catalog.clone(), &namespaces, sandbox, scheduler.clone(), config)
     };
     let approval = function(base.clone());
-    approval_slot.set(approval.clone()).unwrap();
+    assert!(approval_slot.set(approval.clone()).is_ok(), "set once");
     let mcp = function(HostConfig { continuations: Some(Arc::new(continuations)), ..base });
     let (stop, stopped) = oneshot::channel::<()>();
     let (url, done) = api_gateway::start(api_gateway::Functions { mcp, approval }, async move {
