@@ -42,6 +42,10 @@ struct StoreArgs {
     data_dir: PathBuf,
     #[arg(long, value_enum, default_value_t = StoreKind::Embedded, global = true)]
     store: StoreKind,
+    /// With --store dynamodb: create the table `EXECUTOR_TABLE` (on demand,
+    /// TTL on expires_at) when it does not exist. Deployed stacks have theirs.
+    #[arg(long, global = true)]
+    create_table: bool,
 }
 
 #[derive(Parser)]
@@ -68,20 +72,32 @@ struct LimitArgs {
     /// Milliseconds a client has to send a request line and headers, from
     /// connecting or from the first byte of a later request.
     #[arg(long, env = "EXECUTOR_HEADER_TIMEOUT_MS", default_value_t = 10_000, value_name = "MS",
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = positive::<u64>("EXECUTOR_HEADER_TIMEOUT_MS", "a whole number of milliseconds"))]
     header_timeout_ms: u64,
     /// Milliseconds a client has to send a whole request body once its headers are in.
     #[arg(long, env = "EXECUTOR_BODY_TIMEOUT_MS", default_value_t = 30_000, value_name = "MS",
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = positive::<u64>("EXECUTOR_BODY_TIMEOUT_MS", "a whole number of milliseconds"))]
     body_timeout_ms: u64,
     /// Milliseconds a kept-alive connection may wait for its next request before it is closed.
     #[arg(long, env = "EXECUTOR_IDLE_TIMEOUT_MS", default_value_t = 60_000, value_name = "MS",
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = positive::<u64>("EXECUTOR_IDLE_TIMEOUT_MS", "a whole number of milliseconds"))]
     idle_timeout_ms: u64,
     /// Connections open at once; past it a new connection is answered 503 (retry later) and closed.
     #[arg(long, env = "EXECUTOR_MAX_CONNECTIONS", default_value_t = 1024, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..))]
+          value_parser = positive::<u32>("EXECUTOR_MAX_CONNECTIONS", "a whole number"))]
     max_connections: u32,
+}
+
+/// A whole number above zero for a flag that `variable` may set: clap's own
+/// message names only the flag, and the value may have come from the variable.
+fn positive<T>(variable: &'static str, what: &'static str) -> impl Fn(&str) -> Result<T, String> + Clone
+where
+    T: std::str::FromStr + Default + PartialEq,
+{
+    move |value| match value.trim().parse::<T>() {
+        Ok(n) if n != T::default() => Ok(n),
+        _ => Err(format!("{variable} (or the flag) must be {what} greater than zero")),
+    }
 }
 
 impl LimitArgs {
@@ -95,9 +111,35 @@ impl LimitArgs {
     }
 }
 
+/// Every variable `serve` reads; each is checked before anything starts.
+const SERVE_ENVIRONMENT: &str = "\
+Environment (checked before anything is created; a bad value names the variable):
+  EXECUTOR_CONFIG                     the sources file (as --config)
+  EXECUTOR_PUBLIC_URL                 the URL clients reach this server at (as --public-url)
+  EXECUTOR_SESSION_TIMEOUT_MS         idle time before a session ends [default: 1800000]
+  EXECUTOR_PAUSED_LEASE_MS            extra idle time for a session with paused work [default: 600000]
+  EXECUTOR_APPROVAL_WINDOW_MS         how long a pause waits for a decision [default: 600000]
+  EXECUTOR_APPROVAL_WAIT_MS           how long a browser-mode resume waits [default: 20000]
+  EXECUTOR_ELICITATION_MODE           model, browser or native, without ?elicitation_mode= [default: model]
+  EXECUTOR_REQUEST_STATE_KEY          native-mode HMAC key, 32 bytes or more [default: <data dir>/request-state.key]
+  EXECUTOR_RESPONSE_BUDGET_MS         how long execute/resume wait before answering running [default: 20000]
+  EXECUTOR_MAX_EXECUTION_MS           the longest a run may take, tool calls included [default: 300000]
+  EXECUTOR_MAX_CONCURRENT_EXECUTIONS  sandbox runs at once; more get `busy` [default: 16]
+  EXECUTOR_OIDC_ISSUER                accept this issuer's JWTs too (an http(s) URL; needs EXECUTOR_OIDC_AUDIENCE)
+  EXECUTOR_OIDC_AUDIENCE              the audience those tokens are for
+  EXECUTOR_OIDC_JWKS_URL              the issuer's keys [default: from its discovery document]
+  EXECUTOR_OIDC_OWNER_CLAIM           the claim naming the owner [default: sub]
+  EXECUTOR_OIDC_SHARE_KEY_OWNERS      true: the claim's value is a key owner's name [default: false]
+  EXECUTOR_HEADER_TIMEOUT_MS, EXECUTOR_BODY_TIMEOUT_MS, EXECUTOR_IDLE_TIMEOUT_MS, EXECUTOR_MAX_CONNECTIONS
+                                      as their options above
+  EXECUTOR_TELEMETRY_FLUSH_MS         how long Ctrl-C waits for span export [default: 500]
+  EXECUTOR_TABLE                      the table, with --store dynamodb (AWS_REGION, AWS_PROFILE, ... apply)
+  RUST_LOG, NO_COLOR, OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables: logs and spans";
+
 #[derive(Subcommand)]
 enum Command {
     /// Serve MCP, approvals and health on one port (the default command).
+    #[command(after_help = SERVE_ENVIRONMENT)]
     Serve(ServeArgs),
     /// Manage API keys (bearer tokens).
     Keys {
@@ -137,11 +179,7 @@ async fn main() -> ExitCode {
     // No command is `serve` with its defaults (and its environment variables).
     let command = Cli::parse().command.unwrap_or_else(|| Command::Serve(ServeArgs::parse_from(["executor"])));
     let result = match command {
-        Command::Serve(args) => match open(&args.store).await {
-            Ok(Opened::Embedded(s)) => run_serve(args, s, true).await,
-            Ok(Opened::Dynamo(s)) => run_serve(args, s, false).await,
-            Err(e) => Err(e),
-        },
+        Command::Serve(args) => serve_command(args).await,
         Command::Keys { command, store } => run_keys(command.into(), &store).await,
     };
     match result {
@@ -160,9 +198,15 @@ enum Opened {
 
 async fn open(args: &StoreArgs) -> Result<Opened, String> {
     match args.store {
+        StoreKind::Embedded if args.create_table => {
+            Err("--create-table is for --store dynamodb; the embedded store makes its file itself".into())
+        }
         StoreKind::Embedded => open_embedded(&args.data_dir).map(Opened::Embedded),
         StoreKind::Dynamodb => {
             let store = DynamoStore::from_env().await.map_err(|e| e.to_string())?;
+            if args.create_table {
+                store.create_table().await.map_err(|e| e.to_string())?;
+            }
             Ok(Opened::Dynamo(Arc::new(store)))
         }
     }
@@ -201,27 +245,50 @@ fn host_config(public_url: Option<&str>) -> Result<executor_service::HostConfig,
     }
 }
 
-/// `embedded`: `store` is the embedded store, which `executor keys` can then
-/// reach only through this process (the admin socket).
-async fn run_serve<S: Store + 'static>(args: ServeArgs, store: Arc<S>, embedded: bool) -> Result<(), String> {
-    let ServeArgs { addr, public_url, config: sources, store: StoreArgs { data_dir, .. }, limits } = args;
-    let limits = limits.limits();
+/// Every setting (the environment's, the sources file) is read and checked
+/// before anything is created or printed: a mistake in one leaves no data
+/// directory, no store and no key behind.
+async fn serve_command(args: ServeArgs) -> Result<(), String> {
     // The conformance build serves requests without a token (the suite cannot
     // send one; see executor-service's `conformance` feature): loopback only.
     #[cfg(feature = "conformance")]
-    {
-        if !addr.ip().is_loopback() {
-            return Err(format!("this is a conformance build: it serves only loopback addresses, not {addr}"));
-        }
-        eprintln!("executor: conformance build: requests without a token are served as owner `conformance`");
+    if !args.addr.ip().is_loopback() {
+        return Err(format!("this is a conformance build: it serves only loopback addresses, not {}", args.addr));
     }
-    let mut config = host_config(public_url.as_deref()).map_err(|e| e.to_string())?;
+    let config = host_config(args.public_url.as_deref()).map_err(|e| e.to_string())?;
+    let telemetry = executor_telemetry::Telemetry::local().map_err(|e| e.to_string())?;
+    let catalog = Catalog::load(args.config.clone()).await.map_err(|e| e.to_string())?;
+    let settings = Settings { config, telemetry, catalog };
+    match open(&args.store).await? {
+        Opened::Embedded(store) => run_serve(args, store, true, settings).await,
+        Opened::Dynamo(store) => run_serve(args, store, false, settings).await,
+    }
+}
+
+/// What `serve` read before opening the store.
+struct Settings {
+    config: executor_service::HostConfig,
+    telemetry: executor_telemetry::Telemetry,
+    catalog: Catalog,
+}
+
+/// `embedded`: `store` is the embedded store, which `executor keys` can then
+/// reach only through this process (the admin socket).
+async fn run_serve<S: Store + 'static>(
+    args: ServeArgs,
+    store: Arc<S>,
+    embedded: bool,
+    settings: Settings,
+) -> Result<(), String> {
+    let ServeArgs { addr, store: StoreArgs { data_dir, .. }, limits, .. } = args;
+    let Settings { mut config, telemetry, catalog } = settings;
+    let limits = limits.limits();
+    #[cfg(feature = "conformance")]
+    eprintln!("executor: conformance build: requests without a token are served as owner `conformance`");
     #[cfg(unix)]
     let _admin = embedded.then(|| admin_socket(&data_dir, store.clone())).flatten();
     #[cfg(not(unix))]
     let _ = embedded;
-    let telemetry = executor_telemetry::Telemetry::local().map_err(|e| e.to_string())?;
-    let catalog = Catalog::load(sources).await.map_err(|e| e.to_string())?;
     let mut namespaces = Vec::new();
     for source in catalog.namespaces() {
         match &source.error {

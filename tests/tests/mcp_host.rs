@@ -202,6 +202,7 @@ on_both_deployments!(
     a_2026_07_28_client_is_served_without_a_session,
     native_mode_asks_the_clients_user_and_the_retry_resumes,
     sessions_keys_and_the_challenge_over_plain_http,
+    the_smoke_script_passes,
 );
 
 fn args(value: Value) -> JsonObject {
@@ -796,4 +797,52 @@ async fn an_armed_alarm_survives_a_restart() {
     }
     assert_eq!(status, 404, "the alarm armed before the restart fired after it");
     restarted.stop().await;
+}
+
+/// `scripts/smoke` (what docs/deploy.md ends with) against this deployment:
+/// every check passes; a declined pause makes no call, an accepted one makes it.
+async fn the_smoke_script_passes(deployment: Deployment) {
+    let place = Place::new(deployment).await;
+    let host = Running::start(&place, None).await;
+    let base = host.url.trim_end_matches("/mcp").to_owned();
+    let smoke = |extra: &'static [&'static str]| {
+        let (base, token) = (base.clone(), host.token.clone());
+        tokio::task::spawn_blocking(move || {
+            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/smoke");
+            let output = std::process::Command::new("python3")
+                .arg(script)
+                .args([base.as_str(), token.as_str(), "--pause-code", WRITE])
+                .args(extra)
+                .env_remove("http_proxy")
+                .env_remove("HTTP_PROXY")
+                .output()
+                .expect("python3 runs scripts/smoke");
+            let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+            assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+            stdout
+        })
+    };
+    let declined = smoke(&[]).await.unwrap();
+    for check in ["health", "handshake", "execute", "stateless", "pause"] {
+        assert!(declined.contains(&format!("ok   {check}: ")), "{check}: {declined}");
+    }
+    assert!(declined.contains("w.create paused, decline through the JSON API: error"), "{declined}");
+    assert!(declined.ends_with("5 passed, 0 failed\n"), "{declined}");
+    assert_eq!(host.tools.calls().len(), 0, "a declined call is not made");
+
+    let accepted = smoke(&["--accept"]).await.unwrap();
+    assert!(accepted.contains("w.create paused, accept through the JSON API: completed"), "{accepted}");
+    assert_eq!(host.tools.calls().len(), 1, "the accepted call is made once");
+
+    // A wrong token fails the checks that need one, and says so.
+    let refused = tokio::task::spawn_blocking(move || {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/smoke");
+        std::process::Command::new("python3").arg(script).args([base.as_str(), "exk_wrong"]).output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&refused.stdout);
+    assert!(!refused.status.success(), "{stdout}");
+    assert!(stdout.contains("ok   health") && stdout.contains("FAIL handshake: initialize: HTTP 401"), "{stdout}");
+    host.stop().await;
 }

@@ -26,7 +26,9 @@ import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 
-import { ExecutorOptions, Resolved, resolve } from './options';
+import { InitialKey } from './initial-key';
+import { Observability } from './observability';
+import { ExecutorOptions, FunctionName, MAX_LAYERS, Resolved, resolve } from './options';
 import { isGranted, readSources } from './sources';
 
 /** The Rust binaries (`[[bin]]` names), each shipped as `bootstrap`. */
@@ -63,6 +65,8 @@ export class ExecutorStack extends Stack {
   readonly configLayer?: lambda.LayerVersion;
   readonly requestStateKey: secretsmanager.Secret;
   readonly api: apigw.HttpApi;
+  readonly observability?: Observability;
+  readonly initialKey?: InitialKey;
   /** Where clients connect: the custom domain when set, else the API's own endpoint. No trailing slash. */
   readonly publicUrl: string;
 
@@ -140,7 +144,7 @@ export class ExecutorStack extends Stack {
       EXECUTOR_SCHEDULER_ROLE_ARN: this.schedulerRole.roleArn,
     };
 
-    this.alarmFunction = this.rustFunction('AlarmFunction', BINARIES.alarm, o, {
+    this.alarmFunction = this.rustFunction('AlarmFunction', 'alarm', o, {
       functionName: alarmFunctionName,
       description: 'Executor: session alarms from EventBridge Scheduler',
       memorySize: 256,
@@ -211,7 +215,7 @@ export class ExecutorStack extends Stack {
         'redeploying.',
     });
 
-    this.mcpFunction = this.rustFunction('McpFunction', BINARIES.mcp, o, {
+    this.mcpFunction = this.rustFunction('McpFunction', 'mcp', o, {
       description: 'Executor: MCP endpoint (/mcp, /.well-known, /healthz)',
       // QuickJS gets 64 MiB per execution; Lambda's CPU share grows with
       // memory, and the sandbox is CPU-bound.
@@ -226,7 +230,7 @@ export class ExecutorStack extends Stack {
         EXECUTOR_REQUEST_STATE_KEY: this.requestStateKey.secretValue.unsafeUnwrap(),
       },
     });
-    this.approvalFunction = this.rustFunction('ApprovalFunction', BINARIES.approval, o, {
+    this.approvalFunction = this.rustFunction('ApprovalFunction', 'approval', o, {
       description: 'Executor: approval pages and API (/approvals, /api), continuations of long runs',
       // Runs the approved execution's continuation: same sandbox as MCP.
       memorySize: 1024,
@@ -349,10 +353,12 @@ export class ExecutorStack extends Stack {
       retention: o.logRetentionDays as logs.RetentionDays,
       removalPolicy: removal,
     });
-    new apigw.HttpStage(this, 'DefaultStage', {
+    const stage = new apigw.HttpStage(this, 'DefaultStage', {
       httpApi: this.api,
       stageName: '$default',
       autoDeploy: true,
+      // Every route: past it, API Gateway answers 429 without invoking a function.
+      throttle: o.throttle ? { rateLimit: o.throttle.rateLimit, burstLimit: o.throttle.burstLimit } : undefined,
       domainMapping: domain ? { domainName: domain } : undefined,
       accessLogSettings: {
         destination: new apigw.LogGroupLogDestination(accessLogs),
@@ -396,6 +402,32 @@ export class ExecutorStack extends Stack {
       }
     }
 
+    // --- Operations: docs/deploy.md, "Alarms and dashboard" ---------------------------
+    if (o.alarms) {
+      this.observability = new Observability(this, 'Observability', {
+        api: this.api,
+        stage,
+        table: this.table,
+        functions: { mcp: this.mcpFunction, approval: this.approvalFunction, alarm: this.alarmFunction },
+        topicArn: o.alarmTopicArn,
+      });
+    }
+
+    // --- The first API key: docs/deploy.md, "The first key" -------------------------
+    if (o.initialKey) {
+      this.initialKey = new InitialKey(this, 'InitialKey', {
+        table: this.table,
+        owner: o.initialKey.owner,
+        generation: o.initialKey.generation,
+        removal,
+        logRetentionDays: o.logRetentionDays,
+      });
+      new CfnOutput(this, 'InitialKeySecretArn', {
+        description: `Secrets Manager secret holding the API key token of ${o.initialKey.owner}`,
+        value: this.initialKey.secret.secretArn,
+      });
+    }
+
     // --- Outputs -------------------------------------------------------------------
     new CfnOutput(this, 'McpUrl', { description: 'MCP endpoint for clients', value: `${this.publicUrl}/mcp` });
     new CfnOutput(this, 'ApprovalBaseUrl', {
@@ -415,10 +447,14 @@ export class ExecutorStack extends Stack {
     }
   }
 
-  /** A Rust function: its own role and log group, nothing else granted. */
+  /**
+   * A Rust function: its own role and log group, nothing else granted; the
+   * per-function options (environment, layers, reserved concurrency) and the
+   * stack-wide ones (tracing, VPC) applied.
+   */
   private rustFunction(
     id: string,
-    binary: string,
+    name: FunctionName,
     o: Resolved,
     props: {
       functionName?: string;
@@ -431,6 +467,22 @@ export class ExecutorStack extends Stack {
       environment: Record<string, string>;
     },
   ): lambda.Function {
+    const settings = o.functions[name];
+    for (const variable of Object.keys(settings.environment)) {
+      if (variable in props.environment) {
+        throw new Error(`environment.${name}: ${variable} is set by the stack; use its option instead`);
+      }
+    }
+    const layers = [
+      ...(props.layers ?? []),
+      ...settings.layerArns.map((arn, i) => lambda.LayerVersion.fromLayerVersionArn(this, `${id}Layer${i}`, arn)),
+    ];
+    if (layers.length > MAX_LAYERS) {
+      throw new Error(
+        `layerArns: the ${name} function would have ${layers.length} layers` +
+          `${props.layers?.length ? ' (the sources layer included)' : ''}; Lambda allows ${MAX_LAYERS}`,
+      );
+    }
     const logGroup = new logs.LogGroup(this, `${id}Logs`, {
       retention: o.logRetentionDays as logs.RetentionDays,
       removalPolicy: props.removal,
@@ -448,21 +500,64 @@ export class ExecutorStack extends Stack {
         resources: [logGroup.logGroupArn],
       }),
     );
-    return new lambda.Function(this, id, {
+    const fn = new lambda.Function(this, id, {
       functionName: props.functionName,
       description: props.description,
       runtime: lambda.Runtime.PROVIDED_AL2023,
       architecture: props.architecture,
       handler: 'bootstrap',
       // Only the binary: a `bootstrap.zip` from `--output-format zip` may sit next to it.
-      code: lambda.Code.fromAsset(bootstrapDir(o.assetDir, binary, o.architecture), { exclude: ['*', '!bootstrap'] }),
+      code: lambda.Code.fromAsset(bootstrapDir(o.assetDir, BINARIES[name], o.architecture), {
+        exclude: ['*', '!bootstrap'],
+      }),
       memorySize: props.memorySize,
       timeout: props.timeout,
       role,
       logGroup,
-      layers: props.layers,
-      environment: props.environment,
+      layers: layers.length > 0 ? layers : undefined,
+      environment: { ...props.environment, ...settings.environment },
+      reservedConcurrentExecutions: settings.reservedConcurrency,
+      // X-Ray: Lambda samples and passes `_X_AMZN_TRACE_ID` with `Sampled=1`,
+      // which the telemetry crate inherits (docs/operations.md).
+      tracing: o.tracing ? lambda.Tracing.ACTIVE : undefined,
     });
+    const wildcards: string[] = [];
+    if (o.tracing) {
+      wildcards.push('X-Ray (PutTraceSegments, PutTelemetryRecords) has no resource-level permissions');
+    }
+    if (o.vpc) {
+      // Set on the template rather than through `vpc`: that needs an IVpc,
+      // i.e. a lookup (no offline synth) or a VPC ID and its zones, for
+      // nothing the functions use; and it attaches a managed policy.
+      (fn.node.defaultChild as lambda.CfnFunction).vpcConfig = {
+        subnetIds: o.vpc.subnetIds,
+        securityGroupIds: o.vpc.securityGroupIds,
+      };
+      // What AWSLambdaVPCAccessExecutionRole grants: Lambda creates the
+      // function's network interfaces with its role.
+      role.addToPolicy(
+        new iam.PolicyStatement({
+          sid: 'VpcNetworkInterfaces',
+          actions: [
+            'ec2:CreateNetworkInterface',
+            'ec2:DescribeNetworkInterfaces',
+            'ec2:DescribeSubnets',
+            'ec2:DeleteNetworkInterface',
+            'ec2:AssignPrivateIpAddresses',
+            'ec2:UnassignPrivateIpAddresses',
+          ],
+          resources: ['*'],
+        }),
+      );
+      wildcards.push(
+        "Lambda's network-interface actions (ec2:CreateNetworkInterface, Describe*, ...) are granted on * " +
+          "exactly as AWSLambdaVPCAccessExecutionRole does; the interfaces' IDs are not known before Lambda makes them",
+      );
+    }
+    if (wildcards.length > 0) {
+      Validations.of(role).acknowledge({ id: 'AwsSolutions-IAM5[Resource::*]', reason: wildcards.join('; ') });
+    }
+    return fn;
   }
 
   private grant(fn: lambda.Function, statements: iam.PolicyStatement[]) {

@@ -65,7 +65,57 @@ export interface ExecutorOptions {
   readonly elicitationMode?: string;
   /** @default 30 */
   readonly logRetentionDays?: number;
+  /**
+   * Extra environment variables (e.g. `OTEL_EXPORTER_OTLP_ENDPOINT`,
+   * `AWS_LAMBDA_EXEC_WRAPPER`, `EXECUTOR_MAX_CONCURRENT_EXECUTIONS`), for every
+   * function (`all`) or one; a function's own entry wins over `all`. A variable
+   * the stack sets itself, or one Lambda reserves, is refused.
+   * @default - none
+   */
+  readonly environment?: PerFunction<Record<string, string>>;
+  /**
+   * Extra layer version ARNs (e.g. the ADOT collector), for every function
+   * (`all`, listed first) or one. At most 5 layers per function, the sources
+   * layer included.
+   * @default - none
+   */
+  readonly layerArns?: PerFunction<string[]>;
+  /** Reserved concurrency per function (`all` for each that has no own entry). @default - unreserved */
+  readonly reservedConcurrency?: PerFunction<number>;
+  /** X-Ray active tracing on the three functions. @default false */
+  readonly tracing?: boolean;
+  /**
+   * Run the functions in a VPC: its subnets (private, spread over AZs) and
+   * security groups, both or neither. The functions then reach DynamoDB,
+   * Scheduler and Secrets Manager through VPC endpoints or a NAT gateway
+   * (docs/deploy.md, "VPC").
+   * @default - no VPC
+   */
+  readonly vpcSubnetIds?: string[];
+  readonly vpcSecurityGroupIds?: string[];
+  /** The API stage's steady requests per second and burst, both or neither. @default - the account's limits */
+  readonly throttleRateLimit?: number;
+  readonly throttleBurstLimit?: number;
+  /** CloudWatch alarms and the dashboard (docs/deploy.md, "Alarms"). @default true */
+  readonly alarms?: boolean;
+  /** An SNS topic the alarms notify (alarm and OK). @default - none */
+  readonly alarmTopicArn?: string;
+  /**
+   * Create an API key for this owner at deploy time: the hash in the table,
+   * the token in a Secrets Manager secret (output `InitialKeySecretArn`).
+   * @default - no key
+   */
+  readonly initialKeyOwner?: string;
+  /** Change (e.g. increment) to replace the initial key: a new token, the old key revoked. @default 1 */
+  readonly initialKeyGeneration?: number;
 }
+
+/** The three functions. */
+export const FUNCTIONS = ['mcp', 'approval', 'alarm'] as const;
+export type FunctionName = (typeof FUNCTIONS)[number];
+
+/** A setting for every function (`all`) and/or for one of them. */
+export type PerFunction<T> = { all?: T } & { [F in FunctionName]?: T };
 
 /** The context keys read by `optionsFromContext`, one per option. */
 export const CONTEXT_KEYS = [
@@ -86,6 +136,18 @@ export const CONTEXT_KEYS = [
   'approvalWaitMs',
   'elicitationMode',
   'logRetentionDays',
+  'environment',
+  'layerArns',
+  'reservedConcurrency',
+  'tracing',
+  'vpcSubnetIds',
+  'vpcSecurityGroupIds',
+  'throttleRateLimit',
+  'throttleBurstLimit',
+  'alarms',
+  'alarmTopicArn',
+  'initialKeyOwner',
+  'initialKeyGeneration',
 ] as const;
 
 const NUMBER_KEYS = new Set([
@@ -94,7 +156,12 @@ const NUMBER_KEYS = new Set([
   'approvalWindowMs',
   'approvalWaitMs',
   'logRetentionDays',
+  'throttleRateLimit',
+  'throttleBurstLimit',
+  'initialKeyGeneration',
 ]);
+const LIST_KEYS = new Set(['secretArns', 'vpcSubnetIds', 'vpcSecurityGroupIds']);
+const BOOLEAN_KEYS = new Set(['tracing', 'alarms']);
 
 /**
  * Options from context values. `-c` always gives strings, cdk.json may give
@@ -105,8 +172,22 @@ export function optionsFromContext(get: (key: string) => unknown): ExecutorOptio
   for (const key of CONTEXT_KEYS) {
     const raw = get(key);
     if (raw === undefined || raw === null || raw === '') continue;
-    if (key === 'secretArns') {
+    if (LIST_KEYS.has(key)) {
       options[key] = toList(raw);
+    } else if (BOOLEAN_KEYS.has(key)) {
+      const value = typeof raw === 'boolean' ? raw : String(raw).trim();
+      if (value !== true && value !== false && value !== 'true' && value !== 'false') {
+        throw new Error(`context ${key}: expected true or false, got ${JSON.stringify(raw)}`);
+      }
+      options[key] = value === true || value === 'true';
+    } else if (key === 'environment') {
+      options[key] = toObject(key, raw);
+    } else if (key === 'layerArns') {
+      // A plain list is for every function.
+      options[key] = Array.isArray(raw) || !String(raw).trim().startsWith('{') ? { all: toList(raw) } : toObject(key, raw);
+    } else if (key === 'reservedConcurrency') {
+      // A plain number is for every function.
+      options[key] = typeof raw === 'number' || /^\s*\d+\s*$/.test(String(raw)) ? { all: Number(raw) } : toObject(key, raw);
     } else if (NUMBER_KEYS.has(key)) {
       const value = typeof raw === 'number' ? raw : Number(String(raw).trim());
       if (!Number.isInteger(value) || value <= 0) {
@@ -118,6 +199,22 @@ export function optionsFromContext(get: (key: string) => unknown): ExecutorOptio
     }
   }
   return options as ExecutorOptions;
+}
+
+/** A JSON object, or one given as a string (`-c name='{"mcp": ...}'`). */
+function toObject(key: string, raw: unknown): Record<string, unknown> {
+  let value = raw;
+  if (typeof raw === 'string') {
+    try {
+      value = JSON.parse(raw);
+    } catch {
+      throw new Error(`context ${key}: expected a JSON object, got ${JSON.stringify(raw)}`);
+    }
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new Error(`context ${key}: expected a JSON object, got ${JSON.stringify(raw)}`);
+  }
+  return value as Record<string, unknown>;
 }
 
 /** A JSON array, or a comma-separated string. */
@@ -146,11 +243,54 @@ export interface Resolved {
   approvalWaitMs?: number;
   elicitationMode?: string;
   logRetentionDays: number;
+  functions: Record<FunctionName, FunctionSettings>;
+  tracing: boolean;
+  vpc?: { subnetIds: string[]; securityGroupIds: string[] };
+  throttle?: { rateLimit: number; burstLimit: number };
+  alarms: boolean;
+  alarmTopicArn?: string;
+  initialKey?: { owner: string; generation: number };
 }
+
+/** What one function gets from `environment`, `layerArns` and `reservedConcurrency`. */
+export interface FunctionSettings {
+  environment: Record<string, string>;
+  layerArns: string[];
+  reservedConcurrency?: number;
+}
+
+/**
+ * Variables Lambda sets itself and refuses in a function's configuration.
+ * `AWS_LAMBDA_EXEC_WRAPPER` (what the ADOT layer needs) is not among them.
+ */
+export const LAMBDA_RESERVED_VARIABLES = new Set([
+  '_HANDLER',
+  '_X_AMZN_TRACE_ID',
+  'AWS_DEFAULT_REGION',
+  'AWS_REGION',
+  'AWS_EXECUTION_ENV',
+  'AWS_LAMBDA_FUNCTION_NAME',
+  'AWS_LAMBDA_FUNCTION_MEMORY_SIZE',
+  'AWS_LAMBDA_FUNCTION_VERSION',
+  'AWS_LAMBDA_INITIALIZATION_TYPE',
+  'AWS_LAMBDA_LOG_GROUP_NAME',
+  'AWS_LAMBDA_LOG_STREAM_NAME',
+  'AWS_ACCESS_KEY',
+  'AWS_ACCESS_KEY_ID',
+  'AWS_SECRET_ACCESS_KEY',
+  'AWS_SESSION_TOKEN',
+  'AWS_LAMBDA_RUNTIME_API',
+  'LAMBDA_TASK_ROOT',
+  'LAMBDA_RUNTIME_DIR',
+]);
+
+/** Lambda allows five layers per function. */
+export const MAX_LAYERS = 5;
 
 // The session lifecycle's timing (docs/lifecycle.md). Set explicitly on every
 // function so that the MCP and alarm functions can never disagree about them.
-export const DEFAULT_SESSION_TIMEOUT_MS = 300_000;
+// The same values as the functions' own defaults (shared/core/src/alarm.rs).
+export const DEFAULT_SESSION_TIMEOUT_MS = 1_800_000;
 export const DEFAULT_PAUSED_LEASE_MS = 600_000;
 export const DEFAULT_APPROVAL_WINDOW_MS = 600_000;
 /** The HTTP functions time out at 29 s; a wait leaves room for the rest of the request. */
@@ -205,6 +345,43 @@ export function resolve(options: ExecutorOptions): Resolved {
       `logRetentionDays: ${logRetentionDays} is not a CloudWatch Logs retention (1, 3, 5, 7, 14, 30, 60, 90, ...)`,
     );
   }
+  const functions = resolveFunctions(options);
+  if (!!options.vpcSubnetIds?.length !== !!options.vpcSecurityGroupIds?.length) {
+    throw new Error('vpcSubnetIds and vpcSecurityGroupIds go together: set both or neither');
+  }
+  for (const id of options.vpcSubnetIds ?? []) {
+    if (!/^subnet-[0-9a-f]{8,17}$/.test(id)) throw new Error(`vpcSubnetIds: ${JSON.stringify(id)} is not a subnet ID (subnet-0123abcd...)`);
+  }
+  for (const id of options.vpcSecurityGroupIds ?? []) {
+    if (!/^sg-[0-9a-f]{8,17}$/.test(id)) {
+      throw new Error(`vpcSecurityGroupIds: ${JSON.stringify(id)} is not a security group ID (sg-0123abcd...)`);
+    }
+  }
+  if ((options.throttleRateLimit === undefined) !== (options.throttleBurstLimit === undefined)) {
+    throw new Error('throttleRateLimit and throttleBurstLimit go together: set both or neither');
+  }
+  for (const key of ['throttleRateLimit', 'throttleBurstLimit', 'initialKeyGeneration'] as const) {
+    const value = options[key];
+    if (value !== undefined && !(Number.isInteger(value) && value > 0)) {
+      throw new Error(`${key}: expected a positive whole number, got ${JSON.stringify(value)}`);
+    }
+  }
+  const alarms = options.alarms ?? true;
+  if (options.alarmTopicArn !== undefined) {
+    if (!alarms) throw new Error('alarmTopicArn needs the alarms (alarms=false turns them off)');
+    if (!/^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}$/.test(options.alarmTopicArn)) {
+      throw new Error(`alarmTopicArn: ${JSON.stringify(options.alarmTopicArn)} is not an SNS topic ARN`);
+    }
+  }
+  if (options.initialKeyGeneration !== undefined && !options.initialKeyOwner) {
+    throw new Error('initialKeyGeneration needs initialKeyOwner');
+  }
+  // The owner names `executor keys create --owner` accepts.
+  if (options.initialKeyOwner !== undefined && !/^[A-Za-z0-9._@+-]{1,64}$/.test(options.initialKeyOwner)) {
+    throw new Error(
+      `initialKeyOwner: expected up to 64 letters, digits and . _ - @ +, got ${JSON.stringify(options.initialKeyOwner)}`,
+    );
+  }
   let config: Resolved['config'];
   if (options.config) {
     const file = path.resolve(options.config);
@@ -231,5 +408,76 @@ export function resolve(options: ExecutorOptions): Resolved {
     approvalWaitMs: options.approvalWaitMs,
     elicitationMode: options.elicitationMode,
     logRetentionDays,
+    functions,
+    tracing: options.tracing ?? false,
+    vpc: options.vpcSubnetIds?.length
+      ? { subnetIds: [...new Set(options.vpcSubnetIds)], securityGroupIds: [...new Set(options.vpcSecurityGroupIds)] }
+      : undefined,
+    throttle:
+      options.throttleRateLimit !== undefined
+        ? { rateLimit: options.throttleRateLimit, burstLimit: options.throttleBurstLimit! }
+        : undefined,
+    alarms,
+    alarmTopicArn: options.alarmTopicArn,
+    initialKey: options.initialKeyOwner
+      ? { owner: options.initialKeyOwner, generation: options.initialKeyGeneration ?? 1 }
+      : undefined,
   };
+}
+
+/** `environment`, `layerArns` and `reservedConcurrency` per function, `all` merged in, checked. */
+function resolveFunctions(options: ExecutorOptions): Record<FunctionName, FunctionSettings> {
+  const targets = ['all', ...FUNCTIONS];
+  for (const key of ['environment', 'layerArns', 'reservedConcurrency'] as const) {
+    for (const target of Object.keys(options[key] ?? {})) {
+      if (!targets.includes(target)) {
+        throw new Error(`${key}: ${JSON.stringify(target)} is not all, mcp, approval or alarm`);
+      }
+    }
+  }
+  for (const [target, variables] of Object.entries(options.environment ?? {})) {
+    if (variables === null || typeof variables !== 'object' || Array.isArray(variables)) {
+      throw new Error(`environment.${target}: expected an object of NAME: value`);
+    }
+    for (const [name, value] of Object.entries(variables)) {
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+        throw new Error(`environment.${target}: ${JSON.stringify(name)} is not a variable name`);
+      }
+      if (LAMBDA_RESERVED_VARIABLES.has(name)) {
+        throw new Error(`environment.${target}: ${name} is set by Lambda and cannot be configured`);
+      }
+      if (typeof value !== 'string') {
+        throw new Error(`environment.${target}.${name}: expected a string, got ${JSON.stringify(value)}`);
+      }
+    }
+  }
+  for (const [target, arns] of Object.entries(options.layerArns ?? {})) {
+    if (!Array.isArray(arns)) throw new Error(`layerArns.${target}: expected a list of layer version ARNs`);
+    for (const arn of arns) {
+      if (!/^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+$/.test(arn)) {
+        throw new Error(
+          `layerArns.${target}: ${JSON.stringify(arn)} is not a layer version ARN ` +
+            '(arn:aws:lambda:REGION:ACCOUNT:layer:NAME:VERSION)',
+        );
+      }
+    }
+  }
+  for (const [target, value] of Object.entries(options.reservedConcurrency ?? {})) {
+    if (!Number.isInteger(value) || (value as number) <= 0) {
+      throw new Error(`reservedConcurrency.${target}: expected a positive whole number, got ${JSON.stringify(value)}`);
+    }
+  }
+  const per = <T>(setting: PerFunction<T> | undefined, fn: FunctionName) => [setting?.all, setting?.[fn]];
+  return Object.fromEntries(
+    FUNCTIONS.map((fn) => {
+      const [allEnv, ownEnv] = per(options.environment, fn);
+      const [allLayers, ownLayers] = per(options.layerArns, fn);
+      const [allConcurrency, ownConcurrency] = per(options.reservedConcurrency, fn);
+      const layerArns = [...new Set([...(allLayers ?? []), ...(ownLayers ?? [])])];
+      return [
+        fn,
+        { environment: { ...allEnv, ...ownEnv }, layerArns, reservedConcurrency: ownConcurrency ?? allConcurrency },
+      ];
+    }),
+  ) as Record<FunctionName, FunctionSettings>;
 }

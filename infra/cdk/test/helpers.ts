@@ -82,6 +82,15 @@ export function names(stack: ExecutorStack): Map<string, string> {
     ['ConfigLayer', stack.configLayer],
     ['RequestStateKey', stack.requestStateKey],
     ['Domain', stack.node.tryFindChild('Domain')],
+    ['InitialKeySecret', stack.initialKey?.secret],
+    ['InitialKeyFunction', stack.initialKey?.function],
+    ['InitialKeyRole', stack.initialKey?.function.role],
+    ['InitialKeyLogs', stack.initialKey?.node.findChild('Logs')],
+    ['InitialKey', stack.initialKey?.resource],
+    ['Dashboard', stack.observability?.dashboard],
+    ...Object.entries(stack.observability?.alarms ?? {}).map(
+      ([name, alarm]) => [`Alarm${name}`, alarm] as [string, IConstruct],
+    ),
   ];
   const map = new Map<string, string>();
   for (const [name, construct] of named) {
@@ -156,4 +165,17 @@ export const ALL_OPTIONS = {
   certificateArn: 'arn:aws:acm:eu-west-1:123456789012:certificate/0a1b2c3d-aaaa-bbbb-cccc-0123456789ab',
   oidcIssuer: 'https://idp.example',
   oidcAudience: 'executor',
+  environment: {
+    all: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://localhost:4318', AWS_LAMBDA_EXEC_WRAPPER: '/opt/otel-instrument' },
+    mcp: { EXECUTOR_MAX_CONCURRENT_EXECUTIONS: '4' },
+  },
+  layerArns: { all: ['arn:aws:lambda:eu-west-1:901920570463:layer:aws-otel-collector-arm64-ver-0-117-0:1'] },
+  reservedConcurrency: { all: 20, alarm: 5 },
+  tracing: true,
+  vpcSubnetIds: ['subnet-0123456789abcdef0', 'subnet-0fedcba9876543210'],
+  vpcSecurityGroupIds: ['sg-0123456789abcdef0'],
+  throttleRateLimit: 50,
+  throttleBurstLimit: 100,
+  alarmTopicArn: 'arn:aws:sns:eu-west-1:123456789012:executor-alarms',
+  initialKeyOwner: 'admin@example.com',
 };

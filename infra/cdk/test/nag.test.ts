@@ -11,7 +11,7 @@ import { IConstruct } from 'constructs';
 
 import { allOptions, synth } from './helpers';
 
-/** Acknowledged findings: rule id -> how many constructs carry it. */
+/** Acknowledged findings of the default stack: rule id -> how many constructs carry it. */
 const REVIEWED: Record<string, number> = {
   // Schedules are named per session at run time; the group's `/*` is the narrowest resource.
   'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/ExecutorStack-sessions/executor-session-*]': 2,
@@ -19,6 +19,15 @@ const REVIEWED: Record<string, number> = {
   'AwsSolutions-APIG4': 5,
   // The request-state key is resolved into the MCP function's environment at deploy time: rotation would not reach it.
   'AwsSolutions-SMG4': 1,
+};
+
+/** With every option set. */
+const REVIEWED_ALL_OPTIONS: Record<string, number> = {
+  ...REVIEWED,
+  // X-Ray's and Lambda's network-interface actions have no resource-level permissions: one per function role.
+  'AwsSolutions-IAM5[Resource::*]': 3,
+  // The initial key's token must match its hash in the table: rotated by initialKeyGeneration.
+  'AwsSolutions-SMG4': 2,
 };
 
 function acknowledged(scope: IConstruct): Map<string, string[]> {
@@ -37,9 +46,9 @@ function acknowledged(scope: IConstruct): Map<string, string[]> {
 }
 
 describe('cdk-nag AwsSolutions', () => {
-  for (const [name, props] of [
-    ['defaults', {}],
-    ['every option set', allOptions()],
+  for (const [name, props, reviewed] of [
+    ['defaults', {}, REVIEWED],
+    ['every option set', allOptions(), REVIEWED_ALL_OPTIONS],
   ] as const) {
     test(`${name}: no unacknowledged finding, errors or warnings`, () => {
       const { stack } = synth(props);
@@ -51,7 +60,7 @@ describe('cdk-nag AwsSolutions', () => {
       assert.equal(report.success, true);
 
       const acks = acknowledged(stack);
-      assert.deepEqual(Object.fromEntries([...acks].map(([id, reasons]) => [id, reasons.length])), REVIEWED);
+      assert.deepEqual(Object.fromEntries([...acks].map(([id, reasons]) => [id, reasons.length])), reviewed);
       for (const [id, reasons] of acks) {
         for (const reason of reasons) assert.ok(reason.length > 40, `${id} needs a real reason`);
       }

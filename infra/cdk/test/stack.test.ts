@@ -33,6 +33,8 @@ describe('resources', () => {
       'AWS::ApiGatewayV2::Integration': 2,
       'AWS::ApiGatewayV2::DomainName': 0,
       'AWS::SecretsManager::Secret': 1, // the native-mode request-state key
+      'AWS::CloudWatch::Alarm': 8, // docs/deploy.md, "Alarms and dashboard"
+      'AWS::CloudWatch::Dashboard': 1,
     };
     for (const [type, count] of Object.entries(counts)) template.resourceCountIs(type, count);
     const types = new Set(Object.values(rendered.Resources as Record<string, any>).map((r) => r.Type));
@@ -118,7 +120,7 @@ describe('resources', () => {
 
 describe('environment', () => {
   const timing = {
-    EXECUTOR_SESSION_TIMEOUT_MS: '300000',
+    EXECUTOR_SESSION_TIMEOUT_MS: '1800000',
     EXECUTOR_PAUSED_LEASE_MS: '600000',
     EXECUTOR_APPROVAL_WINDOW_MS: '600000',
   };
@@ -395,16 +397,31 @@ describe('IAM', () => {
     assert.deepEqual(attached.sort(), ['${AlarmRole}', '${ApprovalRole}', '${McpRole}', '${SchedulerRole}']);
   });
 
-  test('no wildcard resource except the per-session schedules of the group', () => {
+  test('no wildcard resource except the per-session schedules of the group, X-Ray and VPC interfaces', () => {
     // Scheduler has no narrower resource: schedule names are per session, made
     // at run time. Log group ARNs end in `:*` only once deployed (GetAtt).
+    // X-Ray and Lambda's network-interface actions have no resource-level permissions.
     const allowed = new Set([SCHEDULES_ARN]);
+    const anyResource = new Set([
+      'xray:PutTraceSegments',
+      'xray:PutTelemetryRecords',
+      'ec2:CreateNetworkInterface',
+      'ec2:DescribeNetworkInterfaces',
+      'ec2:DescribeSubnets',
+      'ec2:DeleteNetworkInterface',
+      'ec2:AssignPrivateIpAddresses',
+      'ec2:UnassignPrivateIpAddresses',
+    ]);
     const check = (r: Record<string, any>) => {
       for (const policy of Object.values(resources(r, 'AWS::IAM::Policy'))) {
         for (const s of policy.Properties.PolicyDocument.Statement.map(normalise)) {
           for (const resource of s.Resource) {
             assert.ok(typeof resource === 'string', JSON.stringify(resource));
-            if (resource.includes('*')) assert.ok(allowed.has(resource), `wildcard resource ${resource}`);
+            if (resource === '*') {
+              for (const action of s.Action) assert.ok(anyResource.has(action), `${action} on every resource`);
+            } else if (resource.includes('*')) {
+              assert.ok(allowed.has(resource), `wildcard resource ${resource}`);
+            }
           }
           for (const action of s.Action) assert.ok(!action.includes('*'), `wildcard action ${action}`);
         }

@@ -7,8 +7,9 @@
 //!   (`AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
 //!   `AWS_SESSION_TOKEN`) plus `AWS_ENDPOINT_URL`. Always compiled; what the
 //!   Lambda functions use.
-//! - with the `profiles` feature (the `executor` command), the SDK's whole
-//!   default chain: profiles, SSO, web identity, credential processes.
+//! - with the `profiles` feature (the `executor` command), the same when the
+//!   environment has a region and credentials, else the SDK's whole default
+//!   chain: profiles, SSO, web identity, credential processes.
 //!
 //! Either way the SDK sends through [`ReqwestHttpClient`].
 
@@ -48,6 +49,12 @@ pub async fn sdk_config() -> Result<&'static SdkConfig, AwsConfigError> {
 
 #[cfg(feature = "profiles")]
 async fn load() -> Result<SdkConfig, AwsConfigError> {
+    // Region and credentials in the environment: nothing else is consulted, so
+    // no profile is read and no instance-metadata endpoint probed (whose
+    // failures the default chain logs as warnings off EC2).
+    if let Ok(config) = from_env(|name| std::env::var(name).ok()) {
+        return Ok(config);
+    }
     Ok(aws_config::defaults(BehaviorVersion::latest()).http_client(http_client()?).load().await)
 }
 

@@ -80,6 +80,18 @@ pub struct ConfigError {
     pub value: String,
 }
 
+const OIDC_ISSUER_EXPECTED: &str = "an http:// or https:// URL with a host: the issuer (the `iss` of its tokens)";
+const JWKS_URL_EXPECTED: &str = "an http:// or https:// URL with a host: where the issuer publishes its keys";
+
+/// `value` when it is an http(s) URL with a host; else the error naming `name`.
+fn http_url(name: &'static str, expected: &'static str, value: String) -> Result<String, ConfigError> {
+    let uri: Option<http::Uri> = value.trim().parse().ok();
+    match uri.as_ref().map(|u| (u.scheme_str(), u.authority())) {
+        Some((Some("http" | "https"), Some(authority))) if !authority.host().is_empty() => Ok(value.trim().to_owned()),
+        _ => Err(ConfigError { name, expected, value }),
+    }
+}
+
 const PUBLIC_URL_EXPECTED: &str =
     "an http:// or https:// URL with a host: the address clients reach this server at, e.g. http://host:8787";
 
@@ -135,6 +147,11 @@ impl HostConfig {
             self = self.with_public_url(&url)?;
         }
         if let Some(issuer) = lookup("EXECUTOR_OIDC_ISSUER").filter(|u| !u.trim().is_empty()) {
+            let issuer = http_url("EXECUTOR_OIDC_ISSUER", OIDC_ISSUER_EXPECTED, issuer)?;
+            let jwks_url = lookup("EXECUTOR_OIDC_JWKS_URL")
+                .filter(|u| !u.trim().is_empty())
+                .map(|url| http_url("EXECUTOR_OIDC_JWKS_URL", JWKS_URL_EXPECTED, url))
+                .transpose()?;
             let audience = lookup("EXECUTOR_OIDC_AUDIENCE").filter(|a| !a.trim().is_empty()).ok_or(ConfigError {
                 name: "EXECUTOR_OIDC_AUDIENCE",
                 expected: "set with EXECUTOR_OIDC_ISSUER (the audience the tokens are for)",
@@ -143,7 +160,7 @@ impl HostConfig {
             self.oidc = Some(OidcConfig {
                 issuer,
                 audience,
-                jwks_url: lookup("EXECUTOR_OIDC_JWKS_URL").filter(|u| !u.trim().is_empty()),
+                jwks_url,
                 owner_claim: lookup("EXECUTOR_OIDC_OWNER_CLAIM").unwrap_or_else(|| "sub".into()),
                 share_key_owners: match lookup("EXECUTOR_OIDC_SHARE_KEY_OWNERS").as_deref().map(str::trim) {
                     None | Some("" | "false" | "0") => false,
@@ -235,6 +252,18 @@ mod tests {
             (oidc.issuer.as_str(), oidc.audience.as_str(), oidc.owner_claim.as_str()),
             ("https://idp.example", "executor", "sub")
         );
+        let not_a_url = HostConfig::default()
+            .with_env(env(&[("EXECUTOR_OIDC_ISSUER", "idp.example"), ("EXECUTOR_OIDC_AUDIENCE", "executor")]));
+        assert_eq!(
+            not_a_url.unwrap_err().to_string(),
+            format!("EXECUTOR_OIDC_ISSUER must be {OIDC_ISSUER_EXPECTED}, not \"idp.example\"")
+        );
+        let jwks = HostConfig::default().with_env(env(&[
+            ("EXECUTOR_OIDC_ISSUER", "https://idp.example"),
+            ("EXECUTOR_OIDC_AUDIENCE", "executor"),
+            ("EXECUTOR_OIDC_JWKS_URL", "keys.json"),
+        ]));
+        assert_eq!(jwks.unwrap_err().name, "EXECUTOR_OIDC_JWKS_URL");
         let missing = HostConfig::default().with_env(env(&[("EXECUTOR_OIDC_ISSUER", "https://idp.example")]));
         assert_eq!(missing.unwrap_err().name, "EXECUTOR_OIDC_AUDIENCE");
         let short = HostConfig::default().with_env(env(&[("EXECUTOR_REQUEST_STATE_KEY", "too short")]));

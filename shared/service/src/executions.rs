@@ -503,6 +503,7 @@ impl Executions {
         match self.store.update_execution(execution).await {
             Ok(()) => {
                 count(Metric::ExecutionsFailed);
+                count(Metric::ExecutionsInterrupted);
                 tracing::warn!(executor.execution.id = execution.id.as_str(), "stranded continuation interrupted");
                 Ok(())
             }

@@ -75,6 +75,8 @@ pub enum TelemetryError {
     Export(#[from] ExporterBuildError),
     #[error("telemetry was already set up in this process")]
     AlreadySet,
+    #[error("{name} must be {expected}, not {value:?}")]
+    Setting { name: &'static str, expected: &'static str, value: String },
 }
 
 /// How a [`Telemetry::flush`] went.
@@ -123,7 +125,7 @@ impl Telemetry {
         let mut builder = Builder::new(service)
             .json_logs(&filter, stdout_lines())?
             .emf_metrics(&namespace, stdout_lines())
-            .flush_within(flush_within(&env));
+            .flush_within(flush_within(&env)?);
         if let Some(provider) = export::otlp_provider(&format!("executor-{service}"), &env)? {
             builder = builder.spans(provider);
         }
@@ -139,7 +141,7 @@ impl Telemetry {
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let filter = env("RUST_LOG").unwrap_or_else(|| DEFAULT_LOG_FILTER.to_owned());
         let colour = colour(std::io::stderr().is_terminal(), env("NO_COLOR").as_deref());
-        let mut builder = Builder::new("serve").human_logs(&filter, colour)?.flush_within(flush_within(&env));
+        let mut builder = Builder::new("serve").human_logs(&filter, colour)?.flush_within(flush_within(&env)?);
         if let Some(provider) = export::otlp_provider("executor", &env)? {
             builder = builder.spans(provider);
         }
@@ -194,10 +196,13 @@ fn colour(terminal: bool, no_color: Option<&str>) -> bool {
     terminal && no_color.is_none_or(str::is_empty)
 }
 
-fn flush_within(env: &dyn Fn(&str) -> Option<String>) -> Duration {
-    env("EXECUTOR_TELEMETRY_FLUSH_MS")
-        .and_then(|ms| ms.trim().parse().ok())
-        .map_or(DEFAULT_FLUSH_WITHIN, Duration::from_millis)
+fn flush_within(env: &dyn Fn(&str) -> Option<String>) -> Result<Duration, TelemetryError> {
+    let Some(value) = env("EXECUTOR_TELEMETRY_FLUSH_MS") else { return Ok(DEFAULT_FLUSH_WITHIN) };
+    value.trim().parse().map(Duration::from_millis).map_err(|_| TelemetryError::Setting {
+        name: "EXECUTOR_TELEMETRY_FLUSH_MS",
+        expected: "a whole number of milliseconds",
+        value,
+    })
 }
 
 enum Logs {

@@ -51,10 +51,13 @@ pub enum Metric {
     ActivityWriteFailures,
     /// `execute` or `resume` refused with `busy`: the host's cap on concurrent runs was reached.
     ExecutionsBusy,
+    /// An execution nothing ran any more (its runner stopped) was settled as `interrupted`;
+    /// counted in `ExecutionsFailed` too.
+    ExecutionsInterrupted,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 16] = [
+    pub const ALL: [Metric; 17] = [
         Metric::ExecutionsStarted,
         Metric::ExecutionsCompleted,
         Metric::ExecutionsFailed,
@@ -71,6 +74,7 @@ impl Metric {
         Metric::SessionsDestroyed,
         Metric::ActivityWriteFailures,
         Metric::ExecutionsBusy,
+        Metric::ExecutionsInterrupted,
     ];
 
     pub fn name(self) -> &'static str {
@@ -91,6 +95,7 @@ impl Metric {
             Metric::SessionsDestroyed => "SessionsDestroyed",
             Metric::ActivityWriteFailures => "ActivityWriteFailures",
             Metric::ExecutionsBusy => "ExecutionsBusy",
+            Metric::ExecutionsInterrupted => "ExecutionsInterrupted",
         }
     }
 

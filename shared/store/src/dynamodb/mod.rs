@@ -7,6 +7,7 @@
 //! - `EXEC#<id>` / `CHUNK#nnnn`: further chunks of a large snapshot;
 //! - `KEY#<sha256>` / `KEY`: an API key.
 
+mod errors;
 mod item;
 mod table;
 
@@ -15,7 +16,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
@@ -94,6 +95,15 @@ impl DynamoStore {
         &self.table
     }
 
+    /// A failed call as one line naming the table, the operation and the likely fix.
+    fn sdk_error<E, R>(&self, operation: &'static str, error: SdkError<E, R>) -> StoreError
+    where
+        E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + 'static,
+        R: std::fmt::Debug,
+    {
+        errors::sdk_error(&self.client, &self.table, operation, error)
+    }
+
     /// Create the table with the production schema if it is missing.
     pub async fn create_table(&self) -> Result<(), StoreError> {
         table::create_table(&self.client, &self.table).await
@@ -108,7 +118,7 @@ impl DynamoStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(|e| StoreError::backend(operation, DisplayErrorContext(e)))?;
+            .map_err(|e| self.sdk_error(operation, e))?;
         Ok(out.item)
     }
 
@@ -146,7 +156,7 @@ impl DynamoStore {
                 .set_exclusive_start_key(start)
                 .send()
                 .await
-                .map_err(|e| StoreError::backend(operation, DisplayErrorContext(e)))?;
+                .map_err(|e| self.sdk_error(operation, e))?;
             items.extend(page.items.unwrap_or_default());
             start = page.last_evaluated_key;
             if start.is_none() {
@@ -175,7 +185,7 @@ impl DynamoStore {
             Err(SdkError::ServiceError(e)) if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) => {
                 self.condition_failed(what, operation, &item, expect).await
             }
-            Err(e) => Err(StoreError::backend(operation, DisplayErrorContext(e))),
+            Err(e) => Err(self.sdk_error(operation, e)),
         }
     }
 
@@ -227,7 +237,7 @@ impl DynamoStore {
                 Some(TransactWriteItemsError::TransactionCanceledException(e)) => {
                     e.cancellation_reasons().iter().map(|r| r.code().unwrap_or("None").to_owned()).collect()
                 }
-                _ => return Err(StoreError::backend(operation, DisplayErrorContext(error))),
+                _ => return Err(self.sdk_error(operation, error)),
             };
             if reasons.first().map(String::as_str) == Some("ConditionalCheckFailed") {
                 return self.condition_failed(what, operation, meta, expect).await;
@@ -333,7 +343,7 @@ impl DynamoStore {
                 .set_transact_items(Some(gets))
                 .send()
                 .await
-                .map_err(|e| StoreError::backend(OPERATION, DisplayErrorContext(e)))?;
+                .map_err(|e| self.sdk_error(OPERATION, e))?;
             let responses = out.responses();
             let Some(meta) = responses.first().and_then(|r| r.item()) else {
                 return Err(StoreError::NotFound { what: EXECUTION });
@@ -422,7 +432,7 @@ impl SessionStore for DynamoStore {
                     .set_exclusive_start_key(start)
                     .send()
                     .await
-                    .map_err(|e| StoreError::backend(OPERATION, DisplayErrorContext(e)))?;
+                    .map_err(|e| self.sdk_error(OPERATION, e))?;
                 for item in page.items() {
                     if !is_live(item, SESSION, self.clock.now())? {
                         continue;
@@ -536,7 +546,7 @@ impl KeyStore for DynamoStore {
                 {
                     Err(StoreError::AlreadyExists { what: API_KEY })
                 }
-                Err(e) => Err(StoreError::backend("create an API key", DisplayErrorContext(e))),
+                Err(e) => Err(self.sdk_error("create an API key", e)),
             }
         })
         .await
@@ -576,7 +586,7 @@ impl KeyStore for DynamoStore {
                 {
                     Err(StoreError::NotFound { what: API_KEY })
                 }
-                Err(e) => Err(StoreError::backend("revoke an API key", DisplayErrorContext(e))),
+                Err(e) => Err(self.sdk_error("revoke an API key", e)),
             }
         })
         .await

@@ -3,12 +3,12 @@
 //! on-demand billing).
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::operation::create_table::CreateTableError;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TimeToLiveSpecification,
 };
 
+use super::errors::sdk_error;
 use super::item::{EXPIRES_AT, PK, SK};
 use crate::StoreError;
 
@@ -38,7 +38,7 @@ pub(crate) async fn create_table(client: &Client, table: &str) -> Result<(), Sto
     match created {
         Ok(_) => {}
         Err(e) if matches!(e.as_service_error(), Some(CreateTableError::ResourceInUseException(_))) => return Ok(()),
-        Err(e) => return Err(StoreError::backend(OPERATION, DisplayErrorContext(e))),
+        Err(e) => return Err(sdk_error(client, table, OPERATION, e)),
     }
     wait_until_active(client, table).await?;
     let spec = TimeToLiveSpecification::builder().enabled(true).attribute_name(EXPIRES_AT).build().map_err(build)?;
@@ -48,7 +48,7 @@ pub(crate) async fn create_table(client: &Client, table: &str) -> Result<(), Sto
         .time_to_live_specification(spec)
         .send()
         .await
-        .map_err(|e| StoreError::backend(OPERATION, DisplayErrorContext(e)))?;
+        .map_err(|e| sdk_error(client, table, OPERATION, e))?;
     Ok(())
 }
 
@@ -60,7 +60,7 @@ async fn wait_until_active(client: &Client, table: &str) -> Result<(), StoreErro
             .table_name(table)
             .send()
             .await
-            .map_err(|e| StoreError::backend(OPERATION, DisplayErrorContext(e)))?;
+            .map_err(|e| sdk_error(client, table, OPERATION, e))?;
         if described.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
             return Ok(());
         }
