@@ -28,9 +28,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
+use crate::Continuations;
 use crate::grants::Grants;
 use crate::quotas::QuotaGate;
-use crate::Continuations;
 use crate::random::ApprovalToken;
 use handoff::Held;
 

@@ -314,11 +314,7 @@ impl Executions {
             .with_max_tool_calls(self.max_tool_calls(&execution.owner));
         // Nobody waits for an answer here: the run goes on to its end (its
         // wall clock ends it first), and is never handed on again.
-        let runner = Executions {
-            budget: self.run_limit(),
-            continuations: None,
-            ..self.clone()
-        };
+        let runner = Executions { budget: self.run_limit(), continuations: None, ..self.clone() };
         runner.run(execution, true, segment, tools, Held { slot, quota: None }).await
     }
 
