@@ -20,7 +20,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use executor_core::{ApprovalAction, ExecutionEvent, ExecutionFailure, ExecutionStatus, HEARTBEAT_EVERY, Timestamp};
+use executor_core::{ApprovalAction, ExecutionEvent, ExecutionFailure, ExecutionStatus, HEARTBEAT_EVERY};
 use executor_sandbox::{Outcome, SandboxError, Segment, Snapshot, Stop, Tools};
 use executor_store::{Access, StoreError};
 use executor_telemetry::{Metric, count};

@@ -10,7 +10,7 @@
 //! `resume` would, so the approval works as in the connection's mode.
 
 use executor_core::{Execution, ExecutionId, ExecutionState};
-use rmcp::model::JsonObject;
+use rmcp::model::{CallToolResponse, JsonObject};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
@@ -133,8 +133,14 @@ impl McpServer {
         if let Err(ResumeError::NotFound(id)) = &resumed {
             return Err(ResumeError::NotFound(id.clone()).into());
         }
-        let mut result = serde_json::to_value(self.render_resumed(caller, resumed))
-            .map_err(|e| RpcError { code: -32603, message: e.to_string() })?;
+        let internal = |message: String| RpcError { code: -32603, message };
+        let mut result = match self.render_resumed(caller, resumed) {
+            CallToolResponse::Complete(result) => serde_json::to_value(result),
+            // Native mode: the client's own elicitation.
+            CallToolResponse::InputRequired(asked) => serde_json::to_value(asked),
+            _ => return Err(internal("the tool answered with a kind of result a task cannot carry".into())),
+        }
+        .map_err(|e| internal(e.to_string()))?;
         if let Some(result) = result.as_object_mut() {
             result.insert("_meta".into(), json!({ RELATED_TASK: { "taskId": id } }));
         }
