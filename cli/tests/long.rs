@@ -353,35 +353,10 @@ impl Rig {
         info.serve(StreamableHttpClientTransport::with_client(http, transport)).await.expect("an MCP session")
     }
 
-    /// Run the TypeScript SDK's client (tests/mcp-client/tasks.mjs) on
-    /// `/mcp{query}` with `token`: `args` is its command, `stdin` the code.
+    /// The TypeScript SDK's client (`executor_tests::mcp_client`) on
+    /// `/mcp{query}` with `token`.
     async fn tasks(&self, query: &str, token: &str, args: &[&str], stdin: &str) -> Value {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp-client");
-        assert!(
-            dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
-            "the TypeScript MCP SDK is missing: run `npm ci --prefix tests/mcp-client` (scripts/test does)"
-        );
-        let mut child = tokio::process::Command::new("node")
-            .arg(dir.join("tasks.mjs"))
-            .arg(format!("http://{}/mcp{query}", self.addr))
-            .arg(token)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("Node.js runs the TypeScript MCP client");
-        let mut input = child.stdin.take().unwrap();
-        tokio::io::AsyncWriteExt::write_all(&mut input, stdin.as_bytes()).await.unwrap();
-        drop(input);
-        let output = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
-            .await
-            .expect("the client ends by itself")
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(output.status.success(), "{args:?}: {}{stdout}", String::from_utf8_lossy(&output.stderr));
-        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{args:?} printed no JSON ({e}): {stdout}"))
+        executor_tests::mcp_client::tasks(&format!("http://{}/mcp{query}", self.addr), token, args, stdin).await
     }
 
     /// Approve on the approval page, as the person at the link does: one POST.
