@@ -27,10 +27,11 @@ use crate::approval_text;
 use crate::config::{
     ApiKeyLocation, Auth, CatalogConfig, HeaderValue as ConfiguredHeader, SourceConfig, SourceKind, SpecLocation,
 };
+use crate::graphql::{self, GraphqlOperation};
 use crate::mcp_source::McpUpstream;
 use crate::openapi::{self, HttpOperation};
 use crate::outbound::{Outbound, OutboundError};
-use crate::redact::Redactor;
+use crate::redact::{Redactor, display_url};
 use crate::search::SearchIndex;
 use crate::secrets::Secrets;
 use crate::tool::{Target, ToolDef};
@@ -56,7 +57,7 @@ pub enum CatalogError {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NamespaceInfo {
     pub namespace: String,
-    /// `openapi` or `mcp`.
+    /// `openapi`, `mcp` or `graphql`.
     pub kind: &'static str,
     pub tools: usize,
     /// Why the source is unavailable, when it is.
@@ -88,12 +89,25 @@ struct Connection {
 enum Upstream {
     OpenApi(HttpUpstream),
     Mcp(McpUpstream),
+    Graphql(GraphqlUpstream),
 }
 
 struct HttpUpstream {
     base_url: Url,
-    headers: Vec<(HeaderName, HeaderValue)>,
+    /// Query credentials (an API key `in = "query"`), added to every URL.
     query: Vec<(String, String)>,
+    endpoint: Endpoint,
+}
+
+struct GraphqlUpstream {
+    /// With the query credentials in it.
+    url: Url,
+    endpoint: Endpoint,
+}
+
+/// Sends a source's requests with its credential headers.
+struct Endpoint {
+    headers: Vec<(HeaderName, HeaderValue)>,
     outbound: Outbound,
 }
 
@@ -124,10 +138,7 @@ impl Catalog {
             });
             sources.push(Source {
                 namespace: config.namespace.clone(),
-                kind: match config.kind {
-                    SourceKind::OpenApi { .. } => "openapi",
-                    SourceKind::Mcp { .. } => "mcp",
-                },
+                kind: config.kind.name(),
                 policy: config.policy.clone(),
                 connection,
             });
@@ -275,6 +286,7 @@ impl Tools for Catalog {
         let what = match &tool.target {
             Target::Http(op) => format!("{} {}", op.method, op.path),
             Target::Mcp { name, .. } => format!("MCP tool `{name}`"),
+            Target::Graphql(op) => format!("GraphQL {} `{}`", op.kind.as_str(), op.field),
         };
         match decision.action {
             PolicyAction::Run => Policy::Run,
@@ -286,6 +298,9 @@ impl Tools for Catalog {
                     }
                     (Target::Mcp { name, hints }, Ok(Connection { redactor, .. })) => {
                         (approval_text::mcp_effect(name, hints), redactor)
+                    }
+                    (Target::Graphql(op), Ok(Connection { upstream: Upstream::Graphql(upstream), redactor })) => {
+                        (upstream.effect(op), redactor)
                     }
                     // A tool of an unavailable source: its call explains why.
                     _ => return Policy::NeedsApproval { message: headline },
@@ -313,6 +328,7 @@ impl Tools for Catalog {
         let outcome = match (&tool.target, &connection.upstream) {
             (Target::Http(op), Upstream::OpenApi(http)) => http.call(op, args, tool.effect, ctx, redactor).await,
             (Target::Mcp { name, .. }, Upstream::Mcp(mcp)) => mcp.call(name, args).await.map(ToolSuccess::plain),
+            (Target::Graphql(op), Upstream::Graphql(upstream)) => upstream.call(op, args, ctx, redactor).await,
             _ => unreachable!("a source's tools have that source's target kind"),
         };
         match outcome {
@@ -363,21 +379,21 @@ impl HttpUpstream {
         let parts = op.request(&args).map_err(|e| invalid(e.to_string()))?;
         let url = parts.url(&self.base_url, &self.query, &op.path).map_err(|e| invalid(e.to_string()))?;
         let method = reqwest::Method::from_bytes(op.method.as_bytes()).map_err(|e| invalid(e.to_string()))?;
-        let mut request = self.outbound.request(method, url);
-        for (name, value) in &self.headers {
-            request = request.header(name, value);
-        }
-        for (name, value) in &parts.headers {
-            request = request.header(name, value);
-        }
-        if effect == executor_core::Effect::Write {
-            // The same for every attempt at this call, for upstreams that honour it.
-            request = request.header("Idempotency-Key", ctx.idempotency_key());
-        }
-        if let Some(body) = &parts.body {
-            request = request.header(reqwest::header::CONTENT_TYPE, "application/json").body(body.to_string());
-        }
-        let answer = self.outbound.send(request).await.map_err(outbound_error)?;
+        let request = |outbound: &Outbound| {
+            let mut request = outbound.request(method.clone(), url.clone());
+            for (name, value) in &parts.headers {
+                request = request.header(name, value);
+            }
+            if effect == executor_core::Effect::Write {
+                // The same for every attempt at this call, for upstreams that honour it.
+                request = request.header("Idempotency-Key", ctx.idempotency_key());
+            }
+            if let Some(body) = &parts.body {
+                request = request.header(reqwest::header::CONTENT_TYPE, "application/json").body(body.to_string());
+            }
+            request
+        };
+        let answer = self.endpoint.send(request).await.map_err(outbound_error)?;
         let status = answer.status;
         if (200..300).contains(&status) {
             let text = String::from_utf8_lossy(&answer.body);
@@ -400,6 +416,105 @@ impl HttpUpstream {
             _ => String::new(),
         };
         Err(ToolError { code: format!("http_{status}"), message: format!("HTTP {status}{hint}: {excerpt}") })
+    }
+}
+
+impl GraphqlUpstream {
+    /// For the person approving a call: what runs where (the variables are the arguments shown).
+    fn effect(&self, op: &GraphqlOperation) -> String {
+        format!("GraphQL {} `{}` at {}", op.kind.as_str(), op.field, display_url(&self.url))
+    }
+
+    /// POST `{query, variables}` as JSON; `idempotency_key` for writes.
+    async fn post(
+        &self,
+        body: &Value,
+        idempotency_key: Option<&str>,
+    ) -> Result<crate::outbound::Answer, OutboundError> {
+        let body = body.to_string();
+        self.endpoint
+            .send(|outbound| {
+                let request = outbound
+                    .request(reqwest::Method::POST, self.url.clone())
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .header(reqwest::header::ACCEPT, "application/graphql-response+json, application/json")
+                    .body(body.clone());
+                match idempotency_key {
+                    Some(key) => request.header("Idempotency-Key", key),
+                    None => request,
+                }
+            })
+            .await
+    }
+
+    /// The schema, asked of the service with the source's credentials.
+    async fn introspect(&self, redactor: &Redactor) -> Result<String, String> {
+        let answer =
+            self.post(&json!({"query": graphql::INTROSPECTION_QUERY}), None).await.map_err(|e| e.to_string())?;
+        match answer.status {
+            200..300 => Ok(String::from_utf8_lossy(&answer.body).into_owned()),
+            status => Err(format!(
+                "introspection answered HTTP {status}: {}",
+                redactor.excerpt(&answer.body, ERROR_EXCERPT_CHARS)
+            )),
+        }
+    }
+
+    /// The field's data, or the messages of the answer's `errors`.
+    async fn call(
+        &self,
+        op: &GraphqlOperation,
+        args: Value,
+        ctx: &CallContext,
+        redactor: &Redactor,
+    ) -> Result<ToolSuccess, ToolError> {
+        let request = op.request(&args).map_err(|e| invalid(e.to_string()))?;
+        let body = json!({"query": request.query, "variables": request.variables});
+        let key = (op.kind == graphql::OperationKind::Mutation).then(|| ctx.idempotency_key());
+        let answer = self.post(&body, key.as_deref()).await.map_err(outbound_error)?;
+        #[derive(Deserialize)]
+        struct Response {
+            data: Option<Value>,
+            #[serde(default)]
+            errors: Vec<graphql::GraphqlError>,
+        }
+        let status = answer.status;
+        match serde_json::from_slice::<Response>(&answer.body) {
+            // Services answer errors with 200 or 4xx alike; the messages are what the code needs.
+            Ok(response) if !response.errors.is_empty() => {
+                let message = redactor.excerpt(graphql::messages(&response.errors).as_bytes(), ERROR_EXCERPT_CHARS);
+                Err(ToolError { code: "graphql_error".into(), message })
+            }
+            Ok(Response { data: Some(mut data), .. }) if (200..300).contains(&status) => {
+                Ok(ToolSuccess::plain(data.get_mut(&op.field).map(Value::take).unwrap_or(Value::Null)))
+            }
+            _ => {
+                let excerpt = redactor.excerpt(&answer.body, ERROR_EXCERPT_CHARS);
+                match status {
+                    200..300 => Err(ToolError {
+                        code: "upstream_error".into(),
+                        message: format!("the service answered without GraphQL `data` or `errors`: {excerpt}"),
+                    }),
+                    _ => {
+                        Err(ToolError { code: format!("http_{status}"), message: format!("HTTP {status}: {excerpt}") })
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Endpoint {
+    /// Send the request `build` makes, with the source's credential headers.
+    async fn send(
+        &self,
+        build: impl Fn(&Outbound) -> reqwest::RequestBuilder,
+    ) -> Result<crate::outbound::Answer, OutboundError> {
+        let mut request = build(&self.outbound);
+        for (name, value) in &self.headers {
+            request = request.header(name, value);
+        }
+        self.outbound.send(request).await
     }
 }
 
@@ -429,7 +544,7 @@ async fn connect_source(
                 redactor.add_url_credentials(url);
             }
         }
-        SourceKind::Mcp { url } => redactor.add_url_credentials(url),
+        SourceKind::Mcp { url } | SourceKind::Graphql { url, .. } => redactor.add_url_credentials(url),
     }
     let fail = |what: &str, why: String| format!("source `{}` ({what}) failed: {why}", config.namespace);
     let connected = match credentials(config, secrets, &mut redactor).await {
@@ -463,11 +578,29 @@ async fn connect_upstream(
             let tools = openapi::load(&config.namespace, &text).map_err(|e| fail("spec", e.to_string()))?;
             let upstream = Upstream::OpenApi(HttpUpstream {
                 base_url: base_url.clone(),
-                headers: credentials.headers,
                 query: credentials.query,
-                outbound: outbound.clone(),
+                endpoint: Endpoint { headers: credentials.headers, outbound: outbound.clone() },
             });
             Ok((upstream, tools))
+        }
+        SourceKind::Graphql { url, schema } => {
+            outbound.check_url(url).map_err(|e| fail("url", e.to_string()))?;
+            let mut url = url.clone();
+            if !credentials.query.is_empty() {
+                url.query_pairs_mut().extend_pairs(&credentials.query);
+            }
+            let upstream = GraphqlUpstream {
+                url,
+                endpoint: Endpoint { headers: credentials.headers, outbound: outbound.clone() },
+            };
+            let text = match schema {
+                Some(path) => tokio::fs::read_to_string(path)
+                    .await
+                    .map_err(|e| fail("schema", format!("cannot read {}: {e}", path.display())))?,
+                None => upstream.introspect(redactor).await.map_err(|e| fail("introspection", e))?,
+            };
+            let tools = graphql::load(&config.namespace, &text).map_err(|e| fail("schema", e.to_string()))?;
+            Ok((Upstream::Graphql(upstream), tools))
         }
         SourceKind::Mcp { url } => {
             let mut url = url.clone();

@@ -59,8 +59,30 @@ pub struct SourceConfig {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceKind {
-    OpenApi { spec: SpecLocation, base_url: Url },
-    Mcp { url: Url },
+    OpenApi {
+        spec: SpecLocation,
+        base_url: Url,
+    },
+    Mcp {
+        url: Url,
+    },
+    /// `schema`: a file holding the introspection result; without it the
+    /// service is introspected with the source's auth.
+    Graphql {
+        url: Url,
+        schema: Option<PathBuf>,
+    },
+}
+
+impl SourceKind {
+    /// As the config spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::OpenApi { .. } => "openapi",
+            Self::Mcp { .. } => "mcp",
+            Self::Graphql { .. } => "graphql",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -147,6 +169,7 @@ struct RawSource {
     spec: Option<String>,
     base_url: Option<String>,
     url: Option<String>,
+    schema: Option<String>,
     auth: Option<RawAuth>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
@@ -159,6 +182,7 @@ struct RawSource {
 enum RawKind {
     Openapi,
     Mcp,
+    Graphql,
 }
 
 #[derive(Deserialize)]
@@ -300,6 +324,7 @@ fn validate_source(raw: RawSource, base_dir: &Path) -> Result<SourceConfig, Fiel
     let kind = match raw.kind {
         RawKind::Openapi => {
             refuse("url", &raw.url, "openapi")?;
+            refuse("schema", &raw.schema, "openapi")?;
             let spec = required("spec", raw.spec, "openapi")?;
             let spec = match spec.starts_with("http://") || spec.starts_with("https://") {
                 true => SpecLocation::Url(parse_url("spec", &spec)?),
@@ -311,7 +336,16 @@ fn validate_source(raw: RawSource, base_dir: &Path) -> Result<SourceConfig, Fiel
         RawKind::Mcp => {
             refuse("spec", &raw.spec, "mcp")?;
             refuse("base_url", &raw.base_url, "mcp")?;
+            refuse("schema", &raw.schema, "mcp")?;
             SourceKind::Mcp { url: parse_url("url", &required("url", raw.url, "mcp")?)? }
+        }
+        RawKind::Graphql => {
+            refuse("spec", &raw.spec, "graphql")?;
+            refuse("base_url", &raw.base_url, "graphql")?;
+            SourceKind::Graphql {
+                url: parse_url("url", &required("url", raw.url, "graphql")?)?,
+                schema: raw.schema.map(|file| base_dir.join(file)),
+            }
         }
     };
     let secret = |field: &'static str, value: &str| SecretRef::parse(value).map_err(|e| (field, e.to_string()));

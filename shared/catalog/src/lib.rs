@@ -1,4 +1,4 @@
-//! The catalog: tool sources (OpenAPI documents, upstream MCP servers) turned
+//! The catalog: tool sources (OpenAPI documents, upstream MCP servers, GraphQL services) turned
 //! into `tools.<namespace>.<...>` for the sandbox, with search, TypeScript
 //! descriptions, the approval policy of `executor_core::policy`, secrets by
 //! reference and checked outbound requests.
@@ -10,6 +10,7 @@
 mod approval_text;
 mod catalog;
 pub mod config;
+mod graphql;
 mod mcp_client;
 mod mcp_source;
 mod naming;
