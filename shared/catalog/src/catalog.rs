@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use executor_core::{PolicyAction, SourcePolicy, Toolkit};
+use executor_core::{Clock, PolicyAction, SourcePolicy, SystemClock, Toolkit};
 use executor_sandbox::{CallContext, PathFilter, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use reqwest::header::{HeaderName, HeaderValue};
@@ -29,6 +29,7 @@ use crate::config::{
 };
 use crate::graphql::{self, GraphqlOperation};
 use crate::mcp_source::McpUpstream;
+use crate::oauth::{OAuthError, TokenCache, TokenEndpoint};
 use crate::openapi::{self, HttpOperation};
 use crate::outbound::{Outbound, OutboundError};
 use crate::redact::{Redactor, display_url};
@@ -82,8 +83,17 @@ struct Source {
 
 struct Connection {
     upstream: Upstream,
-    /// Every secret value this source uses.
-    redactor: Redactor,
+    /// Every secret value this source was configured with.
+    redactor: Arc<Redactor>,
+    /// The source's OAuth token, when it has one.
+    tokens: Option<Arc<TokenCache>>,
+}
+
+impl Connection {
+    /// Every secret value this source uses, the tokens issued to it included.
+    fn redactor(&self) -> Arc<Redactor> {
+        self.tokens.as_ref().map_or_else(|| self.redactor.clone(), |tokens| tokens.redactor())
+    }
 }
 
 enum Upstream {
@@ -105,10 +115,20 @@ struct GraphqlUpstream {
     endpoint: Endpoint,
 }
 
-/// Sends a source's requests with its credential headers.
+/// Sends a source's requests with its credential headers and its OAuth token.
 struct Endpoint {
     headers: Vec<(HeaderName, HeaderValue)>,
     outbound: Outbound,
+    tokens: Option<Arc<TokenCache>>,
+}
+
+/// Why a request was not answered.
+#[derive(Debug, thiserror::Error)]
+enum SendError {
+    #[error(transparent)]
+    Outbound(#[from] OutboundError),
+    #[error("no access token: {0}")]
+    Token(#[from] OAuthError),
 }
 
 /// A source's credentials and extra headers, resolved.
@@ -116,16 +136,25 @@ struct Endpoint {
 struct Credentials {
     headers: Vec<(HeaderName, HeaderValue)>,
     query: Vec<(String, String)>,
+    /// Where its OAuth tokens come from.
+    token: Option<TokenEndpoint>,
 }
 
 impl Catalog {
     /// Connect every source of `config`. Only a broken HTTP client set-up fails
     /// the whole catalog; a failing source is reported per namespace.
     pub async fn connect(config: &CatalogConfig) -> Result<Self, CatalogError> {
+        Self::connect_with_clock(config, Arc::new(SystemClock)).await
+    }
+
+    /// [`Catalog::connect`], with the clock that decides when OAuth tokens expire.
+    pub async fn connect_with_clock(config: &CatalogConfig, clock: Arc<dyn Clock>) -> Result<Self, CatalogError> {
         let outbound = Outbound::new(&config.outbound)?;
         let secrets = Secrets::default();
-        let connected =
-            futures_util::future::join_all(config.sources.iter().map(|s| connect_source(s, &outbound, &secrets))).await;
+        let connected = futures_util::future::join_all(
+            config.sources.iter().map(|s| connect_source(s, &outbound, &secrets, &clock)),
+        )
+        .await;
         let mut tools = Vec::new();
         let mut sources = Vec::new();
         for (config, result) in config.sources.iter().zip(connected) {
@@ -292,20 +321,16 @@ impl Tools for Catalog {
             PolicyAction::Run => Policy::Run,
             PolicyAction::Approve => {
                 let headline = format!("tools.{path} ({what}) needs approval: {}", decision.reason);
-                let (effect, redactor) = match (&tool.target, &source.connection) {
-                    (Target::Http(op), Ok(Connection { upstream: Upstream::OpenApi(http), redactor })) => {
-                        (http.effect(op, args), redactor)
-                    }
-                    (Target::Mcp { name, hints }, Ok(Connection { redactor, .. })) => {
-                        (approval_text::mcp_effect(name, hints), redactor)
-                    }
-                    (Target::Graphql(op), Ok(Connection { upstream: Upstream::Graphql(upstream), redactor })) => {
-                        (upstream.effect(op), redactor)
-                    }
-                    // A tool of an unavailable source: its call explains why.
-                    _ => return Policy::NeedsApproval { message: headline },
+                // A tool of an unavailable source: its call explains why.
+                let Ok(connection) = &source.connection else { return Policy::NeedsApproval { message: headline } };
+                let effect = match (&tool.target, &connection.upstream) {
+                    (Target::Http(op), Upstream::OpenApi(http)) => http.effect(op, args),
+                    (Target::Mcp { name, hints }, _) => approval_text::mcp_effect(name, hints),
+                    (Target::Graphql(op), Upstream::Graphql(upstream)) => upstream.effect(op),
+                    _ => unreachable!("a source's tools have that source's target kind"),
                 };
-                let message = approval_text::approval_message(&headline, &tool.description, &effect, args, redactor);
+                let redactor = connection.redactor();
+                let message = approval_text::approval_message(&headline, &tool.description, &effect, args, &redactor);
                 Policy::NeedsApproval { message }
             }
             PolicyAction::Block => {
@@ -324,7 +349,7 @@ impl Tools for Catalog {
         let Some(Source { connection: Ok(connection), .. }) = self.source(&tool.namespace) else {
             return Err(self.unknown_tool(path));
         };
-        let redactor = &connection.redactor;
+        let redactor = &*connection.redactor();
         let outcome = match (&tool.target, &connection.upstream) {
             (Target::Http(op), Upstream::OpenApi(http)) => http.call(op, args, tool.effect, ctx, redactor).await,
             (Target::Mcp { name, .. }, Upstream::Mcp(mcp)) => mcp.call(name, args).await.map(ToolSuccess::plain),
@@ -393,7 +418,7 @@ impl HttpUpstream {
             }
             request
         };
-        let answer = self.endpoint.send(request).await.map_err(outbound_error)?;
+        let answer = self.endpoint.send(request).await.map_err(send_error)?;
         let status = answer.status;
         if (200..300).contains(&status) {
             let text = String::from_utf8_lossy(&answer.body);
@@ -426,11 +451,7 @@ impl GraphqlUpstream {
     }
 
     /// POST `{query, variables}` as JSON; `idempotency_key` for writes.
-    async fn post(
-        &self,
-        body: &Value,
-        idempotency_key: Option<&str>,
-    ) -> Result<crate::outbound::Answer, OutboundError> {
+    async fn post(&self, body: &Value, idempotency_key: Option<&str>) -> Result<crate::outbound::Answer, SendError> {
         let body = body.to_string();
         self.endpoint
             .send(|outbound| {
@@ -471,7 +492,7 @@ impl GraphqlUpstream {
         let request = op.request(&args).map_err(|e| invalid(e.to_string()))?;
         let body = json!({"query": request.query, "variables": request.variables});
         let key = (op.kind == graphql::OperationKind::Mutation).then(|| ctx.idempotency_key());
-        let answer = self.post(&body, key.as_deref()).await.map_err(outbound_error)?;
+        let answer = self.post(&body, key.as_deref()).await.map_err(send_error)?;
         #[derive(Deserialize)]
         struct Response {
             data: Option<Value>,
@@ -505,25 +526,51 @@ impl GraphqlUpstream {
 }
 
 impl Endpoint {
-    /// Send the request `build` makes, with the source's credential headers.
+    /// Send the request `build` makes, with the source's credentials. With
+    /// an OAuth token, a 401 gets one more attempt with a new token: the
+    /// token may have been revoked before it expired.
     async fn send(
         &self,
         build: impl Fn(&Outbound) -> reqwest::RequestBuilder,
+    ) -> Result<crate::outbound::Answer, SendError> {
+        let Some(tokens) = &self.tokens else { return Ok(self.send_with(&build, None).await?) };
+        let token = tokens.token().await?;
+        let answer = self.send_with(&build, Some(&token)).await?;
+        if answer.status != 401 {
+            return Ok(answer);
+        }
+        tokens.rejected(&token).await;
+        let token = tokens.token().await?;
+        Ok(self.send_with(&build, Some(&token)).await?)
+    }
+
+    async fn send_with(
+        &self,
+        build: &impl Fn(&Outbound) -> reqwest::RequestBuilder,
+        token: Option<&str>,
     ) -> Result<crate::outbound::Answer, OutboundError> {
         let mut request = build(&self.outbound);
         for (name, value) in &self.headers {
             request = request.header(name, value);
         }
+        if let Some(token) = token {
+            // Checked to be valid in a header when it was issued.
+            let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| OutboundError::Failed { detail: "the access token is not valid in a header".into() })?;
+            value.set_sensitive(true);
+            request = request.header(reqwest::header::AUTHORIZATION, value);
+        }
         self.outbound.send(request).await
     }
 }
 
-fn outbound_error(error: OutboundError) -> ToolError {
+fn send_error(error: SendError) -> ToolError {
     let code = match &error {
-        OutboundError::Refused { .. } | OutboundError::BadUrl { .. } => "destination_refused",
-        OutboundError::Timeout { .. } => "timeout",
-        OutboundError::TooLarge { .. } => "response_too_large",
-        OutboundError::Failed { .. } => "upstream_error",
+        SendError::Outbound(OutboundError::Refused { .. } | OutboundError::BadUrl { .. }) => "destination_refused",
+        SendError::Outbound(OutboundError::Timeout { .. }) => "timeout",
+        SendError::Outbound(OutboundError::TooLarge { .. }) => "response_too_large",
+        SendError::Outbound(OutboundError::Failed { .. }) => "upstream_error",
+        SendError::Token(_) => "auth_error",
     };
     ToolError { code: code.into(), message: error.to_string() }
 }
@@ -534,6 +581,7 @@ async fn connect_source(
     config: &SourceConfig,
     outbound: &Outbound,
     secrets: &Secrets,
+    clock: &Arc<dyn Clock>,
 ) -> Result<(Connection, Vec<ToolDef>), String> {
     // A key written into a configured URL is known before any secret is resolved.
     let mut redactor = Redactor::default();
@@ -546,24 +594,52 @@ async fn connect_source(
         }
         SourceKind::Mcp { url } | SourceKind::Graphql { url, .. } => redactor.add_url_credentials(url),
     }
+    if let Some(Auth::OAuth2ClientCredentials { token_url, .. }) = &config.auth {
+        redactor.add_url_credentials(token_url);
+    }
     let fail = |what: &str, why: String| format!("source `{}` ({what}) failed: {why}", config.namespace);
-    let connected = match credentials(config, secrets, &mut redactor).await {
-        Ok(credentials) => connect_upstream(config, outbound, credentials, &redactor, fail).await,
-        Err(e) => Err(fail("secrets", e)),
+    let mut credentials = match credentials(config, secrets, &mut redactor).await {
+        Ok(credentials) => credentials,
+        Err(e) => return Err(redactor.redact(&fail("secrets", e))),
+    };
+    let tokens = credentials
+        .token
+        .take()
+        .map(|endpoint| Arc::new(TokenCache::new(endpoint, outbound.clone(), clock.clone(), redactor.clone())));
+    let redactor = Arc::new(redactor);
+    // With tokens, what leaves is redacted of them too.
+    let current = || tokens.as_ref().map_or_else(|| redactor.clone(), |tokens| tokens.redactor());
+    let endpoint = Endpoint { headers: credentials.headers, outbound: outbound.clone(), tokens: tokens.clone() };
+    // The first token is asked for now, so credentials the server refuses make the source unavailable.
+    let token = match &tokens {
+        Some(tokens) => tokens.token().await.map(drop).map_err(|e| fail("auth", e.to_string())),
+        None => Ok(()),
+    };
+    let connected = match token {
+        Ok(()) => connect_upstream(config, endpoint, credentials.query, &current(), fail).await,
+        Err(reason) => Err(reason),
     };
     match connected {
-        Ok((upstream, tools)) => Ok((Connection { upstream, redactor }, tools)),
-        Err(reason) => Err(redactor.redact(&reason)),
+        Ok((upstream, tools)) => Ok((Connection { upstream, redactor, tokens }, tools)),
+        Err(reason) => Err(current().redact(&reason)),
     }
 }
 
 async fn connect_upstream(
     config: &SourceConfig,
-    outbound: &Outbound,
-    credentials: Credentials,
+    endpoint: Endpoint,
+    query: Vec<(String, String)>,
     redactor: &Redactor,
     fail: impl Fn(&str, String) -> String,
 ) -> Result<(Upstream, Vec<ToolDef>), String> {
+    let outbound = &endpoint.outbound;
+    let with_query = |url: &Url| {
+        let mut url = url.clone();
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(&query);
+        }
+        url
+    };
     match &config.kind {
         SourceKind::OpenApi { spec, base_url } => {
             outbound.check_url(base_url).map_err(|e| fail("base_url", e.to_string()))?;
@@ -572,27 +648,16 @@ async fn connect_upstream(
                     .await
                     .map_err(|e| fail("spec", format!("cannot read {}: {e}", path.display())))?,
                 SpecLocation::Url(url) => {
-                    fetch_spec(url, outbound, &credentials, redactor).await.map_err(|e| fail("spec", e))?
+                    fetch_spec(with_query(url), &endpoint, redactor).await.map_err(|e| fail("spec", e))?
                 }
             };
             let tools = openapi::load(&config.namespace, &text).map_err(|e| fail("spec", e.to_string()))?;
-            let upstream = Upstream::OpenApi(HttpUpstream {
-                base_url: base_url.clone(),
-                query: credentials.query,
-                endpoint: Endpoint { headers: credentials.headers, outbound: outbound.clone() },
-            });
+            let upstream = Upstream::OpenApi(HttpUpstream { base_url: base_url.clone(), query, endpoint });
             Ok((upstream, tools))
         }
         SourceKind::Graphql { url, schema } => {
             outbound.check_url(url).map_err(|e| fail("url", e.to_string()))?;
-            let mut url = url.clone();
-            if !credentials.query.is_empty() {
-                url.query_pairs_mut().extend_pairs(&credentials.query);
-            }
-            let upstream = GraphqlUpstream {
-                url,
-                endpoint: Endpoint { headers: credentials.headers, outbound: outbound.clone() },
-            };
+            let upstream = GraphqlUpstream { url: with_query(url), endpoint };
             let text = match schema {
                 Some(path) => tokio::fs::read_to_string(path)
                     .await
@@ -603,12 +668,9 @@ async fn connect_upstream(
             Ok((Upstream::Graphql(upstream), tools))
         }
         SourceKind::Mcp { url } => {
-            let mut url = url.clone();
-            if !credentials.query.is_empty() {
-                url.query_pairs_mut().extend_pairs(&credentials.query);
-            }
-            let headers = credentials.headers.into_iter().collect();
-            let (mcp, tools) = McpUpstream::connect(&config.namespace, &url, headers, outbound, redactor)
+            // The config refuses OAuth for MCP sources: their headers are fixed at the handshake.
+            let headers = endpoint.headers.iter().cloned().collect();
+            let (mcp, tools) = McpUpstream::connect(&config.namespace, &with_query(url), headers, outbound, redactor)
                 .await
                 .map_err(|e| fail("mcp", e))?;
             Ok((Upstream::Mcp(mcp), tools))
@@ -617,21 +679,11 @@ async fn connect_upstream(
 }
 
 /// The spec is fetched with the source's credentials: private APIs often protect it too.
-async fn fetch_spec(
-    url: &Url,
-    outbound: &Outbound,
-    credentials: &Credentials,
-    redactor: &Redactor,
-) -> Result<String, String> {
-    let mut url = url.clone();
-    if !credentials.query.is_empty() {
-        url.query_pairs_mut().extend_pairs(&credentials.query);
-    }
-    let mut request = outbound.request(reqwest::Method::GET, url);
-    for (name, value) in &credentials.headers {
-        request = request.header(name, value);
-    }
-    let answer = outbound.send(request).await.map_err(|e| e.to_string())?;
+async fn fetch_spec(url: Url, endpoint: &Endpoint, redactor: &Redactor) -> Result<String, String> {
+    let answer = endpoint
+        .send(|outbound| outbound.request(reqwest::Method::GET, url.clone()))
+        .await
+        .map_err(|e| e.to_string())?;
     match answer.status {
         200..300 => Ok(String::from_utf8_lossy(&answer.body).into_owned()),
         status => Err(format!("HTTP {status}: {}", redactor.excerpt(&answer.body, ERROR_EXCERPT_CHARS))),
@@ -675,6 +727,19 @@ async fn credentials(config: &SourceConfig, secrets: &Secrets, redactor: &mut Re
                     header(&mut out, "cookie", &cookie, true)?;
                 }
             }
+        }
+        Some(Auth::OAuth2ClientCredentials { token_url, client_id, client_secret, scopes }) => {
+            let client_secret = secrets.resolve(client_secret).await.map_err(|e| e.to_string())?;
+            // The secret, and the basic auth the token request carries (its parts form-encoded).
+            let encode = |text: &str| url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>();
+            redactor.add(&client_secret);
+            redactor.add_basic(&encode(client_id), &encode(&client_secret));
+            out.token = Some(TokenEndpoint {
+                url: token_url.clone(),
+                client_id: client_id.clone(),
+                client_secret,
+                scopes: scopes.clone(),
+            });
         }
     }
     for (name, value) in &config.headers {

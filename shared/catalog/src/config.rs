@@ -100,9 +100,26 @@ pub enum HeaderValue {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Auth {
-    Bearer { token: SecretRef },
-    Basic { username: String, password: SecretRef },
-    ApiKey { name: String, value: SecretRef, location: ApiKeyLocation },
+    Bearer {
+        token: SecretRef,
+    },
+    Basic {
+        username: String,
+        password: SecretRef,
+    },
+    ApiKey {
+        name: String,
+        value: SecretRef,
+        location: ApiKeyLocation,
+    },
+    /// The OAuth 2 client credentials grant: the source's requests carry a
+    /// bearer token from `token_url`, cached and replaced before it expires.
+    OAuth2ClientCredentials {
+        token_url: Url,
+        client_id: String,
+        client_secret: SecretRef,
+        scopes: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -200,6 +217,14 @@ enum RawAuth {
         value: String,
         #[serde(rename = "in")]
         location: ApiKeyLocation,
+    },
+    #[serde(rename = "oauth2_client_credentials")]
+    OAuth2ClientCredentials {
+        token_url: String,
+        client_id: String,
+        client_secret: String,
+        #[serde(default)]
+        scopes: Vec<String>,
     },
 }
 
@@ -366,6 +391,29 @@ fn validate_source(raw: RawSource, base_dir: &Path) -> Result<SourceConfig, Fiel
             }
             Some(Auth::ApiKey { name, value: secret("auth.value", &value)?, location })
         }
+        Some(RawAuth::OAuth2ClientCredentials { token_url, client_id, client_secret, scopes }) => {
+            if matches!(kind, SourceKind::Mcp { .. }) {
+                return Err((
+                    "auth.type",
+                    "`oauth2_client_credentials` is not supported for kind = \"mcp\" yet; use it with \"openapi\" or \"graphql\" sources".into(),
+                ));
+            }
+            if client_id.is_empty() {
+                return Err(("auth.client_id", "must not be empty".into()));
+            }
+            if let Some(scope) = scopes.iter().find(|s| s.is_empty() || s.contains(char::is_whitespace)) {
+                return Err((
+                    "auth.scopes",
+                    format!("{scope:?} is not a scope: scopes are single words, one per entry"),
+                ));
+            }
+            Some(Auth::OAuth2ClientCredentials {
+                token_url: parse_url("auth.token_url", &token_url)?,
+                client_id,
+                client_secret: secret("auth.client_secret", &client_secret)?,
+                scopes,
+            })
+        }
     };
     let mut headers = BTreeMap::new();
     for (name, value) in raw.headers {
@@ -480,6 +528,11 @@ mod tests {
     #[test]
     fn mistakes_name_the_file_the_source_and_the_field() {
         let source = |body: &str| format!("[[sources]]\nnamespace = \"gh\"\n{body}");
+        let oauth = |secret: &str, scopes: &str| {
+            format!(
+                "auth = {{ type = \"oauth2_client_credentials\", token_url = \"https://auth.x.test/token\", client_id = \"c\", client_secret = \"{secret}\", scopes = {scopes} }}"
+            )
+        };
         let cases = [
             (source("kind = \"openapi\"\nbase_url = \"https://x.test\""), "source `gh`, field `spec`: is required"),
             (source("kind = \"mcp\""), "field `url`: is required"),
@@ -512,6 +565,30 @@ mod tests {
                 "field `namespace`: another source already uses",
             ),
             (source("kind = \"mcp\"\nurl = \"https://x.test\"\nspek = 1"), "unknown field `spek`"),
+            (source("kind = \"graphql\""), "source `gh`, field `url`: is required for kind = \"graphql\""),
+            (
+                source("kind = \"graphql\"\nurl = \"https://x.test\"\nspec = \"a.json\""),
+                "field `spec`: does not apply to kind = \"graphql\"",
+            ),
+            (source("kind = \"openapi\"\nschema = \"s.json\""), "field `schema`: does not apply"),
+            (
+                source(&format!("kind = \"graphql\"\nurl = \"https://x.test\"\n{}", oauth("hunter2", "[\"read\"]"))),
+                "field `auth.client_secret`: a secret must be a reference",
+            ),
+            (
+                source(&format!("kind = \"graphql\"\nurl = \"https://x.test\"\n{}", oauth("env:S", "[\"a b\"]"))),
+                "field `auth.scopes`: \"a b\" is not a scope",
+            ),
+            (
+                source(&format!("kind = \"mcp\"\nurl = \"https://x.test\"\n{}", oauth("env:S", "[]"))),
+                "field `auth.type`: `oauth2_client_credentials` is not supported for kind = \"mcp\"",
+            ),
+            (
+                source(
+                    "kind = \"graphql\"\nurl = \"https://x.test\"\nauth = { type = \"oauth2_client_credentials\", token_url = \"ftp://x.test/?k=hunter2\", client_id = \"c\", client_secret = \"env:S\" }",
+                ),
+                "field `auth.token_url`: `ftp://x.test/` must be an http(s) URL",
+            ),
             (
                 source(
                     "kind = \"mcp\"\nurl = \"https://x.test\"\npolicy = { rules = [{ pattern = \"a b\", action = \"run\" }] }",

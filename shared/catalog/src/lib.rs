@@ -14,6 +14,7 @@ mod graphql;
 mod mcp_client;
 mod mcp_source;
 mod naming;
+mod oauth;
 pub mod openapi;
 mod outbound;
 mod redact;
