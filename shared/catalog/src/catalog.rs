@@ -40,6 +40,8 @@ use crate::toolkit::ToolkitView;
 
 /// How much of an upstream error body the code sees.
 const ERROR_EXCERPT_CHARS: usize = 500;
+/// How much of the reason a source is unavailable `execute`'s description shows.
+const LABEL_REASON_CHARS: usize = 200;
 const DEFAULT_SEARCH_LIMIT: usize = 20;
 const MAX_SEARCH_LIMIT: usize = 100;
 /// What a cookie value cannot hold as it is (RFC 6265 `cookie-octet`s), and
@@ -183,6 +185,17 @@ impl Catalog {
         Self::connect(&CatalogConfig::load_located(flag)?).await
     }
 
+    /// A namespace as `execute`'s description lists it: its name, and
+    /// `(unavailable: <reason>)` when its source failed to load.
+    pub fn label(&self, namespace: &str) -> String {
+        match self.source(namespace).map(|s| &s.connection) {
+            Some(Err(reason)) => {
+                format!("{namespace} (unavailable: {})", executor_core::text::cut_text(reason, LABEL_REASON_CHARS))
+            }
+            _ => namespace.to_owned(),
+        }
+    }
+
     pub fn namespaces(&self) -> Vec<NamespaceInfo> {
         self.sources
             .iter()
@@ -265,7 +278,22 @@ impl Catalog {
                 json!({"path": tool.path, "description": summary, "namespace": tool.namespace})
             })
             .collect();
-        Ok(json!({"items": items, "total": hits.len()}))
+        // Sources that failed to load are named with the reason, so a search
+        // that finds nothing there never reads as "no such tools".
+        let unavailable: Vec<Value> = self
+            .sources
+            .iter()
+            .filter(|s| request.namespace.as_ref().is_none_or(|n| *n == s.namespace))
+            .filter_map(|s| match &s.connection {
+                Err(reason) => Some(json!({"namespace": s.namespace, "kind": s.kind, "reason": reason})),
+                Ok(_) => None,
+            })
+            .collect();
+        let mut found = json!({"items": items, "total": hits.len()});
+        if !unavailable.is_empty() {
+            found["unavailable"] = Value::Array(unavailable);
+        }
+        Ok(found)
     }
 }
 
