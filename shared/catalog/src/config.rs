@@ -493,7 +493,11 @@ mod tests {
     fn the_example_file_is_valid() {
         let config = load(include_str!("../../../executor.example.toml")).unwrap();
         let namespaces: Vec<&str> = config.sources.iter().map(|s| s.namespace.as_str()).collect();
-        assert_eq!(namespaces, ["github", "billing", "docs"]);
+        assert_eq!(namespaces, ["github", "billing", "docs", "tracker"]);
+        assert!(matches!(config.sources[3].kind, SourceKind::Graphql { schema: Some(_), .. }));
+        assert!(
+            matches!(&config.sources[3].auth, Some(Auth::OAuth2ClientCredentials { scopes, .. }) if scopes.len() == 2)
+        );
         assert_eq!(config.toolkits[0].name.as_str(), "support");
         assert!(config.toolkits[0].includes("github.issues.create") && !config.toolkits[0].includes("billing.x"));
         let bot = Principal::parse("ci-bot").unwrap();
@@ -588,6 +592,12 @@ mod tests {
                     "kind = \"graphql\"\nurl = \"https://x.test\"\nauth = { type = \"oauth2_client_credentials\", token_url = \"ftp://x.test/?k=hunter2\", client_id = \"c\", client_secret = \"env:S\" }",
                 ),
                 "field `auth.token_url`: `ftp://x.test/` must be an http(s) URL",
+            ),
+            (
+                source(
+                    "kind = \"graphql\"\nurl = \"https://x.test\"\nauth = { type = \"oauth2_client_credentials\", token_url = \"https://x.test\", client_secret = \"env:S\" }",
+                ),
+                "missing field `client_id`",
             ),
             (
                 source(

@@ -3,9 +3,10 @@
 //! descriptions, the approval policy of `executor_core::policy`, secrets by
 //! reference and checked outbound requests.
 //!
-//! Pure parts (config validation, naming, OpenAPI mapping, search ranking,
-//! TypeScript rendering, address rules, redaction) are table-tested in their modules;
-//! `catalog.rs`, `mcp_source.rs`, `mcp_client.rs`, `outbound.rs` and `secrets.rs` are the adapters.
+//! Pure parts (config validation, naming, OpenAPI and GraphQL mapping, search
+//! ranking, TypeScript rendering, address rules, redaction, token answers) are
+//! table-tested in their modules; `catalog.rs`, `mcp_source.rs`,
+//! `mcp_client.rs`, `oauth.rs`, `outbound.rs` and `secrets.rs` are the adapters.
 
 mod approval_text;
 mod catalog;

@@ -127,28 +127,31 @@ impl TokenEndpoint {
             let excerpt = redactor.excerpt(&answer.body, EXCERPT_CHARS);
             return Err(OAuthError::Refused { url, status: answer.status, excerpt });
         }
-        let malformed = |problem: &str| OAuthError::Malformed { url: url.clone(), problem: problem.into() };
-        let response: TokenResponse =
-            serde_json::from_slice(&answer.body).map_err(|_| malformed("not a JSON token response"))?;
-        if response.token_type.as_deref().is_some_and(|t| !t.eq_ignore_ascii_case("bearer")) {
-            return Err(malformed("the token_type is not Bearer"));
-        }
-        if response.access_token.is_empty()
-            || reqwest::header::HeaderValue::from_str(&format!("Bearer {}", response.access_token)).is_err()
-        {
-            return Err(malformed("the access_token is empty or not valid in a header"));
-        }
-        let lifetime = match &response.expires_in {
-            Some(serde_json::Value::Number(n)) => n.as_u64(),
-            Some(serde_json::Value::String(s)) => s.parse().ok(),
-            _ => None,
-        };
-        let replace_at = lifetime.map(|seconds| {
-            let lifetime = Duration::from_secs(seconds);
-            now.plus(lifetime - REFRESH_MARGIN.min(lifetime / 2))
-        });
-        Ok(AccessToken { value: response.access_token.into(), replace_at })
+        parse(&answer.body, now).map_err(|problem| OAuthError::Malformed { url, problem: problem.into() })
     }
+}
+
+/// A token endpoint's successful answer; the problem never quotes it (it may hold a token).
+fn parse(body: &[u8], now: Timestamp) -> Result<AccessToken, &'static str> {
+    let response: TokenResponse = serde_json::from_slice(body).map_err(|_| "not a JSON token response")?;
+    if response.token_type.as_deref().is_some_and(|t| !t.eq_ignore_ascii_case("bearer")) {
+        return Err("the token_type is not Bearer");
+    }
+    if response.access_token.is_empty()
+        || reqwest::header::HeaderValue::from_str(&format!("Bearer {}", response.access_token)).is_err()
+    {
+        return Err("the access_token is empty or not valid in a header");
+    }
+    let lifetime = match &response.expires_in {
+        Some(serde_json::Value::Number(n)) => n.as_u64(),
+        Some(serde_json::Value::String(s)) => s.parse().ok(),
+        _ => None,
+    };
+    let replace_at = lifetime.map(|seconds| {
+        let lifetime = Duration::from_secs(seconds);
+        now.plus(lifetime - REFRESH_MARGIN.min(lifetime / 2))
+    });
+    Ok(AccessToken { value: response.access_token.into(), replace_at })
 }
 
 /// A source's current token (see the module's description).
@@ -216,5 +219,33 @@ impl TokenCache {
             redactor.add(token);
         }
         *self.redactor.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(redactor);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_answers_and_when_they_are_replaced() {
+        let now = Timestamp::from_millis(1_000_000);
+        let at = |body: &str| parse(body.as_bytes(), now).map(|t| t.replace_at);
+        let secs = |s: u64| Some(now.plus(Duration::from_secs(s)));
+        // Replaced 60 s early, or halfway through a short lifetime; `expires_in` as a number or a string.
+        assert_eq!(at(r#"{"access_token": "a", "token_type": "Bearer", "expires_in": 3600}"#), Ok(secs(3540)));
+        assert_eq!(at(r#"{"access_token": "a", "token_type": "bearer", "expires_in": "90"}"#), Ok(secs(45)));
+        assert_eq!(at(r#"{"access_token": "a"}"#), Ok(None), "no lifetime: kept until refused");
+        let token = parse(br#"{"access_token": "a"}"#, now).unwrap();
+        assert!(token.fresh(now.plus(Duration::from_secs(86_400 * 365))));
+        let refused = [
+            (r#"{"access_token": "a", "token_type": "mac"}"#, "the token_type is not Bearer"),
+            (r#"{"access_token": ""}"#, "the access_token is empty or not valid in a header"),
+            ("{\"access_token\": \"a\\nb\"}", "the access_token is empty or not valid in a header"),
+            (r#"{"token": "a"}"#, "not a JSON token response"),
+            ("<html>", "not a JSON token response"),
+        ];
+        for (body, problem) in refused {
+            assert_eq!(parse(body.as_bytes(), now).err(), Some(problem), "{body}");
+        }
     }
 }
