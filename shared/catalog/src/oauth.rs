@@ -189,6 +189,9 @@ impl TokenCache {
             return Ok(token.value.clone());
         }
         let token = self.endpoint.client_credentials(&self.outbound, &self.redactor(), now).await?;
+        // When and from where, never the token.
+        let lifetime = token.replace_at.map(|at| at.since(now).as_secs());
+        tracing::info!(token_url = %display_url(&self.endpoint.url), ?lifetime, "OAuth access token issued");
         self.remember(&token.value);
         let value = token.value.clone();
         *current = Some(token);
