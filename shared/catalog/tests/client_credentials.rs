@@ -13,7 +13,9 @@ use executor_catalog::Catalog;
 use executor_core::{ExecutionId, ManualClock};
 use executor_sandbox::{CallContext, Tools};
 use serde_json::json;
-use support::oauth::{CLIENT_ID, LIFETIME_SECONDS, SECRET_VAR, WRONG_SECRET_VAR, config, set_secrets, start};
+use support::oauth::{
+    CLIENT_ID, CLIENT_SECRET, LIFETIME_SECONDS, SECRET_VAR, WRONG_SECRET_VAR, config, set_secrets, start,
+};
 
 fn ctx(step: u32) -> CallContext {
     CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step }
@@ -67,6 +69,24 @@ async fn fifty_concurrent_calls_across_an_expiry_and_a_revocation_ask_for_the_fe
     let refused = refused.unwrap_err();
     assert_eq!((refused.code.as_str(), refused.message.as_str()), ("http_401", "HTTP 401: invalid or expired token"));
     assert_eq!(fixture.requests(), 4);
+
+    // Past the expiry, with the client refused: the call says why it has no token.
+    fixture.refuse_clients.store(true, Ordering::SeqCst);
+    clock.advance(Duration::from_secs(LIFETIME_SECONDS));
+    let no_token = catalog.call("vault.items.listItems", json!({}), &ctx(0)).await.unwrap_err();
+    assert_eq!(no_token.code, "auth_error");
+    assert!(
+        no_token.message.starts_with("no access token: the token endpoint http://127.0.0.1:")
+            && no_token.message.contains("refused the client (HTTP 401)"),
+        "{}",
+        no_token.message
+    );
+    assert!(
+        !no_token.message.contains(CLIENT_SECRET) && no_token.message.contains("[redacted]"),
+        "{}",
+        no_token.message
+    );
+    assert_eq!(fixture.requests(), 5);
 }
 
 #[tokio::test(flavor = "multi_thread")]

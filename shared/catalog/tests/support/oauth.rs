@@ -64,6 +64,8 @@ pub struct Fixture {
     pub added: Arc<AtomicUsize>,
     /// The service refuses every token, new ones too.
     pub refuse_all: Arc<AtomicBool>,
+    /// The authorization server refuses the client from now on.
+    pub refuse_clients: Arc<AtomicBool>,
 }
 
 impl Fixture {
@@ -98,7 +100,7 @@ async fn token(State(f): State<Fixture>, headers: HeaderMap, body: String) -> Re
     if field("grant_type") != "client_credentials" {
         return (StatusCode::BAD_REQUEST, Json(json!({"error": "unsupported_grant_type"}))).into_response();
     }
-    if id != CLIENT_ID || secret != CLIENT_SECRET {
+    if id != CLIENT_ID || secret != CLIENT_SECRET || f.refuse_clients.load(Ordering::SeqCst) {
         // A careless server that repeats what it was sent.
         let echo = json!({"error": "invalid_client", "error_description": format!("unknown client {id}:{secret}")});
         return (StatusCode::UNAUTHORIZED, Json(echo)).into_response();
