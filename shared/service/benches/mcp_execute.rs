@@ -29,8 +29,19 @@ use tracing::Dispatch;
 const TOKEN: &str = "exk_bench";
 
 fn request() -> http::Request<Bytes> {
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute","arguments":{"code":"return 1 + 2"}}}"#;
-    post(Bytes::from_static(body.as_bytes()))
+    execute_request("return 1 + 2")
+}
+
+/// Code that runs long enough (a few milliseconds) that a zero budget always
+/// ends before it: the hand-off rows compare runs of it.
+const LOOP: &str = "let s = 0; for (let i = 0; i < 100000; i++) s += i; return 1 + 2";
+
+fn execute_request(code: &str) -> http::Request<Bytes> {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": { "name": "execute", "arguments": { "code": code } },
+    });
+    post(Bytes::from(body.to_string()))
 }
 
 /// `resume` of execution `id`, without an action: it waits for the outcome.
@@ -160,13 +171,24 @@ fn mcp_execute(c: &mut Criterion) {
     let both = host_with(both);
     group.bench_function("tools/call execute, hourly and concurrent quotas", |b| execute_on(b, &runtime, &both));
 
-    // Every run handed on: `running` at once, then `resume` for the outcome.
+    // Every run handed on: `running` at once, then `resume` for the outcome;
+    // beside the same code answered at once.
+    group.bench_function("tools/call execute: a 100k-step loop", |b| {
+        b.to_async(&runtime).iter(|| {
+            let host = host.clone();
+            async move {
+                let response = host.handle(execute_request(LOOP)).await;
+                assert!(String::from_utf8_lossy(response.body()).contains("\"result\":3"));
+            }
+        })
+    });
     let handing_on = host_with(HostConfig { response_budget: Duration::ZERO, ..HostConfig::default() });
-    group.bench_function("tools/call execute handed on, then resume", |b| {
+    group.bench_function("tools/call execute: a 100k-step loop, handed on, then resume", |b| {
         b.to_async(&runtime).iter(|| {
             let host = handing_on.clone();
             async move {
-                let answer: serde_json::Value = serde_json::from_slice(host.handle(request()).await.body()).unwrap();
+                let answer: serde_json::Value =
+                    serde_json::from_slice(host.handle(execute_request(LOOP)).await.body()).unwrap();
                 let running = &answer["result"]["structuredContent"];
                 assert_eq!(running["status"], "running", "{answer}");
                 // With a zero budget `resume` does not wait either: it is

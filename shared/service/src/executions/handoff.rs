@@ -91,7 +91,10 @@ impl Executions {
             }
             .instrument(Span::current()),
         );
-        if let Ok(result) = tokio::time::timeout(self.budget, &mut outcome).await {
+        // A zero budget (an MCP task) answers at once: a timer would wait for its next tick.
+        if !self.budget.is_zero()
+            && let Ok(result) = tokio::time::timeout(self.budget, &mut outcome).await
+        {
             return result.unwrap_or_else(|_| Err(task_lost()));
         }
         {
