@@ -1,9 +1,10 @@
 //! Remembered approvals ("always allow"): stored per owner and tool, applied
 //! while the policy is evaluated, listed and revoked by their owner.
 //!
-//! A grant is read from the store for every run (the owner's grants are one
-//! query), never cached: a revoke takes effect on the owner's next call, in
-//! every process. Only someone a pause asked can create one (the approval page,
+//! A grant is read from the store by every run that meets a call needing
+//! approval (the owner's grants are one query; a run that meets none reads
+//! nothing), never cached across runs: a revoke takes effect on the owner's
+//! next call, in every process. Only someone a pause asked can create one (the approval page,
 //! the owner's JSON API, the answer to a native elicitation); `resume` cannot.
 
 use std::collections::HashSet;
@@ -17,6 +18,7 @@ use executor_sandbox::{CallContext, Policy, ToolError, ToolOutcome, ToolSuccess,
 use executor_store::{Access, GrantStore, StoreError};
 use http::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
+use tokio::sync::OnceCell;
 
 pub struct Grants {
     store: Arc<dyn GrantStore>,
@@ -32,12 +34,9 @@ impl Grants {
 
     /// `tools` as `owner`'s code sees them: a call that needs approval runs
     /// when the owner has a live grant for its tool. Blocked stays blocked.
-    pub async fn tools_for(&self, owner: &Principal, tools: Arc<dyn Tools>) -> Result<Arc<dyn Tools>, StoreError> {
-        let granted: HashSet<String> = self.store.list_grants(owner).await?.into_iter().map(|g| g.tool).collect();
-        if granted.is_empty() {
-            return Ok(tools);
-        }
-        Ok(Arc::new(Granted { inner: tools, granted }))
+    /// The grants are read when the run first meets a call that needs approval.
+    pub fn tools_for(&self, owner: &Principal, tools: Arc<dyn Tools>) -> Arc<dyn Tools> {
+        Arc::new(Granted { inner: tools, owner: owner.clone(), store: self.store.clone(), granted: OnceCell::new() })
     }
 
     /// "Always allow" each of `tools` for `owner`. A tool already granted
@@ -127,7 +126,10 @@ fn unavailable(error: &StoreError) -> Response<Bytes> {
 /// Tools whose approval the owner granted run without asking.
 struct Granted {
     inner: Arc<dyn Tools>,
-    granted: HashSet<String>,
+    owner: Principal,
+    store: Arc<dyn GrantStore>,
+    /// The granted tools, once a call of this run needed approval.
+    granted: OnceCell<HashSet<String>>,
 }
 
 /// The one rule: a grant turns "needs approval" into "runs"; nothing else changes.
@@ -141,7 +143,24 @@ fn with_grant(policy: Policy, granted: bool) -> Policy {
 #[async_trait]
 impl Tools for Granted {
     fn policy(&self, path: &str, args: &Value) -> Policy {
-        with_grant(self.inner.policy(path, args), self.granted.contains(path))
+        let granted = self.granted.get().is_some_and(|tools| tools.contains(path));
+        with_grant(self.inner.policy(path, args), granted)
+    }
+
+    /// Read the owner's grants. If they cannot be read, none applies: the
+    /// call asks for approval, as it would without a grant.
+    async fn prepare_approvals(&self) {
+        self.granted
+            .get_or_init(|| async {
+                match self.store.list_grants(&self.owner).await {
+                    Ok(grants) => grants.into_iter().map(|g| g.tool).collect(),
+                    Err(error) => {
+                        tracing::warn!(%error, "grants could not be read; calls that need approval ask for it");
+                        HashSet::new()
+                    }
+                }
+            })
+            .await;
     }
 
     async fn call(&self, path: &str, args: Value, ctx: &CallContext) -> ToolOutcome {

@@ -318,7 +318,9 @@ impl DynamoStore {
                     marker.insert(EXPIRES_AT.into(), ttl(deadline));
                     items.push(put(marker, None)?);
                 }
-                _ if matches!(expect, Expect::Version(_)) => {
+                // Only a claim or an expiry leaves the paused state (the
+                // transition table in core), so only they find a marker to delete.
+                ExecutionState::Resuming { .. } | ExecutionState::Expired if matches!(expect, Expect::Version(_)) => {
                     let delete =
                         Delete::builder().table_name(&self.table).set_key(Some(item::key(index_pk, &index_sk)));
                     items.push(TransactWriteItem::builder().delete(delete.build().map_err(build)?).build());
