@@ -18,7 +18,7 @@ use executor_sandbox::{Limits, Sandbox};
 use executor_scheduler::{EventBridgeScheduler, SchedulerTarget};
 use executor_service::{Host, HostConfig};
 use executor_store::DynamoStore;
-use executor_tests::counting::{Call, CountingProxy, operations, units};
+use executor_tests::counting::{Call, CountingProxy, operations};
 use executor_tests::faults::Upstream;
 use http::{Request, Response};
 use serde_json::{Value, json};
@@ -299,23 +299,45 @@ async fn alarms_reschedule_extend_and_destroy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_on_a_one_megabyte_journal_writes_no_chunk() {
     let rig = Rig::start().await;
-    // The first call's arguments and its echoed result make a 1 MB journal.
+    // The first call's megabyte argument stays in the journal.
     let code = r#"const note = "x".repeat(1000000);
 const first = await tools.ledger.entries.addEntry({ body: { note } });
 const second = await tools.ledger.entries.addEntry({ body: { n: 2 } });
-return [first.ok, second.ok];"#;
+const third = await tools.ledger.entries.addEntry({ body: { n: 3 } });
+return [first.ok, second.ok, third.ok];"#;
     let paused = rig.execute(None, code).await;
     let id = paused["executionId"].as_str().unwrap().to_owned();
-    let again = rig.call(None, "model", "resume", json!({"executionId": id, "action": "accept"})).await;
+    let accept = json!({"executionId": id, "action": "accept"});
+    let again = rig.call(None, "model", "resume", accept.clone()).await;
     assert_eq!(again["status"], "waiting_for_interaction", "{again}");
     rig.proxy.take();
 
-    let done = rig.call(None, "model", "resume", json!({"executionId": id, "action": "accept"})).await;
+    // Claimed, the second call made, paused at the third.
+    let again = rig.call(None, "model", "resume", accept.clone()).await;
+    assert_eq!(again["status"], "waiting_for_interaction", "{again}");
+    let calls = rig.proxy.take();
+    assert_eq!(
+        operations(&calls),
+        expect(&[("GetItem", 2), ("Query", 1), ("TransactGetItems", 1), ("TransactWriteItems", 2)]),
+        "the key, the execution item (it says: chunked), the execution and its chunks; the claim; \
+         the grants (the third call needs approval); the pause"
+    );
+    let read = calls.iter().find(|c| c.operation == "TransactGetItems").unwrap();
+    assert!(read.read_units >= 2 * 1_000_000 / 4096, "a megabyte read in a transaction: {read:?}");
+    let (claim, pause) = transactions(&calls);
+    // The execution item without its steps is about 1.2 KB: 2 units, twice in a transaction.
+    assert_eq!(actions(claim), [("put", "EXEC")], "the claim writes the execution item only");
+    assert_eq!(claim.write_units, 4, "{claim:?}");
+    // The steps stream is three chunks; only its last, partly filled, grew.
+    assert_eq!(actions(pause), [("put", "EXEC"), ("put", "CHUNK")], "the pause writes the chunk that changed");
+    assert_eq!(pause.writes[1].sk, "CHUNK#0003", "{pause:?}");
+
+    let done = rig.call(None, "model", "resume", accept).await;
     assert_eq!(done["status"], "completed", "{done}");
     let calls = rig.proxy.take();
     let (claim, settle) = transactions(&calls);
-    eprintln!("claim {:?} settle {:?} units {:?}", claim, settle, units(&calls));
-    assert_eq!(actions(claim), [("put", "EXEC")], "the claim writes the execution item only");
+    assert_eq!(actions(claim), [("put", "EXEC")]);
+    assert_eq!(actions(settle), [("put", "EXEC")], "a settle adds no step: the execution item only");
 }
 
 /// The two transactions of a resume: the claim, then the settle.
