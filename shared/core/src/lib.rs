@@ -23,7 +23,8 @@ pub use alarm::{AlarmDecision, Timeouts, decide_session_alarm, needs_paused_coun
 pub use approval::{ApprovalLinks, LinkStatus, MAX_OPEN_LINKS};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use execution::{
-    ApprovalAction, Execution, ExecutionEvent, ExecutionFailure, ExecutionState, ExecutionStatus, TransitionError,
+    ApprovalAction, Execution, ExecutionEvent, ExecutionFailure, ExecutionState, ExecutionStatus, HEARTBEAT_EVERY,
+    HEARTBEAT_STALE, TransitionError,
 };
 pub use grant::{DEFAULT_GRANT_TTL, Grant, GrantedBy, Remember};
 pub use ids::{ExecutionId, GrantId, IdError, SessionId};

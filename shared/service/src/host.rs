@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use executor_core::{ElicitationMode, Principal, ToolkitName};
+use executor_core::{ElicitationMode, ExecutionId, Principal, ToolkitName};
 use executor_sandbox::{Sandbox, Tools};
 use executor_scheduler::AlarmScheduler;
 use executor_store::Store;
@@ -38,7 +38,7 @@ use crate::quotas::QuotaGate;
 use crate::responses::{json_response, preflight, rpc_error, text, with_cors};
 use crate::sessions::{SESSION_HEADER, STATELESS_VERSION, Sessions};
 use crate::toolkits::TOOLKITS_PATH;
-use crate::{Alarms, Executions, spans};
+use crate::{Alarms, CONTINUATION_PATH, Executions, spans};
 
 type McpService = StreamableHttpService<McpServer, LocalSessionManager>;
 
@@ -61,6 +61,8 @@ pub struct Host {
     toolkits: Arc<HashMap<ToolkitName, ToolkitRoute>>,
     config: HostConfig,
     native_available: bool,
+    executions: Arc<Executions>,
+    tools: Arc<dyn Tools>,
 }
 
 impl Host {
@@ -79,6 +81,8 @@ impl Host {
             Executions::new(store.clone(), sandbox, config.timeouts, clock)
                 .with_approval_wait(config.approval_wait)
                 .with_max_concurrent(config.max_concurrent_executions)
+                .with_response_budget(config.response_budget)
+                .with_continuations(config.continuations.clone())
                 .with_toolkits(views)
                 .with_quotas(QuotaGate::new(store.clone(), config.quotas.clone()))
                 .with_grants(grants.clone()),
@@ -111,7 +115,7 @@ impl Host {
                 (t.name.clone(), ToolkitRoute { tools: t.tools.clone(), mcp: service(server) })
             })
             .collect();
-        let mcp = service(McpServer::new(executions, tools, namespaces, native));
+        let mcp = service(McpServer::new(executions.clone(), tools.clone(), namespaces, native));
         let auth = Arc::new(Authenticator::new(store.clone(), config.oidc.clone().map(Oidc::new)));
         let sessions = Arc::new(Sessions::new(
             store,
@@ -120,7 +124,19 @@ impl Host {
             config.activity_interval,
             config.session_retention,
         ));
-        Self { auth, sessions, alarms, approvals, grants, mcp, toolkits: Arc::new(toolkits), config, native_available }
+        Self {
+            auth,
+            sessions,
+            alarms,
+            approvals,
+            grants,
+            mcp,
+            toolkits: Arc::new(toolkits),
+            config,
+            native_available,
+            executions,
+            tools,
+        }
     }
 
     /// The alarm handler: what a fired alarm (in-process timer or the alarm
@@ -203,6 +219,11 @@ impl Host {
 
     async fn route_approvals(&self, request: Request<Bytes>) -> Response<Bytes> {
         let path = request.uri().path();
+        if request.method() == Method::POST
+            && let Some(id) = path.strip_prefix(CONTINUATION_PATH)
+        {
+            return self.continue_handed_on(id).await;
+        }
         if path.starts_with("/approvals/") {
             let secure = self.base_url(request.headers()).starts_with("https://");
             return self.approvals.page(&request, secure).await;
@@ -237,6 +258,25 @@ impl Host {
             return text(StatusCode::OK, "ok");
         }
         text(StatusCode::NOT_FOUND, "not found")
+    }
+
+    /// A continuation the MCP function handed on (an asynchronous invocation
+    /// of the approval function; API Gateway routes nothing here). It runs to
+    /// the end before answering; nobody reads the answer but the logs.
+    async fn continue_handed_on(&self, id: &str) -> Response<Bytes> {
+        let Ok(id) = ExecutionId::parse(id) else {
+            return text(StatusCode::NOT_FOUND, "not found");
+        };
+        match self.executions.continue_handed_on(&id, self.tools.clone()).await {
+            Ok(result) => {
+                let status = result.status();
+                with_cors(json_response(StatusCode::OK, &json!({ "executionId": id, "status": status })))
+            }
+            Err(error) => {
+                tracing::warn!(executor.execution.id = id.as_str(), %error, "continuation not run");
+                json_response(StatusCode::CONFLICT, &crate::results::resume_error(&error))
+            }
+        }
     }
 
     /// `/mcp` (`toolkit` is `None`) or a toolkit's endpoint.

@@ -181,7 +181,9 @@ fn execute_tool(namespaces: &[String]) -> Tool {
          `await tools.describe.tool({{ path }})`, then call it as `await tools.<path>(args)`, which returns \
          `{{ ok: true, data }}` or `{{ ok: false, error: {{ code, message }} }}`. `console.log` output comes back in \
          `logs`. There is no fetch, no imports and no timers. Calls that change things may pause the execution for \
-         approval: the result then says how to continue with `resume`."
+         approval: the result then says how to continue with `resume`. Code that runs long answers \
+         `{{ status: \"running\", executionId }}` and goes on: call `resume` with that executionId to wait for \
+         its outcome; never run the same code again meanwhile."
     );
     let input = json!({
         "type": "object",
@@ -212,7 +214,10 @@ fn resume_tool() -> Tool {
     });
     Tool::new(
         "resume",
-        "Continue an execution that paused for approval. Ask the user first, then pass their decision as `action`: \
+        "Continue an execution that paused for approval, or follow one that is running. For a `running` \
+         execution, call resume with its executionId and no action: it waits a while and returns the outcome (a \
+         result, an error, a pause) or `running` again (then call it again); `action: \"cancel\"` stops it before \
+         its next tool call. For a pause, ask the user first, then pass their decision as `action`: \
          `accept` runs the call, `decline` makes it throw in the code, `cancel` stops the execution. Without an \
          `action`, nothing is decided: resume reports where the execution stands. When the pause came with an \
          `approvalUrl` (browser mode), the user decides on that page instead: `resume` then waits for their \
