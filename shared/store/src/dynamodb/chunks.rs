@@ -117,12 +117,16 @@ impl Seen {
         seen.get(id).filter(|(v, _)| *v == version).map(|(_, pieces)| pieces.clone())
     }
 
+    /// An execution stored in one item has no chunks to know.
+    pub fn forget(&self, id: &str) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+    }
+
     pub fn remember(&self, id: &str, version: u64, pieces: Vec<Piece>) {
-        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if pieces.is_empty() {
-            seen.remove(id);
-            return;
+            return self.forget(id);
         }
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if seen.len() >= SEEN_LIMIT {
             seen.clear();
         }

@@ -536,6 +536,7 @@ impl ExecutionStore for DynamoStore {
                 self.get_visible(EXECUTION, "read an execution", pk.clone(), records::EXECUTION_SK, access).await?;
             let count = get_n(&meta, CHUNKS, EXECUTION)? as usize;
             let execution: Execution = if count <= 1 {
+                self.seen.forget(id.as_str());
                 records::decode(EXECUTION, get_b(&meta, BODY, EXECUTION)?)?
             } else {
                 self.read_chunked(&pk, count).await?
