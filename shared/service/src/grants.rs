@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use executor_core::{Clock, Grant, GrantId, GrantedBy, Principal};
-use executor_sandbox::{CallContext, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
+use executor_core::{Clock, Grant, GrantId, GrantedBy, Principal, ToolkitName};
+use executor_sandbox::{CallContext, PathFilter, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
 use executor_store::{Access, GrantStore, StoreError};
 use http::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
@@ -178,11 +178,66 @@ impl Tools for Granted {
     async fn describe(&self, request: Value) -> ToolOutcome {
         self.inner.describe(request).await
     }
+
+    // The view it wraps decides what it is and what it shows.
+    fn toolkit(&self) -> Option<&ToolkitName> {
+        self.inner.toolkit()
+    }
+
+    async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {
+        self.inner.search_visible(request, visible).await
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use executor_core::SystemClock;
+    use executor_store::EmbeddedStore;
+
     use super::*;
+
+    /// A toolkit's view where every call needs approval.
+    struct Strict(ToolkitName);
+
+    #[async_trait]
+    impl Tools for Strict {
+        fn policy(&self, path: &str, _: &Value) -> Policy {
+            Policy::NeedsApproval { message: format!("{path}?") }
+        }
+
+        async fn call(&self, _: &str, _: Value, _: &CallContext) -> ToolOutcome {
+            Ok(Value::Null)
+        }
+
+        async fn search(&self, _: Value) -> ToolOutcome {
+            Ok(Value::Null)
+        }
+
+        async fn describe(&self, _: Value) -> ToolOutcome {
+            Ok(Value::Null)
+        }
+
+        fn toolkit(&self) -> Option<&ToolkitName> {
+            Some(&self.0)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_granted_view_stays_its_toolkit_and_reads_grants_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+        let owner = Principal::parse("alice").unwrap();
+        let grants = Grants::new(store, Arc::new(SystemClock), Duration::from_secs(60));
+        grants.remember(&owner, ["w.create"], GrantedBy::ApprovalPage).await.unwrap();
+        let strict = ToolkitName::parse("strict").unwrap();
+        let tools = grants.tools_for(&owner, Arc::new(Strict(strict.clone())));
+        // Its executions are the toolkit's: they continue in its view.
+        assert_eq!(tools.toolkit(), Some(&strict));
+        assert_eq!(tools.policy("w.create", &json!({})), Policy::NeedsApproval { message: "w.create?".into() });
+        tools.prepare_approvals().await;
+        assert_eq!(tools.policy("w.create", &json!({})), Policy::Run, "granted, once read");
+        assert!(matches!(tools.policy("w.delete", &json!({})), Policy::NeedsApproval { .. }));
+    }
 
     #[test]
     fn a_grant_turns_only_approval_into_run() {
