@@ -18,7 +18,7 @@ use executor_sandbox::{Limits, Sandbox};
 use executor_scheduler::{EventBridgeScheduler, SchedulerTarget};
 use executor_service::{Host, HostConfig};
 use executor_store::DynamoStore;
-use executor_tests::counting::{Call, CountingProxy, operations};
+use executor_tests::counting::{Call, CountingProxy, operations, units};
 use executor_tests::faults::Upstream;
 use http::{Request, Response};
 use serde_json::{Value, json};
@@ -80,9 +80,10 @@ impl Rig {
         Self { proxy, host, clock, token, _upstream: upstream, _dir: dir }
     }
 
-    /// The calls since the last look, as `{operation: count}`.
-    fn calls(&self) -> BTreeMap<String, usize> {
-        operations(&self.proxy.take())
+    /// The calls since the last look: `{operation: count}` and (write units, read units).
+    fn calls(&self) -> (BTreeMap<String, usize>, (u64, u64)) {
+        let calls = self.proxy.take();
+        (operations(&calls), units(&calls))
     }
 
     async fn send(&self, request: Request<Bytes>) -> Response<Bytes> {
@@ -153,7 +154,7 @@ async fn key_checks() {
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
     let answer = rig.rpc(None, "model", list.clone()).await;
     assert_eq!(answer.status, 200);
-    assert_eq!(rig.calls(), expect(&[("GetItem", 1)]), "a valid key: one read");
+    assert_eq!(rig.calls(), (expect(&[("GetItem", 1)]), (0, 1)), "a valid key: one read");
 
     let request = Request::post("/mcp")
         .header("host", "127.0.0.1")
@@ -162,29 +163,29 @@ async fn key_checks() {
         .body(Bytes::from(list.to_string()))
         .unwrap();
     assert_eq!(rig.send(request).await.status(), 401);
-    assert_eq!(rig.calls(), expect(&[("GetItem", 1)]), "an unknown key: one read");
+    assert_eq!(rig.calls(), (expect(&[("GetItem", 1)]), (0, 1)), "an unknown key: one read");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_start_and_execute_on_a_live_session() {
     let rig = Rig::start().await;
     let session = rig.initialize().await;
-    assert_eq!(rig.calls(), expect(&[("CreateSchedule", 1), ("GetItem", 1), ("PutItem", 1)]), "initialize");
+    assert_eq!(rig.calls(), (expect(&[("CreateSchedule", 1), ("GetItem", 1), ("PutItem", 1)]), (1, 1)), "initialize");
 
     assert_eq!(rig.execute(Some(&session), "return 1 + 2").await["result"], 3);
-    assert_eq!(rig.calls(), expect(&[("GetItem", 2)]), "execute: the key and the session");
+    assert_eq!(rig.calls(), (expect(&[("GetItem", 2)]), (0, 2)), "execute: the key and the session");
 
     // Past the activity interval the session's activity is written, once.
     rig.clock.advance(Duration::from_secs(31));
     assert_eq!(rig.execute(Some(&session), "return 1 + 2").await["result"], 3);
-    assert_eq!(rig.calls(), expect(&[("GetItem", 2), ("PutItem", 1)]), "execute with an activity write");
+    assert_eq!(rig.calls(), (expect(&[("GetItem", 2), ("PutItem", 1)]), (1, 2)), "execute with an activity write");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stateless_execute() {
     let rig = Rig::start().await;
     assert_eq!(rig.execute(None, "return 1 + 2").await["result"], 3);
-    assert_eq!(rig.calls(), expect(&[("GetItem", 1)]), "execute without a session: the key only");
+    assert_eq!(rig.calls(), (expect(&[("GetItem", 1)]), (0, 1)), "execute without a session: the key only");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,6 +205,7 @@ async fn pause_and_model_resume() {
     let pause = calls.iter().find(|c| c.operation == "TransactWriteItems").unwrap();
     let written: Vec<&str> = pause.writes.iter().map(|w| w.action).collect();
     assert_eq!(written, ["put", "put"], "the execution and its session's paused marker: {pause:?}");
+    assert_eq!(units(&calls), (6, 3), "units (write, read)");
 
     let id = paused["executionId"].as_str().unwrap();
     let resumed = rig.call(Some(&session), "model", "resume", json!({"executionId": id, "action": "accept"})).await;
@@ -214,6 +216,7 @@ async fn pause_and_model_resume() {
         expect(&[("GetItem", 3), ("TransactWriteItems", 2)]),
         "resume: the key, the session, the execution; the claim and the settle"
     );
+    assert_eq!(units(&calls), (10, 3), "units (write, read)");
     let (claim, settle) = transactions(&calls);
     assert_eq!(actions(claim), [("put", "EXEC"), ("delete", "PAUSED")], "the claim");
     assert_eq!(actions(settle), [("put", "EXEC")], "the settle writes the execution only");
@@ -226,14 +229,14 @@ async fn browser_approval() {
     assert_eq!(paused["status"], "user_approval_required", "{paused}");
     assert_eq!(
         rig.calls(),
-        expect(&[("GetItem", 1), ("Query", 1), ("TransactWriteItems", 1)]),
+        (expect(&[("GetItem", 1), ("Query", 1), ("TransactWriteItems", 1)]), (4, 2)),
         "a stateless browser-mode pause"
     );
 
     let url = paused["approvalUrl"].as_str().unwrap().strip_prefix("http://127.0.0.1").unwrap().to_owned();
     let page = rig.send(Request::get(&url).header("host", "127.0.0.1").body(Bytes::new()).unwrap()).await;
     assert_eq!(page.status(), 200);
-    assert_eq!(rig.calls(), expect(&[("GetItem", 1)]), "the approval page reads the execution");
+    assert_eq!(rig.calls(), (expect(&[("GetItem", 1)]), (0, 1)), "the approval page reads the execution");
 
     let cookie = page.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
     let html = String::from_utf8(page.body().to_vec()).unwrap();
@@ -252,7 +255,7 @@ async fn browser_approval() {
     assert_eq!(decided.status(), 200, "{}", String::from_utf8_lossy(decided.body()));
     assert_eq!(
         rig.calls(),
-        expect(&[("GetItem", 1), ("TransactWriteItems", 2)]),
+        (expect(&[("GetItem", 1), ("TransactWriteItems", 2)]), (8, 1)),
         "the approval: the execution; the claim and the settle"
     );
 }
@@ -276,7 +279,7 @@ async fn alarms_reschedule_extend_and_destroy() {
     assert_eq!(decision, AlarmDecision::Reschedule { at: second });
     assert_eq!(
         rig.calls(),
-        expect(&[("CreateSchedule", 1), ("GetItem", 1), ("PutItem", 1)]),
+        (expect(&[("CreateSchedule", 1), ("GetItem", 1), ("PutItem", 1)]), (1, 1)),
         "reschedule: the session alone decides it"
     );
 
@@ -286,14 +289,18 @@ async fn alarms_reschedule_extend_and_destroy() {
     let AlarmDecision::ExtendPausedLease { at: third } = decision else { panic!("{decision:?}") };
     assert_eq!(
         rig.calls(),
-        expect(&[("CreateSchedule", 1), ("GetItem", 1), ("Query", 1), ("PutItem", 1)]),
+        (expect(&[("CreateSchedule", 1), ("GetItem", 1), ("Query", 1), ("PutItem", 1)]), (1, 2)),
         "extend the paused lease"
     );
 
     // Idle past the cap: destroyed, its pending alarm deleted.
     rig.clock.set(third);
     assert_eq!(rig.fire(&session, third).await, AlarmDecision::Destroy);
-    assert_eq!(rig.calls(), expect(&[("DeleteSchedule", 1), ("GetItem", 1), ("Query", 1), ("PutItem", 1)]), "destroy");
+    assert_eq!(
+        rig.calls(),
+        (expect(&[("DeleteSchedule", 1), ("GetItem", 1), ("Query", 1), ("PutItem", 1)]), (1, 2)),
+        "destroy"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
