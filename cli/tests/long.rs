@@ -3,7 +3,10 @@
 //! client: an execution answers `running`, goes on without the client, and
 //! `resume` follows it to its outcome. Every read reaches the upstream once,
 //! whatever happens: a cancellation, an approval in the middle, or `kill -9`
-//! of the server during the run.
+//! of the server during the run. The same holds for a client that runs
+//! `execute` as an MCP task (protocol 2025-11-25): the official TypeScript
+//! SDK's client (tests/mcp-client) follows it with `tasks/get`,
+//! `tasks/result` and `tasks/cancel`.
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
@@ -25,6 +28,8 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 const OWNER: &str = "long";
+/// Owns nothing here: another owner's task must not exist for it.
+const STRANGER: &str = "stranger";
 /// How long `execute` and `resume` wait before answering `running`.
 const BUDGET_MS: &str = "2000";
 /// `resume` calls a test makes at most while following one execution (each
@@ -146,6 +151,104 @@ async fn kill_9_during_a_handed_on_run_leaves_it_interrupted_and_never_rerun() {
     assert_eq!(reads_by_n(&rig.upstream), before);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_client_follows_a_long_execution_to_the_same_result_through_tasks_get_and_result() {
+    let rig = Rig::start().await;
+    let out = rig.tasks("", &rig.token, &["stream"], SIX_READS).await;
+    assert_eq!(out["capabilities"]["tasks"]["requests"]["tools"]["call"], json!({}), "{out}");
+    assert_eq!(out["execution"]["taskSupport"], "optional", "{out}");
+
+    let messages = out["messages"].as_array().expect("the stream's messages");
+    let kinds: Vec<&str> = messages.iter().map(|m| m["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"taskCreated"), "{out}");
+    assert_eq!(kinds.last(), Some(&"result"), "{out}");
+    let id = messages[0]["task"]["taskId"].as_str().unwrap().to_owned();
+    let statuses: Vec<&str> = messages.iter().filter_map(|m| m["task"]["status"].as_str()).collect();
+    assert_eq!(statuses.first(), Some(&"working"), "it answered before the run ended: {out}");
+    assert_eq!(statuses.last(), Some(&"completed"), "{out}");
+    let streamed = &messages.last().unwrap()["result"]["structuredContent"];
+    assert_eq!(streamed["result"], json!([1, 2, 3, 4, 5, 6]), "{out}");
+
+    // From another connection: the same task and result; the task is the owner's.
+    let got = rig.tasks("", &rig.token, &["get", &id], "").await;
+    assert_eq!(got["answer"]["status"], "completed", "{got}");
+    let result = rig.tasks("", &rig.token, &["result", &id], "").await;
+    assert_eq!(&result["answer"]["structuredContent"], streamed, "{result}");
+    assert_eq!(result["answer"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], id, "{result}");
+    // `resume` sees the same execution.
+    let (resumed, _) = call(&rig.client("").await, "resume", json!({ "executionId": id })).await;
+    assert_eq!(&resumed, streamed);
+    assert_eq!(reads_by_n(&rig.upstream), (1..=6).map(|n| (n, 1)).collect(), "each read reached the upstream once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_task_is_input_required_and_its_approval_works_as_in_the_connection_s_mode() {
+    let rig = Rig::start().await;
+    let code = "const a = await tools.ledger.entries.listEntries({ n: 1, holdMs: 10 });
+const w = await tools.ledger.entries.addEntry({ body: { note: 'as a task' } });
+return [a.ok, w.ok];";
+    let out = rig.tasks("?elicitation_mode=browser", &rig.token, &["stream"], code).await;
+    let messages = out["messages"].as_array().expect("the stream's messages");
+    let statuses: Vec<&str> = messages.iter().filter_map(|m| m["task"]["status"].as_str()).collect();
+    assert_eq!(statuses.last(), Some(&"input_required"), "{out}");
+    let paused = &messages.last().unwrap()["result"]["structuredContent"];
+    assert_eq!(paused["status"], "user_approval_required", "tasks/result says what to do: {out}");
+    let id = paused["executionId"].as_str().unwrap().to_owned();
+    assert!(rig.upstream.posts().is_empty(), "nothing written before the approval");
+
+    rig.approve(paused["approvalUrl"].as_str().expect("browser mode: a link")).await;
+    let result = follow_task(&rig, &id).await;
+    assert_eq!(result["structuredContent"]["result"], json!([true, true]), "{result}");
+    assert_eq!(rig.upstream.posts().len(), 1, "one approval, one POST");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_cancel_stops_a_task_and_another_owner_cannot_see_or_cancel_it() {
+    let rig = Rig::start().await;
+    // Twenty reads of 1.5 s: still running while the checks below are made.
+    let code = SIX_READS.replace("n <= 6", "n <= 20");
+    let started = rig.tasks("", &rig.token, &["start"], &code).await;
+    assert_eq!(started["answer"]["task"]["status"], "working", "{started}");
+    let id = started["answer"]["task"]["taskId"].as_str().unwrap().to_owned();
+
+    for command in ["get", "result", "cancel"] {
+        let foreign = rig.tasks("", &rig.stranger, &[command, &id], "").await;
+        let error = foreign["answer"]["error"].as_str().unwrap_or_default();
+        assert!(error.contains(&format!("no task {id} exists for you")), "{command}: {foreign}");
+    }
+    let unknown = rig.tasks("", &rig.token, &["get", "not-a-task-of-anyone"], "").await;
+    assert!(unknown["answer"]["error"].as_str().is_some_and(|e| e.contains("no task")), "{unknown}");
+    assert_eq!(rig.tasks("", &rig.token, &["get", &id], "").await["answer"]["status"], "working");
+
+    let cancel = rig.tasks("", &rig.token, &["cancel", &id], "").await;
+    assert!(cancel["answer"]["statusMessage"].as_str().is_some_and(|m| m.contains("cancellation")), "{cancel}");
+    let mut status = String::new();
+    for _ in 0..MAX_POLLS {
+        status = rig.tasks("", &rig.token, &["get", &id], "").await["answer"]["status"].as_str().unwrap().to_owned();
+        if status != "working" {
+            break;
+        }
+    }
+    assert_eq!(status, "cancelled");
+    let reads = reads_by_n(&rig.upstream);
+    assert!(reads.len() < 20, "the run stopped before its last read: {reads:?}");
+    assert!(reads.values().all(|times| *times == 1), "{reads:?}");
+    let again = rig.tasks("", &rig.token, &["cancel", &id], "").await;
+    assert!(again["answer"]["error"].as_str().is_some_and(|e| e.contains("already ended")), "{again}");
+}
+
+/// `tasks/result` until the task's execution no longer answers `running`.
+async fn follow_task(rig: &Rig, id: &str) -> Value {
+    for _ in 0..MAX_POLLS {
+        let out = rig.tasks("", &rig.token, &["result", id], "").await;
+        let answer = &out["answer"];
+        if answer["structuredContent"]["status"] != "running" {
+            return answer.clone();
+        }
+    }
+    panic!("task {id} was still running after {MAX_POLLS} results");
+}
+
 /// How often each read (`n`) reached the upstream.
 fn reads_by_n(upstream: &Upstream) -> BTreeMap<u64, usize> {
     let mut seen = BTreeMap::new();
@@ -184,6 +287,8 @@ struct Rig {
     data: PathBuf,
     config: PathBuf,
     token: String,
+    /// A key of another owner.
+    stranger: String,
     child: Option<Child>,
     _dir: tempfile::TempDir,
 }
@@ -194,9 +299,10 @@ impl Rig {
         let upstream = Arc::new(Upstream::start().await);
         let config = upstream.write_config(dir.path(), Duration::from_secs(30));
         let data = dir.path().join("data");
-        let token = create_key(&data);
+        let token = create_key(&data, OWNER);
+        let stranger = create_key(&data, STRANGER);
         let addr = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free loopback port");
-        let mut rig = Self { upstream, addr, data, config, token, child: None, _dir: dir };
+        let mut rig = Self { upstream, addr, data, config, token, stranger, child: None, _dir: dir };
         rig.spawn();
         rig.wait_healthy().await;
         rig
@@ -247,6 +353,12 @@ impl Rig {
         info.serve(StreamableHttpClientTransport::with_client(http, transport)).await.expect("an MCP session")
     }
 
+    /// The TypeScript SDK's client (`executor_tests::mcp_client`) on
+    /// `/mcp{query}` with `token`.
+    async fn tasks(&self, query: &str, token: &str, args: &[&str], stdin: &str) -> Value {
+        executor_tests::mcp_client::tasks(&format!("http://{}/mcp{query}", self.addr), token, args, stdin).await
+    }
+
     /// Approve on the approval page, as the person at the link does: one POST.
     async fn approve(&self, approval_url: &str) {
         let http = executor_http_client::builder().timeout(Duration::from_secs(60)).build().unwrap();
@@ -275,9 +387,9 @@ impl Drop for Rig {
 }
 
 /// `executor keys create`, the real command; the token it prints.
-fn create_key(data: &Path) -> String {
+fn create_key(data: &Path, owner: &str) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_executor"))
-        .args(["keys", "create", "--owner", OWNER])
+        .args(["keys", "create", "--owner", owner])
         .arg("--data-dir")
         .arg(data)
         .output()

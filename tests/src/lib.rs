@@ -9,6 +9,7 @@
 
 pub mod counting;
 pub mod faults;
+pub mod mcp_client;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -117,7 +117,7 @@ async fn a_long_execution_is_handed_to_the_approval_function_and_each_read_is_ma
     })
     .await;
 
-    let transport = StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp")).auth_header(token);
+    let transport = StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp")).auth_header(token.clone());
     let http = executor_http_client::builder().timeout(Duration::from_secs(60)).build().unwrap();
     let info = InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("long", "1"));
     let client = info.serve(StreamableHttpClientTransport::with_client(http, transport)).await.unwrap();
@@ -154,6 +154,19 @@ async fn a_long_execution_is_handed_to_the_approval_function_and_each_read_is_ma
     assert_eq!(answers.len(), 1, "the run was handed to the approval function once: {answers:?}");
     assert_eq!(answers[0].0, 200, "{answers:?}");
     assert!(answers[0].1.contains("completed"), "{answers:?}");
+
+    // The same as an MCP task (the TypeScript SDK's client): handed to the
+    // approval function at once, and followed with tasks/get and tasks/result.
+    let code = SIX_READS.replace("n = 1; n <= 6", "n = 11; n <= 16");
+    let out = executor_tests::mcp_client::tasks(&format!("{url}/mcp"), &token, &["stream"], &code).await;
+    let messages = out["messages"].as_array().expect("the stream's messages");
+    let statuses: Vec<&str> = messages.iter().filter_map(|m| m["task"]["status"].as_str()).collect();
+    assert_eq!((statuses.first(), statuses.last()), (Some(&"working"), Some(&"completed")), "{out}");
+    let result = &messages.last().unwrap()["result"]["structuredContent"];
+    assert_eq!(result["result"], json!([11, 12, 13, 14, 15, 16]), "{out}");
+    let task_reads =
+        upstream.reads().iter().filter(|read| query_value(&read.query, "n").is_some_and(|n| n.len() == 2)).count();
+    assert_eq!(task_reads, 6, "each of the task's reads reached the upstream once");
 
     client.cancel().await.unwrap();
     stop.send(()).unwrap();

@@ -9,6 +9,7 @@
 //! (`handoff`): the answer is `running`, and `resume` follows it.
 
 mod handoff;
+mod tasks;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -80,6 +81,15 @@ pub enum ExecutionResult {
 }
 
 impl ExecutionResult {
+    pub fn execution_id(&self) -> &ExecutionId {
+        match self {
+            Self::Completed { execution_id, .. }
+            | Self::Failed { execution_id, .. }
+            | Self::Paused { execution_id, .. }
+            | Self::Running { execution_id } => execution_id,
+        }
+    }
+
     /// Its `status` in the results: `completed`, `failed`, `paused` or `running`.
     pub fn status(&self) -> &'static str {
         match self {
@@ -155,6 +165,9 @@ pub struct Executions {
     budget: Duration,
     /// Who continues a run past the budget, when this process cannot.
     continuations: Option<Arc<dyn Continuations>>,
+    /// Store a run's outcome even when the answer carries it: an MCP task's
+    /// outcome is read later, by `tasks/get` and `tasks/result`.
+    stored_outcomes: bool,
 }
 
 impl Executions {
@@ -172,6 +185,7 @@ impl Executions {
             grants: None,
             budget: DEFAULT_RESPONSE_BUDGET,
             continuations: None,
+            stored_outcomes: false,
         }
     }
 
@@ -281,11 +295,27 @@ impl Executions {
         code: String,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, StoreError> {
+        Ok(match self.start(owner, session, mode, code, tools).await? {
+            Ok(result) => result,
+            Err(Refused { execution_id, error }) => ExecutionResult::Failed { execution_id, error, logs: Vec::new() },
+        })
+    }
+
+    /// Admit new code (a free slot, the owner's quotas) and run it; refused
+    /// before anything ran or was stored when there is no room.
+    async fn start(
+        &self,
+        owner: &Principal,
+        session: Option<&SessionId>,
+        mode: ElicitationMode,
+        code: String,
+        tools: Arc<dyn Tools>,
+    ) -> Result<Result<ExecutionResult, Refused>, StoreError> {
         let id = crate::random::execution_id().map_err(no_randomness)?;
         let Ok(slot) = self.slot().await else {
             let message = ResumeError::Busy(self.max_concurrent).to_string();
             let error = ExecutionFailure { code: "busy".into(), message, retry_after_ms: None };
-            return Ok(ExecutionResult::Failed { execution_id: id, error, logs: Vec::new() });
+            return Ok(Err(Refused { execution_id: id, error }));
         };
         let tools = self.granted(owner, tools);
         let now = self.clock.now();
@@ -295,7 +325,7 @@ impl Executions {
                 Ok(quota) => (quota, gate.limits(owner).tool_calls_per_execution),
                 Err(exceeded) => {
                     let error = ExecutionFailure::quota(&exceeded);
-                    return Ok(ExecutionResult::Failed { execution_id: id, error, logs: Vec::new() });
+                    return Ok(Err(Refused { execution_id: id, error }));
                 }
             },
         };
@@ -308,10 +338,11 @@ impl Executions {
         // The quota's running slot is given back when the run ends, which may
         // be after this answer.
         let held = Held { slot, quota };
-        self.run(execution, false, segment, tools, held).await.map_err(|error| match error {
+        let ran = self.run(execution, false, segment, tools, held).await.map_err(|error| match error {
             ResumeError::Store(error) => error,
             other => StoreError::Backend { operation: "record the outcome of an execution", detail: other.to_string() },
-        })
+        })?;
+        Ok(Ok(ran))
     }
 
     /// The `resume` tool. Only a model-mode pause is decided here, and only
@@ -720,6 +751,12 @@ impl Executions {
 /// Who to record as granting, when the person chose "always".
 fn remembered(remember: Remember, by: GrantedBy) -> Option<GrantedBy> {
     (remember == Remember::Always).then_some(by)
+}
+
+/// New code turned away before it ran (`busy`, a quota): nothing is stored.
+pub struct Refused {
+    pub execution_id: ExecutionId,
+    pub error: ExecutionFailure,
 }
 
 /// Whether a pause stores a new execution or updates the one it resumed.

@@ -42,12 +42,20 @@ use crate::{Alarms, CONTINUATION_PATH, Executions, spans};
 
 type McpService = StreamableHttpService<McpServer, LocalSessionManager>;
 
+/// An MCP endpoint: rmcp's service, and the server behind it for the
+/// messages answered before rmcp (MCP tasks).
+#[derive(Clone)]
+struct McpEndpoint {
+    server: McpServer,
+    http: McpService,
+}
+
 /// A toolkit's endpoint: its view of the tools (for its owners' JSON API
-/// calls) and its MCP service.
+/// calls) and its MCP endpoint.
 #[derive(Clone)]
 struct ToolkitRoute {
     tools: Arc<dyn Tools>,
-    mcp: McpService,
+    mcp: McpEndpoint,
 }
 
 #[derive(Clone)]
@@ -57,7 +65,7 @@ pub struct Host {
     alarms: Arc<Alarms>,
     approvals: Arc<ApprovalRoutes>,
     grants: Arc<Grants>,
-    mcp: McpService,
+    mcp: McpEndpoint,
     toolkits: Arc<HashMap<ToolkitName, ToolkitRoute>>,
     config: HostConfig,
     native_available: bool,
@@ -104,18 +112,20 @@ impl Host {
             Some(hosts) => rmcp_config.with_allowed_hosts(hosts.clone()),
             None => rmcp_config.disable_allowed_hosts(),
         };
-        let service = |server: McpServer| -> McpService {
-            StreamableHttpService::new(move || Ok(server.clone()), Default::default(), rmcp_config.clone())
+        let endpoint = |server: McpServer| -> McpEndpoint {
+            let served = server.clone();
+            let http = StreamableHttpService::new(move || Ok(served.clone()), Default::default(), rmcp_config.clone());
+            McpEndpoint { server, http }
         };
         let toolkits = config
             .toolkits
             .iter()
             .map(|t| {
                 let server = McpServer::new(executions.clone(), t.tools.clone(), &t.namespaces, native.clone());
-                (t.name.clone(), ToolkitRoute { tools: t.tools.clone(), mcp: service(server) })
+                (t.name.clone(), ToolkitRoute { tools: t.tools.clone(), mcp: endpoint(server) })
             })
             .collect();
-        let mcp = service(McpServer::new(executions.clone(), tools.clone(), namespaces, native));
+        let mcp = endpoint(McpServer::new(executions.clone(), tools.clone(), namespaces, native));
         let auth = Arc::new(Authenticator::new(store.clone(), config.oidc.clone().map(Oidc::new)));
         let sessions = Arc::new(Sessions::new(
             store,
@@ -291,12 +301,12 @@ impl Host {
             Ok((_, Some(scope))) => return rpc_refusal(StatusCode::FORBIDDEN, &scoped_elsewhere(&scope)),
             Err(response) => return response,
         };
-        let service = match toolkit.and_then(|name| self.toolkits.get(name)) {
+        let endpoint = match toolkit.and_then(|name| self.toolkits.get(name)) {
             Some(route) => &route.mcp,
             None => &self.mcp,
         };
         match *request.method() {
-            Method::POST => self.post(request, owner, service).await,
+            Method::POST => self.post(request, owner, endpoint).await,
             Method::DELETE => self.sessions.end(request.headers(), &owner).await,
             _ => {
                 let mut response =
@@ -307,7 +317,7 @@ impl Host {
         }
     }
 
-    async fn post(&self, request: Request<Bytes>, owner: Principal, service: &McpService) -> Response<Bytes> {
+    async fn post(&self, request: Request<Bytes>, owner: Principal, endpoint: &McpEndpoint) -> Response<Bytes> {
         let (mut parts, body) = request.into_parts();
         if body.len() > self.config.max_body_bytes {
             let message =
@@ -341,8 +351,16 @@ impl Host {
         let base_url = self.base_url(&parts.headers);
         let mode = self.effective_mode(mode, &parts.headers, &message);
         spans::record("executor.elicitation_mode", mode.as_str());
-        parts.extensions.insert(Caller { owner: owner.clone(), session, mode, base_url, span: Span::current() });
-        let response = forward(service, Request::from_parts(parts, body)).await;
+        let caller = Caller { owner: owner.clone(), session, mode, base_url, span: Span::current() };
+        if crate::mcp_tools::is_task_message(&message) {
+            return json_response(StatusCode::OK, &endpoint.server.answer_task_message(&caller, &message).await);
+        }
+        parts.extensions.insert(caller);
+        let response = forward(&endpoint.http, Request::from_parts(parts, body)).await;
+        let response = match message.get("method").and_then(Value::as_str) {
+            Some(method @ ("initialize" | "tools/list")) => with_task_support(method, response),
+            _ => response,
+        };
         if !initialize || response.status() != StatusCode::OK {
             return response;
         }
@@ -369,6 +387,22 @@ impl Host {
         let scheme = headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()).unwrap_or("http");
         format!("{scheme}://{host}")
     }
+}
+
+/// rmcp's answer to `method`, declaring what [`crate::mcp_tools`] adds: MCP tasks.
+fn with_task_support(method: &str, response: Response<Bytes>) -> Response<Bytes> {
+    let (parts, body) = response.into_parts();
+    let Ok(mut message) = serde_json::from_slice::<Value>(&body) else {
+        return Response::from_parts(parts, body);
+    };
+    crate::mcp_tools::declare_tasks(method, &mut message);
+    let mut response = json_response(parts.status, &message);
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_LENGTH {
+            response.headers_mut().insert(name, value.clone());
+        }
+    }
+    response
 }
 
 async fn forward(service: &McpService, request: Request<Bytes>) -> Response<Bytes> {

@@ -4,6 +4,8 @@
 //! HTTP layer authenticated (request extensions), so the owner check happens
 //! before any store read.
 
+mod tasks;
+
 use std::sync::Arc;
 
 use executor_core::{ApprovalAction, ElicitationMode, ExecutionId, Principal, SessionId};
@@ -19,6 +21,8 @@ use tracing::{Instrument, Span};
 
 use crate::native::NativeApprovals;
 use crate::{ExecutionResult, Executions, ResumeError, results};
+
+pub(crate) use tasks::{declare as declare_tasks, is_task_message};
 
 /// Who is calling, put into the request's extensions by the HTTP layer.
 #[derive(Debug, Clone)]
@@ -127,11 +131,7 @@ impl McpServer {
 
     /// In native mode a pause asks the client; otherwise the result says what to do.
     fn render(&self, caller: &Caller, result: &ExecutionResult) -> CallToolResponse {
-        let (ExecutionResult::Completed { execution_id, .. }
-        | ExecutionResult::Failed { execution_id, .. }
-        | ExecutionResult::Paused { execution_id, .. }
-        | ExecutionResult::Running { execution_id }) = result;
-        crate::spans::record("executor.execution.id", execution_id.as_str());
+        crate::spans::record("executor.execution.id", result.execution_id().as_str());
         if let (
             ElicitationMode::Native,
             Some(native),

@@ -58,7 +58,7 @@ pub(crate) fn execution(result: &ExecutionResult, base_url: &str) -> (Value, boo
 
 /// When a `running` answer suggests calling `resume` again. It can be short:
 /// `resume` itself waits up to the response budget for the outcome.
-const POLL_AFTER_MS: u64 = 1000;
+pub(crate) const POLL_AFTER_MS: u64 = 1000;
 
 pub(crate) fn approval_url(base_url: &str, id: &ExecutionId, token: &ApprovalToken) -> String {
     format!("{}/approvals/{id}?token={}", base_url.trim_end_matches('/'), token.as_str())

@@ -20,7 +20,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use executor_core::{ApprovalAction, ExecutionEvent, ExecutionFailure, ExecutionStatus, HEARTBEAT_EVERY, Timestamp};
+use executor_core::{ApprovalAction, ExecutionEvent, ExecutionFailure, ExecutionStatus, HEARTBEAT_EVERY};
 use executor_sandbox::{Outcome, SandboxError, Segment, Snapshot, Stop, Tools};
 use executor_store::{Access, StoreError};
 use executor_telemetry::{Metric, count};
@@ -173,11 +173,19 @@ impl Executions {
             }
             Outcome::Completed { result, logs } => {
                 count(Metric::ExecutionsCompleted);
+                if self.stored_outcomes {
+                    let event = ExecutionEvent::Complete { result: result.clone() };
+                    self.end(&mut run.execution, event, logs.clone(), Write::Create).await?;
+                }
                 Ok(ExecutionResult::Completed { execution_id, result, logs })
             }
             Outcome::Failed { error, logs } => {
                 count(Metric::ExecutionsFailed);
-                Ok(ExecutionResult::Failed { execution_id, error: (&error).into(), logs })
+                let (error, event) = ended_with(&error);
+                if self.stored_outcomes {
+                    self.end(&mut run.execution, event, logs.clone(), Write::Create).await?;
+                }
+                Ok(ExecutionResult::Failed { execution_id, error, logs })
             }
             Outcome::Paused { snapshot, logs } => {
                 let now = self.clock.now();
@@ -210,19 +218,13 @@ impl Executions {
                 Outcome::Completed { result, logs } => {
                     let event = ExecutionEvent::Complete { result: result.clone() };
                     let ended = ExecutionResult::Completed { execution_id: id.clone(), result, logs: logs.clone() };
-                    self.end(&mut next, event, logs, now).await.map(|()| ended)
+                    self.end(&mut next, event, logs, Write::Update).await.map(|()| ended)
                 }
                 Outcome::Failed { error, logs } => {
-                    let failure = ExecutionFailure::from(&error);
-                    let event = match error {
-                        SandboxError::Declined { .. } | SandboxError::Cancelled | SandboxError::Stopped => {
-                            ExecutionEvent::Decline { error: failure.clone() }
-                        }
-                        _ => ExecutionEvent::Fail { error: failure.clone() },
-                    };
+                    let (failure, event) = ended_with(&error);
                     let ended =
                         ExecutionResult::Failed { execution_id: id.clone(), error: failure, logs: logs.clone() };
-                    self.end(&mut next, event, logs, now).await.map(|()| ended)
+                    self.end(&mut next, event, logs, Write::Update).await.map(|()| ended)
                 }
             };
             match written {
@@ -322,12 +324,16 @@ impl Executions {
         execution: &mut Execution,
         event: ExecutionEvent,
         logs: Vec<String>,
-        now: Timestamp,
+        write: Write,
     ) -> Result<(), StoreError> {
+        let now = self.clock.now();
         execution.apply(event, now).map_err(transition_bug)?;
         execution.expires_at = now.plus(RETENTION);
         execution.logs = logs;
-        self.store.update_execution(execution).await
+        match write {
+            Write::Create => self.store.create_execution(execution).await,
+            Write::Update => self.store.update_execution(execution).await,
+        }
     }
 
     /// `resume` of a running execution: with `cancel`, ask its runner to stop
@@ -341,7 +347,7 @@ impl Executions {
     }
 
     /// Mark the stored run as cancelled; its runner reads it within a second.
-    async fn request_cancel(&self, execution: &mut Execution) -> Result<(), ResumeError> {
+    pub(super) async fn request_cancel(&self, execution: &mut Execution) -> Result<(), ResumeError> {
         for _ in 0..SETTLE_ATTEMPTS {
             if execution.cancel_requested || !is_running(execution) {
                 return Ok(());
@@ -361,6 +367,19 @@ impl Executions {
         }
         Ok(())
     }
+}
+
+/// How a failed run is recorded: a decline or a cancellation is `declined`,
+/// anything else `failed`.
+fn ended_with(error: &SandboxError) -> (ExecutionFailure, ExecutionEvent) {
+    let failure = ExecutionFailure::from(error);
+    let event = match error {
+        SandboxError::Declined { .. } | SandboxError::Cancelled | SandboxError::Stopped => {
+            ExecutionEvent::Decline { error: failure.clone() }
+        }
+        _ => ExecutionEvent::Fail { error: failure.clone() },
+    };
+    (failure, event)
 }
 
 /// The run's task ended without an outcome: only a bug (the sandbox catches panics) gets here.
