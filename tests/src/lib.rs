@@ -7,6 +7,7 @@
 //! [`faults`] wraps the stores, the alarm schedulers and an upstream service
 //! in fault injection.
 
+pub mod counting;
 pub mod faults;
 pub mod mcp_client;
 
@@ -81,11 +82,15 @@ fn start_moto() -> Moto {
 /// the same code the Lambda functions use ([`executor_aws::from_env`]), so
 /// every moto test also goes through it and its HTTP client.
 pub fn moto_sdk_config(region: &str) -> executor_aws::SdkConfig {
-    let endpoint = moto().endpoint.clone();
+    sdk_config_at(&moto().endpoint, region)
+}
+
+/// The SDK configuration for an endpoint on loopback (moto, or a proxy in front of it).
+pub fn sdk_config_at(endpoint: &str, region: &str) -> executor_aws::SdkConfig {
     executor_aws::from_env(|name| match name {
         "AWS_REGION" => Some(region.to_owned()),
         "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some("test".to_owned()),
-        "AWS_ENDPOINT_URL" => Some(endpoint.clone()),
+        "AWS_ENDPOINT_URL" => Some(endpoint.to_owned()),
         _ => None,
     })
     .expect("a complete moto configuration")
@@ -101,11 +106,16 @@ pub fn scheduler_client() -> aws_sdk_scheduler::Client {
     aws_sdk_scheduler::Client::new(&moto_sdk_config("us-east-1"))
 }
 
+/// A number not handed out before in this test process, for naming tables and groups.
+pub fn next_id() -> u32 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 /// A [`DynamoStore`] on a fresh table of its own.
 pub async fn dynamo_store() -> (DynamoStore, Client) {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
     let client = dynamodb_client_in("us-east-1");
-    let table = format!("executor-test-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let table = format!("executor-test-{}-{}", std::process::id(), next_id());
     let store = DynamoStore::new(client.clone(), table);
     store.create_table().await.expect("create the test table in moto_server");
     (store, client)

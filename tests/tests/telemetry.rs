@@ -235,7 +235,7 @@ fn a_paused_then_approved_execution_is_one_story_in_spans_logs_and_metrics() {
     assert_eq!(attribute(execute, "http.response.status_code"), Some(&OtelValue::I64(200)));
     assert_eq!(
         children(&spans, execute),
-        ["execution.pause", "execution.run", "store.find_key", "store.get_session", "store.list_grants"],
+        ["execution.pause", "execution.run", "store.find_key", "store.get_session"],
         "{:?}",
         names(&spans)
     );
@@ -252,6 +252,11 @@ fn a_paused_then_approved_execution_is_one_story_in_spans_logs_and_metrics() {
         .collect();
     let expected = [("r.read", "r", "ok"), ("w.create", "w", "approval_required")];
     assert_eq!(calls, expected.map(|(a, b, c)| (a.to_owned(), b.to_owned(), c.to_owned())));
+    assert_eq!(
+        children(&spans, run),
+        ["store.list_grants", "tool.call", "tool.call"],
+        "the owner's grants are read by the run once a call needs approval"
+    );
     let pause = child(&spans, execute, "execution.pause");
     assert_eq!(text(pause, "executor.pending.paths"), "w.create");
     assert_eq!(children(&spans, pause), ["store.create_execution"]);
@@ -274,8 +279,8 @@ fn a_paused_then_approved_execution_is_one_story_in_spans_logs_and_metrics() {
     assert_eq!(links[0].attributes, [KeyValue::new("executor.link", "paused_by")]);
     assert_eq!(
         children(&spans, resume),
-        ["execution.replay", "store.list_grants", "store.update_execution", "store.update_execution"],
-        "claimed, the owner's grants read, replayed, settled"
+        ["execution.replay", "store.update_execution", "store.update_execution"],
+        "claimed, replayed (no new call needs approval: no grants read), settled"
     );
     let replay = child(&spans, resume, "execution.replay");
     assert_eq!(text(replay, "executor.execution.outcome"), "completed");

@@ -53,6 +53,13 @@ pub enum AlarmDecision {
     Destroy,
 }
 
+/// Whether [`decide_session_alarm`] needs the paused count to decide: only for a
+/// live session idle past its timeout. The alarm counts paused work (a query)
+/// only then, so a reschedule reads the session alone.
+pub fn needs_paused_count(now: Timestamp, session: Option<&Session>, timeouts: &Timeouts) -> bool {
+    session.is_some_and(|s| s.is_active() && now.since(s.last_activity_at) >= timeouts.session_timeout)
+}
+
 /// The alarm's decision table (as docs/lifecycle.md shows it), checked in order.
 pub fn decide_session_alarm(
     now: Timestamp,
@@ -146,6 +153,12 @@ mod tests {
             let now = at(LAST + idle);
             let got = decide_session_alarm(now, s.as_ref(), paused, &t);
             assert_eq!(got, expected, "{what}");
+            // Where the alarm skips counting paused work, the count cannot change the decision.
+            if !needs_paused_count(now, s.as_ref(), &t) {
+                for other in [0, 7] {
+                    assert_eq!(decide_session_alarm(now, s.as_ref(), other, &t), expected, "{what}, {other} paused");
+                }
+            }
             if let ExtendPausedLease { at } = got {
                 assert!(at > now, "{what}: a lease must be longer than zero");
                 assert!(at.since(at_last()) <= t.paused_cap(), "{what}: a lease never passes the cap");

@@ -19,7 +19,7 @@ pub mod text;
 pub mod time;
 pub mod toolkit;
 
-pub use alarm::{AlarmDecision, Timeouts, decide_session_alarm};
+pub use alarm::{AlarmDecision, Timeouts, decide_session_alarm, needs_paused_count};
 pub use approval::{ApprovalLinks, LinkStatus, MAX_OPEN_LINKS};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use execution::{

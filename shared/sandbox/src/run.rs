@@ -295,6 +295,8 @@ fn drive_counting(
         Err(error) => return failed(error, Vec::new()),
     };
     let mut pinned = journal.started_at;
+    // Whether `tools.prepare_approvals` ran in this segment.
+    let prepared = std::cell::Cell::new(false);
     let mut engine = match Engine::start(&js, journal.seed, pinned.as_millis() as f64, limits, deadline, stop.clone()) {
         Ok(engine) => engine,
         Err(error) => return failed(error, Vec::new()),
@@ -331,7 +333,14 @@ fn drive_counting(
         if stop.is_hand_off() && journal.pending.is_empty() {
             return Outcome::Yielded { snapshot: Snapshot { code, journal }, logs: engine.into_logs(true) };
         }
-        let actions = match plan(&journal, &decisions, &batch, max_tool_calls, |path, args| tools.policy(path, args)) {
+        let policy = |path: &str, args: &Value| match tools.policy(path, args) {
+            Policy::NeedsApproval { .. } if !prepared.replace(true) => {
+                runtime.block_on(tools.prepare_approvals());
+                tools.policy(path, args)
+            }
+            policy => policy,
+        };
+        let actions = match plan(&journal, &decisions, &batch, max_tool_calls, policy) {
             Ok(actions) => actions,
             Err(error) => return failed(error, engine.into_logs(false)),
         };

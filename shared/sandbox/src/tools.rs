@@ -71,6 +71,12 @@ pub trait Tools: Send + Sync {
     /// Decide whether a call may run, before it is made.
     fn policy(&self, path: &str, args: &Value) -> Policy;
 
+    /// Called once per run, the first time [`Tools::policy`] says a new call
+    /// needs approval, before that call is planned: a view whose decisions
+    /// depend on stored data (the owner's grants) loads it here, so runs that
+    /// never meet an approval never read it.
+    async fn prepare_approvals(&self) {}
+
     /// Make a call. Only called for paths the policy lets run (or that were approved).
     async fn call(&self, path: &str, args: Value, ctx: &CallContext) -> ToolOutcome;
 

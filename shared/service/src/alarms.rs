@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use executor_core::{AlarmDecision, Session, SessionId, Timeouts, Timestamp, decide_session_alarm};
+use executor_core::{AlarmDecision, Session, SessionId, Timeouts, Timestamp, decide_session_alarm, needs_paused_count};
 use executor_scheduler::AlarmScheduler;
 use executor_store::{Access, ExecutionStore, SessionStore, StoreError};
 use executor_telemetry::{Metric, count};
@@ -112,13 +112,13 @@ impl Alarms {
                 self.scheduler.schedule(session_id, next).await?;
                 return Ok(AlarmDecision::Ignore);
             }
-            let paused = match &session {
-                Some(s) if s.is_active() => {
-                    self.executions.paused_executions(Access::Internal, session_id).await?.len()
-                }
-                _ => 0,
+            let paused = if needs_paused_count(now, session.as_ref(), &self.timeouts) {
+                let paused = self.executions.paused_executions(Access::Internal, session_id).await?.len();
+                Span::current().record("executor.alarm.paused", paused as i64);
+                paused
+            } else {
+                0
             };
-            Span::current().record("executor.alarm.paused", paused as i64);
             let decision = decide_session_alarm(now, session.as_ref(), paused, &self.timeouts);
             let acted = match (decision, session) {
                 (AlarmDecision::Ignore, _) | (_, None) => return Ok(AlarmDecision::Ignore),

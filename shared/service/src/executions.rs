@@ -222,10 +222,10 @@ impl Executions {
     }
 
     /// `tools` as `owner`'s code sees them: with the owner's live grants applied.
-    async fn granted(&self, owner: &Principal, tools: Arc<dyn Tools>) -> Result<Arc<dyn Tools>, StoreError> {
+    fn granted(&self, owner: &Principal, tools: Arc<dyn Tools>) -> Arc<dyn Tools> {
         match &self.grants {
-            Some(grants) => grants.tools_for(owner, tools).await,
-            None => Ok(tools),
+            Some(grants) => grants.tools_for(owner, tools),
+            None => tools,
         }
     }
 
@@ -317,7 +317,7 @@ impl Executions {
             let error = ExecutionFailure { code: "busy".into(), message, retry_after_ms: None };
             return Ok(Err(Refused { execution_id: id, error }));
         };
-        let tools = self.granted(owner, tools).await?;
+        let tools = self.granted(owner, tools);
         let now = self.clock.now();
         let (quota, max_tool_calls) = match &self.quotas {
             None => (None, None),
@@ -610,13 +610,7 @@ impl Executions {
                 tracing::warn!(executor.execution.id = execution.id.as_str(), %error, "the grant could not be stored");
             }
         }
-        match grants.tools_for(&execution.owner, tools.clone()).await {
-            Ok(granted) => granted,
-            Err(error) => {
-                tracing::warn!(executor.execution.id = execution.id.as_str(), %error, "grants could not be read");
-                tools
-            }
-        }
+        grants.tools_for(&execution.owner, tools)
     }
 
     /// Wait (at most `wait`) while the execution runs or stays at the pause

@@ -1,9 +1,10 @@
 //! Remembered approvals ("always allow"): stored per owner and tool, applied
 //! while the policy is evaluated, listed and revoked by their owner.
 //!
-//! A grant is read from the store for every run (the owner's grants are one
-//! query), never cached: a revoke takes effect on the owner's next call, in
-//! every process. Only someone a pause asked can create one (the approval page,
+//! A grant is read from the store by every run that meets a call needing
+//! approval (the owner's grants are one query; a run that meets none reads
+//! nothing), never cached across runs: a revoke takes effect on the owner's
+//! next call, in every process. Only someone a pause asked can create one (the approval page,
 //! the owner's JSON API, the answer to a native elicitation); `resume` cannot.
 
 use std::collections::HashSet;
@@ -12,11 +13,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use executor_core::{Clock, Grant, GrantId, GrantedBy, Principal};
-use executor_sandbox::{CallContext, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
+use executor_core::{Clock, Grant, GrantId, GrantedBy, Principal, ToolkitName};
+use executor_sandbox::{CallContext, PathFilter, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
 use executor_store::{Access, GrantStore, StoreError};
 use http::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
+use tokio::sync::OnceCell;
 
 pub struct Grants {
     store: Arc<dyn GrantStore>,
@@ -32,12 +34,9 @@ impl Grants {
 
     /// `tools` as `owner`'s code sees them: a call that needs approval runs
     /// when the owner has a live grant for its tool. Blocked stays blocked.
-    pub async fn tools_for(&self, owner: &Principal, tools: Arc<dyn Tools>) -> Result<Arc<dyn Tools>, StoreError> {
-        let granted: HashSet<String> = self.store.list_grants(owner).await?.into_iter().map(|g| g.tool).collect();
-        if granted.is_empty() {
-            return Ok(tools);
-        }
-        Ok(Arc::new(Granted { inner: tools, granted }))
+    /// The grants are read when the run first meets a call that needs approval.
+    pub fn tools_for(&self, owner: &Principal, tools: Arc<dyn Tools>) -> Arc<dyn Tools> {
+        Arc::new(Granted { inner: tools, owner: owner.clone(), store: self.store.clone(), granted: OnceCell::new() })
     }
 
     /// "Always allow" each of `tools` for `owner`. A tool already granted
@@ -127,7 +126,10 @@ fn unavailable(error: &StoreError) -> Response<Bytes> {
 /// Tools whose approval the owner granted run without asking.
 struct Granted {
     inner: Arc<dyn Tools>,
-    granted: HashSet<String>,
+    owner: Principal,
+    store: Arc<dyn GrantStore>,
+    /// The granted tools, once a call of this run needed approval.
+    granted: OnceCell<HashSet<String>>,
 }
 
 /// The one rule: a grant turns "needs approval" into "runs"; nothing else changes.
@@ -141,7 +143,24 @@ fn with_grant(policy: Policy, granted: bool) -> Policy {
 #[async_trait]
 impl Tools for Granted {
     fn policy(&self, path: &str, args: &Value) -> Policy {
-        with_grant(self.inner.policy(path, args), self.granted.contains(path))
+        let granted = self.granted.get().is_some_and(|tools| tools.contains(path));
+        with_grant(self.inner.policy(path, args), granted)
+    }
+
+    /// Read the owner's grants. If they cannot be read, none applies: the
+    /// call asks for approval, as it would without a grant.
+    async fn prepare_approvals(&self) {
+        self.granted
+            .get_or_init(|| async {
+                match self.store.list_grants(&self.owner).await {
+                    Ok(grants) => grants.into_iter().map(|g| g.tool).collect(),
+                    Err(error) => {
+                        tracing::warn!(%error, "grants could not be read; calls that need approval ask for it");
+                        HashSet::new()
+                    }
+                }
+            })
+            .await;
     }
 
     async fn call(&self, path: &str, args: Value, ctx: &CallContext) -> ToolOutcome {
@@ -159,11 +178,66 @@ impl Tools for Granted {
     async fn describe(&self, request: Value) -> ToolOutcome {
         self.inner.describe(request).await
     }
+
+    // The view it wraps decides what it is and what it shows.
+    fn toolkit(&self) -> Option<&ToolkitName> {
+        self.inner.toolkit()
+    }
+
+    async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {
+        self.inner.search_visible(request, visible).await
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use executor_core::SystemClock;
+    use executor_store::EmbeddedStore;
+
     use super::*;
+
+    /// A toolkit's view where every call needs approval.
+    struct Strict(ToolkitName);
+
+    #[async_trait]
+    impl Tools for Strict {
+        fn policy(&self, path: &str, _: &Value) -> Policy {
+            Policy::NeedsApproval { message: format!("{path}?") }
+        }
+
+        async fn call(&self, _: &str, _: Value, _: &CallContext) -> ToolOutcome {
+            Ok(Value::Null)
+        }
+
+        async fn search(&self, _: Value) -> ToolOutcome {
+            Ok(Value::Null)
+        }
+
+        async fn describe(&self, _: Value) -> ToolOutcome {
+            Ok(Value::Null)
+        }
+
+        fn toolkit(&self) -> Option<&ToolkitName> {
+            Some(&self.0)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_granted_view_stays_its_toolkit_and_reads_grants_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+        let owner = Principal::parse("alice").unwrap();
+        let grants = Grants::new(store, Arc::new(SystemClock), Duration::from_secs(60));
+        grants.remember(&owner, ["w.create"], GrantedBy::ApprovalPage).await.unwrap();
+        let strict = ToolkitName::parse("strict").unwrap();
+        let tools = grants.tools_for(&owner, Arc::new(Strict(strict.clone())));
+        // Its executions are the toolkit's: they continue in its view.
+        assert_eq!(tools.toolkit(), Some(&strict));
+        assert_eq!(tools.policy("w.create", &json!({})), Policy::NeedsApproval { message: "w.create?".into() });
+        tools.prepare_approvals().await;
+        assert_eq!(tools.policy("w.create", &json!({})), Policy::Run, "granted, once read");
+        assert!(matches!(tools.policy("w.delete", &json!({})), Policy::NeedsApproval { .. }));
+    }
 
     #[test]
     fn a_grant_turns_only_approval_into_run() {

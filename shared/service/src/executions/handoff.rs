@@ -306,7 +306,7 @@ impl Executions {
         }
         // In the toolkit's view if it started in one, with the owner's grants.
         let tools = self.tools_for(&execution, tools)?;
-        let tools = self.granted(&execution.owner, tools).await?;
+        let tools = self.granted(&execution.owner, tools);
         let slot = self.slot().await?;
         execution.claim = Some(crate::random::claim_id().map_err(no_randomness)?);
         execution.heartbeat_at = Some(self.clock.now());

@@ -20,6 +20,10 @@ pub(crate) const VERSION: &str = "version";
 pub(crate) const STATUS: &str = "status";
 pub(crate) const SESSION_ID: &str = "session_id";
 pub(crate) const CHUNKS: &str = "chunks";
+/// On executions split into chunks: how many chunk items (from `CHUNK#0001`) hold journal steps.
+pub(crate) const STEPS_CHUNKS: &str = "steps_chunks";
+/// On executions split into chunks: the version that wrote each chunk item, e.g. `3,3,5`.
+pub(crate) const CHUNK_VERSIONS: &str = "chunk_versions";
 pub(crate) const BODY: &str = "body";
 /// On grants: the grant's id, so a revoke deletes that grant and not a newer one for the same tool.
 pub(crate) const GRANT_ID: &str = "grant_id";

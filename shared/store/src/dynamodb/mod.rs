@@ -9,6 +9,7 @@
 //! - `QUOTA#<owner>` / `HOUR#<start>` and `SLOTS`: quota counters (`quota.rs`);
 //! - `GRANTS#<owner>` / `GRANT#<tool>`: a remembered approval.
 
+mod chunks;
 mod errors;
 mod item;
 mod quota;
@@ -24,16 +25,17 @@ use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Get, Put, TransactGetItem, TransactWriteItem};
+use chunks::{Layout, Piece, Seen};
 use executor_core::{
     ApiKey, Clock, Execution, ExecutionId, ExecutionState, Grant, GrantId, Principal, Session, SessionId, SystemClock,
     Timestamp, TokenHash,
 };
 use item::{
-    BODY, CHUNKS, EXPIRES_AT, GRANT_ID, Item, KIND, OWNER, PK, SESSION_ID, SK, STATUS, VERSION, WRITE_ID, b, get_b,
-    get_n, get_s, is_live, n, now_secs, s, ttl,
+    BODY, CHUNK_VERSIONS, CHUNKS, EXPIRES_AT, GRANT_ID, Item, KIND, OWNER, PK, SESSION_ID, SK, STATUS, STEPS_CHUNKS,
+    VERSION, WRITE_ID, b, get_b, get_n, get_s, is_live, n, now_secs, s, ttl,
 };
 
-use crate::records::{self, API_KEY, EXECUTION, GRANT, MAX_ITEM_BODY_BYTES, SESSION};
+use crate::records::{self, API_KEY, EXECUTION, GRANT, SESSION};
 use crate::traced::traced;
 use crate::{Access, ExecutionStore, GrantStore, KeyStore, SessionStore, StoreError};
 
@@ -50,6 +52,8 @@ pub struct DynamoStore {
     table: String,
     /// Decides what has expired (an item past `expires_at` reads as absent).
     clock: Arc<dyn Clock>,
+    /// The chunk items of large executions, as last read or written here.
+    seen: Arc<Seen>,
 }
 
 /// What a conditional write requires of the stored item.
@@ -75,7 +79,7 @@ impl Expect {
 
 impl DynamoStore {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        Self { client, table: table.into(), clock: Arc::new(SystemClock) }
+        Self { client, table: table.into(), clock: Arc::new(SystemClock), seen: Arc::default() }
     }
 
     /// The same store judging expiry by `clock` (tests move a manual clock).
@@ -269,9 +273,25 @@ impl DynamoStore {
         expect: Expect,
     ) -> Result<(), StoreError> {
         let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::backend(operation, e);
-        let body = records::encode_execution(execution)?;
-        let chunks: Vec<&[u8]> = body.chunks(MAX_ITEM_BODY_BYTES).collect();
+        let layout = Layout::of(execution)?;
         let pk = records::execution_pk(&execution.id);
+        // A chunk item that already holds these bytes at the version this write
+        // replaces is left alone (it keeps the version that wrote it).
+        let stored = match expect {
+            Expect::Version(expected) => self.seen.at(execution.id.as_str(), expected).unwrap_or_default(),
+            Expect::Absent => Vec::new(),
+        };
+        let expires_at = execution.expires_at.as_secs_ceil();
+        let chunk_expires_at = execution.expires_at.plus(chunks::CHUNK_TTL_SLACK).as_secs_ceil();
+        let pieces: Vec<(Piece, bool)> = layout
+            .chunks
+            .iter()
+            .enumerate()
+            .map(|(i, bytes)| match stored.get(i) {
+                Some(piece) if piece.serves(bytes, expires_at) => (piece.clone(), false),
+                _ => (Piece::new(execution.version, chunk_expires_at, bytes), true),
+            })
+            .collect();
 
         let mut meta = item::key(pk.clone(), records::EXECUTION_SK);
         meta.insert(KIND.into(), s("execution"));
@@ -279,8 +299,13 @@ impl DynamoStore {
         meta.insert(STATUS.into(), s(execution.status().as_str()));
         meta.insert(VERSION.into(), n(execution.version));
         meta.insert(EXPIRES_AT.into(), ttl(execution.expires_at));
-        meta.insert(CHUNKS.into(), n(chunks.len() as u64));
-        meta.insert(BODY.into(), b(chunks[0]));
+        meta.insert(CHUNKS.into(), n(1 + layout.chunks.len() as u64));
+        if !layout.chunks.is_empty() {
+            meta.insert(STEPS_CHUNKS.into(), n(layout.steps_chunks as u64));
+            let written: Vec<Piece> = pieces.iter().map(|(piece, _)| piece.clone()).collect();
+            meta.insert(CHUNK_VERSIONS.into(), s(chunks::versions_attribute(&written)));
+        }
+        meta.insert(BODY.into(), b(&layout.head));
         meta.insert(WRITE_ID.into(), s(random_token().map_err(|e| StoreError::backend(operation, e))?));
         if let Some(session) = &execution.session_id {
             meta.insert(SESSION_ID.into(), s(session.as_str()));
@@ -299,12 +324,16 @@ impl DynamoStore {
         };
 
         let mut items = vec![put(meta.clone(), Some(expect))?];
-        for (i, chunk) in chunks.iter().enumerate().skip(1) {
-            // Chunks carry the version they belong to, so a reader can tell a torn read.
-            let mut c = item::key(pk.clone(), &records::chunk_sk(i));
-            c.insert(VERSION.into(), n(execution.version));
-            c.insert(EXPIRES_AT.into(), ttl(execution.expires_at));
-            c.insert(BODY.into(), b(chunk));
+        for (i, (bytes, (piece, changed))) in layout.chunks.iter().zip(&pieces).enumerate() {
+            if !changed {
+                continue;
+            }
+            // Chunks carry the version that wrote them, which the execution item
+            // lists, so a reader can tell a chunk that does not belong.
+            let mut c = item::key(pk.clone(), &records::chunk_sk(i + 1));
+            c.insert(VERSION.into(), n(piece.version));
+            c.insert(EXPIRES_AT.into(), n(piece.expires_at));
+            c.insert(BODY.into(), b(bytes));
             items.push(put(c, None)?);
         }
         if let Some(session) = &execution.session_id {
@@ -318,7 +347,9 @@ impl DynamoStore {
                     marker.insert(EXPIRES_AT.into(), ttl(deadline));
                     items.push(put(marker, None)?);
                 }
-                _ if matches!(expect, Expect::Version(_)) => {
+                // Only a claim or an expiry leaves the paused state (the
+                // transition table in core), so only they find a marker to delete.
+                ExecutionState::Resuming { .. } | ExecutionState::Expired if matches!(expect, Expect::Version(_)) => {
                     let delete =
                         Delete::builder().table_name(&self.table).set_key(Some(item::key(index_pk, &index_sk)));
                     items.push(TransactWriteItem::builder().delete(delete.build().map_err(build)?).build());
@@ -326,12 +357,15 @@ impl DynamoStore {
                 _ => {}
             }
         }
-        self.transact(EXECUTION, operation, items, &meta, expect).await
+        self.transact(EXECUTION, operation, items, &meta, expect).await?;
+        let written = pieces.into_iter().map(|(piece, _)| piece).collect();
+        self.seen.remember(execution.id.as_str(), execution.version, written);
+        Ok(())
     }
 
-    /// The snapshot of an execution whose item says it has more than one chunk.
-    /// One consistent `TransactGetItems` reads the item and its chunks together.
-    async fn read_chunked(&self, pk: &str, mut count: usize) -> Result<Vec<u8>, StoreError> {
+    /// An execution stored in more than one item: one consistent
+    /// `TransactGetItems` reads the execution item and its chunks together.
+    async fn read_chunked(&self, pk: &str, mut count: usize) -> Result<Execution, StoreError> {
         const OPERATION: &str = "read a chunked execution";
         let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::backend(OPERATION, e);
         for _ in 0..3 {
@@ -359,17 +393,35 @@ impl DynamoStore {
                 continue;
             }
             let version = get_n(meta, VERSION, EXECUTION)?;
-            let mut body = Vec::with_capacity(count * MAX_ITEM_BODY_BYTES);
-            for (i, response) in responses.iter().enumerate() {
+            let versions = match meta.get(CHUNK_VERSIONS) {
+                Some(_) => chunks::parse_versions(get_s(meta, CHUNK_VERSIONS, EXECUTION)?)?,
+                None => vec![version; count - 1],
+            };
+            let steps_chunks = if meta.contains_key(STEPS_CHUNKS) { get_n(meta, STEPS_CHUNKS, EXECUTION)? } else { 0 };
+            if versions.len() != count - 1 || steps_chunks as usize >= count {
+                return Err(StoreError::corrupt(EXECUTION, "its chunk counts disagree"));
+            }
+            let mut bodies = Vec::with_capacity(count - 1);
+            let mut pieces = Vec::with_capacity(count - 1);
+            for (i, (response, expected)) in responses.iter().skip(1).zip(&versions).enumerate() {
                 let part = response
                     .item()
-                    .ok_or_else(|| StoreError::corrupt(EXECUTION, format!("chunk {i} of {count} is missing")))?;
-                if get_n(part, VERSION, EXECUTION)? != version {
-                    return Err(StoreError::corrupt(EXECUTION, format!("chunk {i} belongs to another version")));
+                    .ok_or_else(|| StoreError::corrupt(EXECUTION, format!("chunk {} of {count} is missing", i + 1)))?;
+                if get_n(part, VERSION, EXECUTION)? != *expected {
+                    return Err(StoreError::corrupt(EXECUTION, format!("chunk {} belongs to another version", i + 1)));
                 }
-                body.extend_from_slice(get_b(part, BODY, EXECUTION)?);
+                let body = get_b(part, BODY, EXECUTION)?;
+                pieces.push(Piece::new(*expected, get_n(part, EXPIRES_AT, EXECUTION)?, body));
+                bodies.push(body.to_vec());
             }
-            return Ok(body);
+            let layout = Layout {
+                head: get_b(meta, BODY, EXECUTION)?.to_vec(),
+                chunks: bodies,
+                steps_chunks: steps_chunks as usize,
+            };
+            let execution = layout.execution()?;
+            self.seen.remember(execution.id.as_str(), version, pieces);
+            return Ok(execution);
         }
         Err(StoreError::Conflict { what: EXECUTION })
     }
@@ -484,9 +536,10 @@ impl ExecutionStore for DynamoStore {
                 self.get_visible(EXECUTION, "read an execution", pk.clone(), records::EXECUTION_SK, access).await?;
             let count = get_n(&meta, CHUNKS, EXECUTION)? as usize;
             let execution: Execution = if count <= 1 {
+                self.seen.forget(id.as_str());
                 records::decode(EXECUTION, get_b(&meta, BODY, EXECUTION)?)?
             } else {
-                records::decode(EXECUTION, &self.read_chunked(&pk, count).await?)?
+                self.read_chunked(&pk, count).await?
             };
             // The chunked read may have seen a newer write; check it again.
             if !access.permits(&execution.owner) || self.clock.now() >= execution.expires_at {
