@@ -123,6 +123,8 @@ Environment (checked before anything is created; a bad value names the variable)
   EXECUTOR_GRANT_TTL_MS               how long an Always-allow grant lasts [default: 2592000000, 30 days]
   EXECUTOR_ELICITATION_MODE           model, browser or native, without ?elicitation_mode= [default: model]
   EXECUTOR_REQUEST_STATE_KEY          native-mode HMAC key, 32 bytes or more [default: <data dir>/request-state.key]
+  EXECUTOR_RESPONSE_BUDGET_MS         how long execute/resume wait before answering running [default: 20000]
+  EXECUTOR_MAX_EXECUTION_MS           the longest a run may take, tool calls included [default: 300000]
   EXECUTOR_MAX_CONCURRENT_EXECUTIONS  sandbox runs at once; more get `busy` [default: 16]
   EXECUTOR_QUOTA_EXECUTIONS_PER_HOUR, EXECUTOR_QUOTA_CONCURRENT_EXECUTIONS,
   EXECUTOR_QUOTA_TOOL_CALLS_PER_EXECUTION

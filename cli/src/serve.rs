@@ -410,7 +410,7 @@ pub async fn host<S: Store + 'static>(
 ) -> Result<Host, StoreError> {
     let clock = config.clock.clone();
     let scheduler = Arc::new(InProcessScheduler::new().with_clock(clock.clone()));
-    let sandbox = Sandbox::with_clock(Limits::default(), clock.clone());
+    let sandbox = Sandbox::with_clock(Limits { wall_clock: config.max_execution, ..Limits::default() }, clock.clone());
     let host = Host::new(store.clone(), tools, namespaces, sandbox, scheduler.clone(), config);
     // Weak: the scheduler's timers must not keep the host (and its store) alive.
     let alarms = Arc::downgrade(&host.alarms());

@@ -7,9 +7,9 @@
 //! reads as not found or expired before its deadline) and double writes (an
 //! `Idempotency-Key` the upstream saw twice, or two POSTs for one decided
 //! pause). Both must be 0. A continuation a kill stranded reads as `running`
-//! until the sandbox's wall clock + 60 s have passed; the test reads those
-//! through the service with a clock past that point, where each must be
-//! `interrupted` (the approved call made at most once, never retried).
+//! until its heartbeat is 30 s old; the test reads those through the service
+//! with a clock past that point, where each must be `interrupted` (the
+//! approved call made at most once, never retried).
 //!
 //! Figures are printed; docs/reliability.md records them with the command.
 
@@ -71,10 +71,10 @@ async fn kill_9_during_approvals_loses_no_pause_and_doubles_no_write() {
         .unwrap_or_else(|_| panic!("the workload outlasted {BUDGET:?}; server log: {}", server.log.display()));
     server.kill();
 
-    // The same data, read by a service whose clock is past every run limit.
+    // The same data, read by a service whose clock is past every heartbeat's staleness.
     let store = Arc::new(EmbeddedStore::open(&data).unwrap());
     let later_clock = ManualClock::starting_now();
-    later_clock.advance(Limits::default().wall_clock + Duration::from_secs(61));
+    later_clock.advance(executor_core::HEARTBEAT_STALE + Duration::from_secs(1));
     let later = Executions::new(store, Sandbox::new(Limits::default()), Timeouts::default(), Arc::new(later_clock));
     let owner = Principal::parse(OWNER).unwrap();
     let told = tally.told.lock().unwrap().clone();

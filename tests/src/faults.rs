@@ -9,9 +9,9 @@
 //!   [`LEDGER_SPEC`], that records every request it applied (method, path,
 //!   `Idempotency-Key`, body) and can be told to fail its Nth request: answer
 //!   503, reset the connection before or after applying it, or hold it until
-//!   the caller gives up. A POST whose JSON body has `holdMs` is held that long
-//!   (or until the caller goes away), so a test can crash a host while the call
-//!   is in flight.
+//!   the caller gives up. A POST whose JSON body has `holdMs` (a GET: whose
+//!   query has `holdMs`) is held that long (or until the caller goes away), so
+//!   a test can crash a host while the call is in flight, or make slow reads.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -332,8 +332,9 @@ impl<T: AlarmScheduler> AlarmScheduler for Faulty<T> {
 }
 
 /// An OpenAPI service with one list (`GET /entries`, a read that runs) and one
-/// write (`POST /entries`, which needs approval): `tools.ledger.entries.listEntries`
-/// and `tools.ledger.entries.addEntry({ body })`.
+/// write (`POST /entries`, which needs approval): `tools.ledger.entries.listEntries({ n?, holdMs? })`
+/// and `tools.ledger.entries.addEntry({ body })`. `n` only labels a read, so a
+/// test can count how often each read reached the upstream.
 pub const LEDGER_SPEC: &str = r#"
 openapi: 3.1.0
 info: {title: ledger, version: "1"}
@@ -343,6 +344,9 @@ paths:
       tags: [entries]
       operationId: listEntries
       summary: List the entries
+      parameters:
+        - {name: n, in: query, schema: {type: integer}}
+        - {name: holdMs, in: query, schema: {type: integer}}
       responses: {"200": {description: ok}}
     post:
       tags: [entries]
@@ -384,6 +388,8 @@ impl UpstreamFault {
 pub struct Applied {
     pub method: String,
     pub path: String,
+    /// The query string, without `?` (empty when there is none).
+    pub query: String,
     pub idempotency_key: Option<String>,
     pub body: Value,
 }
@@ -446,6 +452,11 @@ impl Upstream {
         self.ledger.applied.lock().unwrap().iter().filter(|a| a.method == "POST").cloned().collect()
     }
 
+    /// The GETs applied so far, in order.
+    pub fn reads(&self) -> Vec<Applied> {
+        self.ledger.applied.lock().unwrap().iter().filter(|a| a.method == "GET").cloned().collect()
+    }
+
     /// How many requests are being answered right now.
     pub fn in_flight(&self) -> usize {
         *self.in_flight.borrow()
@@ -502,7 +513,10 @@ async fn serve_connection(mut stream: TcpStream, ledger: Arc<Ledger>, in_flight:
     let answer = apply(&ledger, &request);
     let hold = match fault {
         Some(UpstreamFault::Late) => Some(MAX_HOLD),
-        _ => request.body["holdMs"].as_u64().map(|ms| Duration::from_millis(ms).min(MAX_HOLD)),
+        _ => request.body["holdMs"]
+            .as_u64()
+            .or_else(|| query_value(&request.query, "holdMs").and_then(|ms| ms.parse().ok()))
+            .map(|ms| Duration::from_millis(ms).min(MAX_HOLD)),
     };
     let caller_stayed = match hold {
         Some(hold) => until_caller_leaves(&mut stream, hold).await,
@@ -564,8 +578,14 @@ async fn read_request(stream: &mut TcpStream) -> Option<Applied> {
         buffer.extend_from_slice(&chunk[..read]);
     }
     let body = serde_json::from_slice(&buffer[head_end..head_end + length]).unwrap_or(Value::Null);
-    let path = target.split('?').next().unwrap_or_default().to_owned();
-    Some(Applied { method, path, idempotency_key: header("idempotency-key"), body })
+    let (path, query) = target.split_once('?').unwrap_or((target.as_str(), ""));
+    let (path, query) = (path.to_owned(), query.to_owned());
+    Some(Applied { method, path, query, idempotency_key: header("idempotency-key"), body })
+}
+
+/// The value of `name` in a query string (the test's values need no decoding).
+pub fn query_value<'a>(query: &'a str, name: &str) -> Option<&'a str> {
+    query.split('&').find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
 }
 
 async fn respond(stream: &mut TcpStream, status: u16, body: &Value) {

@@ -8,6 +8,7 @@
 //! in fault injection.
 
 pub mod faults;
+pub mod mcp_client;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -13,7 +13,7 @@
 //! - no approved write reaches the upstream twice (every `Idempotency-Key` is
 //!   seen once), and every write is a call that a decider was shown and accepted;
 //! - every execution ends terminal or resumable: read by a process whose clock
-//!   is past the sandbox's wall clock + 60 s, a continuation that a fault
+//!   is past the heartbeat's staleness limit, a continuation that a fault
 //!   stranded reads as `interrupted`, never as still running;
 //! - every answer is a clear error (a code and a message) or a connection that
 //!   died with its host, never a hang or a panic.
@@ -603,11 +603,11 @@ fn hidden(html: &str, name: &str) -> String {
     html[start..].split('"').next().unwrap().to_owned()
 }
 
-/// A clock past the longest a continuation can run (wall clock + 60 s), so that
-/// a stranded continuation reads as what it will be: interrupted.
+/// A clock past the heartbeat's staleness limit, so that a stranded
+/// continuation reads as what it will be: interrupted.
 fn after_run_limit() -> Arc<ManualClock> {
     let clock = ManualClock::starting_now();
-    clock.advance(Limits::default().wall_clock + Duration::from_secs(61));
+    clock.advance(executor_core::HEARTBEAT_STALE + Duration::from_secs(1));
     Arc::new(clock)
 }
 

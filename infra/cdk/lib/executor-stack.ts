@@ -43,6 +43,17 @@ export const BINARIES = {
 /** API Gateway cuts HTTP integrations at 30 s; the functions answer before that. */
 export const HTTP_FUNCTION_TIMEOUT = Duration.seconds(29);
 
+/** The longest a run may take (`EXECUTOR_MAX_EXECUTION_MS`, the service's default). */
+export const MAX_EXECUTION = Duration.minutes(5);
+
+/**
+ * The approval function also runs the continuations the MCP function hands on
+ * (asynchronous invocations, no API Gateway limit): a whole run plus time to
+ * replay its journal and store the outcome. Its HTTP answers stay below 30 s
+ * (the approval wait and the response budget bound them).
+ */
+export const CONTINUATION_TIMEOUT = Duration.seconds(MAX_EXECUTION.toSeconds() + 60);
+
 export interface ExecutorStackProps extends StackProps, ExecutorOptions {}
 
 export class ExecutorStack extends Stack {
@@ -238,17 +249,23 @@ export class ExecutorStack extends Stack {
       },
     });
     this.approvalFunction = this.rustFunction('ApprovalFunction', 'approval', o, {
-      description: 'Executor: approval pages and API (/approvals, /api)',
+      description: 'Executor: approval pages and API (/approvals, /api), continuations of long runs',
       // Runs the approved execution's continuation: same sandbox as MCP.
       memorySize: 1024,
-      timeout: HTTP_FUNCTION_TIMEOUT,
+      timeout: CONTINUATION_TIMEOUT,
       architecture,
       removal,
       layers,
       // The shared HTTP shell reads the scheduler wiring at start-up, but
       // approvals never arm or cancel alarms: no Scheduler permissions.
-      environment: { ...web, ...scheduling },
+      environment: { ...web, ...scheduling, EXECUTOR_MAX_EXECUTION_MS: String(MAX_EXECUTION.toMilliseconds()) },
     });
+    // Long runs: the MCP function hands a run past its response budget to the
+    // approval function, invoked asynchronously. No retries: the store decides
+    // what runs, and a continuation that died is settled as interrupted.
+    this.approvalFunction.configureAsyncInvoke({ retryAttempts: 0 });
+    this.mcpFunction.addEnvironment('EXECUTOR_APPROVAL_FUNCTION', this.approvalFunction.functionName);
+    this.mcpFunction.addEnvironment('EXECUTOR_MAX_EXECUTION_MS', String(MAX_EXECUTION.toMilliseconds()));
 
     // --- Least privilege: what each function's code calls ----------------------
     // DynamoDB (shared/store/src/dynamodb): GetItem (single reads and, through
@@ -305,6 +322,11 @@ export class ExecutorStack extends Stack {
         conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['QUOTA#*'] } },
       }),
       grantsOnly('Grants', ['dynamodb:PutItem', 'dynamodb:Query']),
+      new iam.PolicyStatement({
+        sid: 'ContinueLongRuns',
+        actions: ['lambda:InvokeFunction'],
+        resources: [this.approvalFunction.functionArn],
+      }),
     ]);
     // Approval: the API key (`/api` bearer auth) and the execution read; the
     // execution settled or paused again, its session's paused marker written

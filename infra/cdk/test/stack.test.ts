@@ -22,6 +22,7 @@ describe('resources', () => {
       'AWS::DynamoDB::Table': 1,
       'AWS::Scheduler::ScheduleGroup': 1,
       'AWS::Lambda::Function': 3,
+      'AWS::Lambda::EventInvokeConfig': 1, // the approval function's continuations: no retries
       'AWS::Lambda::Permission': 6, // one per route
       'AWS::Lambda::LayerVersion': 0, // only with a sources file
       'AWS::IAM::Role': 4, // three functions and the scheduler
@@ -83,7 +84,7 @@ describe('resources', () => {
   test('functions: provided.al2023, arm64, bootstrap, memory, timeouts, own log group', () => {
     const expected = {
       McpFunction: { MemorySize: 1024, Timeout: 29, logs: 'McpLogs' },
-      ApprovalFunction: { MemorySize: 1024, Timeout: 29, logs: 'ApprovalLogs' },
+      ApprovalFunction: { MemorySize: 1024, Timeout: 360, logs: 'ApprovalLogs' },
       AlarmFunction: { MemorySize: 256, Timeout: 60, logs: 'AlarmLogs' },
     };
     for (const [name, e] of Object.entries(expected)) {
@@ -95,9 +96,18 @@ describe('resources', () => {
       assert.equal(p.Timeout, e.Timeout, name);
       assert.deepEqual(p.LoggingConfig, { LogGroup: `\${${e.logs}}` }, name);
     }
-    // API Gateway cuts integrations at 30 s: the HTTP functions must answer first.
+    // API Gateway cuts integrations at 30 s: the MCP function must answer first.
     assert.ok(rendered.Resources.McpFunction.Properties.Timeout < 30);
-    assert.ok(rendered.Resources.ApprovalFunction.Properties.Timeout < 30);
+    // The approval function runs handed-on continuations to their end: at
+    // least the max execution (5 min) plus a margin, invoked asynchronously
+    // with no retries (the store decides what runs).
+    assert.ok(rendered.Resources.ApprovalFunction.Properties.Timeout >= 300 + 30);
+    const asyncConfig = Object.values(rendered.Resources as Record<string, any>).filter(
+      (r) => r.Type === 'AWS::Lambda::EventInvokeConfig',
+    );
+    assert.equal(asyncConfig.length, 1);
+    assert.equal(asyncConfig[0].Properties.MaximumRetryAttempts, 0);
+    assert.equal(asyncConfig[0].Properties.FunctionName, '${ApprovalFunction}');
     assert.equal(rendered.Resources.AlarmFunction.Properties.FunctionName, 'ExecutorStack-alarm');
   });
 
@@ -132,6 +142,8 @@ describe('environment', () => {
       ...timing,
       ...scheduling,
       ...REQUEST_STATE_KEY,
+      EXECUTOR_APPROVAL_FUNCTION: '${ApprovalFunction}',
+      EXECUTOR_MAX_EXECUTION_MS: '300000',
     });
     // The approval function's shell reads the scheduler wiring at start-up
     // (it may not call Scheduler: see the IAM tests).
@@ -140,6 +152,7 @@ describe('environment', () => {
       EXECUTOR_PUBLIC_URL: '${Api.ApiEndpoint}',
       ...timing,
       ...scheduling,
+      EXECUTOR_MAX_EXECUTION_MS: '300000',
     });
     assert.deepEqual(env(rendered, 'AlarmFunction'), { EXECUTOR_TABLE: '${Table}', ...timing, ...scheduling });
   });
@@ -182,8 +195,9 @@ describe('environment', () => {
       ...knobs,
       ...oidc,
     };
-    assert.deepEqual(env(r, 'McpFunction'), { ...web, ...scheduling, ...REQUEST_STATE_KEY });
-    assert.deepEqual(env(r, 'ApprovalFunction'), { ...web, ...scheduling });
+    const continuations = { EXECUTOR_APPROVAL_FUNCTION: '${ApprovalFunction}', EXECUTOR_MAX_EXECUTION_MS: '300000' };
+    assert.deepEqual(env(r, 'McpFunction'), { ...web, ...scheduling, ...REQUEST_STATE_KEY, ...continuations });
+    assert.deepEqual(env(r, 'ApprovalFunction'), { ...web, ...scheduling, EXECUTOR_MAX_EXECUTION_MS: '300000' });
     assert.deepEqual(env(r, 'AlarmFunction'), { EXECUTOR_TABLE: '${Table}', ...knobs, ...scheduling });
 
     const domain = r.Resources.Domain.Properties;
@@ -317,6 +331,12 @@ describe('IAM', () => {
           Action: ['dynamodb:PutItem', 'dynamodb:Query'],
           Resource: ['${Table.Arn}'],
           Condition: GRANTS_CONDITION,
+        },
+        {
+          Sid: 'ContinueLongRuns',
+          Effect: 'Allow',
+          Action: 'lambda:InvokeFunction',
+          Resource: '${ApprovalFunction.Arn}',
         },
         ...scheduling,
       ]),

@@ -5,7 +5,10 @@
 //!    │                 │                  │  ├──fail──────▶ failed
 //!    │                 │                  │  ├──interrupt─▶ failed (nothing is running it any more)
 //!    │                 └──expire──▶ expired◀─┤  ├──decline───▶ declined
-//!    └─complete / fail / expire ▶ …          └──pause──▶ paused (the next approval)
+//!    └─complete / fail / decline / interrupt / expire ▶ …  └──pause──▶ paused (the next approval)
+//!
+//! running and resuming both go to running on `yield` (handed on to another
+//! invocation, which replays the journal and goes on).
 //! ```
 //!
 //! [`next_status`] is the one place that says which transitions exist; every
@@ -65,9 +68,9 @@ impl ExecutionFailure {
     pub fn interrupted() -> Self {
         Self {
             code: "interrupted".into(),
-            message: "the host stopped while running the approved continuation; whether the approved call reached \
-                      the upstream is unknown and it is not retried (one approval, at most one call). Check the \
-                      upstream, then run new code if needed"
+            message: "the host stopped while running this execution (its heartbeat stopped); whether a call in \
+                      flight then reached the upstream is unknown, and nothing is retried (every call is made at \
+                      most once). Check the upstream, then run new code if needed"
                 .into(),
             retry_after_ms: None,
         }
@@ -78,6 +81,13 @@ impl ExecutionFailure {
         Self { code: "quota_exceeded".into(), message: exceeded.to_string(), retry_after_ms: exceeded.retry_after_ms() }
     }
 }
+
+/// How often a runner renews the heartbeat of the execution it runs.
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(10);
+
+/// A running or resuming execution whose heartbeat is this old has nothing
+/// running it: the next read settles it as interrupted.
+pub const HEARTBEAT_STALE: Duration = Duration::from_secs(30);
 
 /// The state with the data that only exists in it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -174,15 +184,21 @@ pub enum ExecutionEvent {
     Fail {
         error: ExecutionFailure,
     },
-    /// The decision declined or cancelled the call and the code did not recover.
+    /// The decision declined or cancelled the call and the code did not recover,
+    /// or a running execution was cancelled.
     Decline {
         error: ExecutionFailure,
     },
+    /// Handed on at a point where no call was in flight: the journal holds
+    /// every call made, and whoever claims it next replays it and goes on.
+    Yield {
+        journal: Journal,
+    },
     /// The approval window or the session's lease ran out, or a resumer vanished.
     Expire,
-    /// The claimed continuation should long have settled: whatever ran it
-    /// stopped (a Lambda timed out or was recycled mid-run). It is not run
-    /// again: the approved call may already have reached the upstream.
+    /// The run's heartbeat stopped: whatever ran it stopped (a crash, a Lambda
+    /// timed out or recycled mid-run). It is not run again: a call in flight
+    /// may already have reached the upstream.
     Interrupt,
 }
 
@@ -194,6 +210,7 @@ impl ExecutionEvent {
             Self::Complete { .. } => "complete",
             Self::Fail { .. } => "fail",
             Self::Decline { .. } => "decline",
+            Self::Yield { .. } => "yield",
             Self::Expire => "expire",
             Self::Interrupt => "interrupt",
         }
@@ -209,9 +226,10 @@ pub fn next_status(from: ExecutionStatus, event: &ExecutionEvent) -> Option<Exec
         (S::Paused, E::Claim { .. }) => S::Resuming,
         (S::Running | S::Resuming, E::Complete { .. }) => S::Completed,
         (S::Running | S::Resuming, E::Fail { .. }) => S::Failed,
-        (S::Resuming, E::Decline { .. }) => S::Declined,
+        (S::Running | S::Resuming, E::Decline { .. }) => S::Declined,
         (S::Running | S::Paused | S::Resuming, E::Expire) => S::Expired,
-        (S::Resuming, E::Interrupt) => S::Failed,
+        (S::Running | S::Resuming, E::Interrupt) => S::Failed,
+        (S::Running | S::Resuming, E::Yield { .. }) => S::Running,
         _ => return None,
     })
 }
@@ -253,6 +271,14 @@ pub struct Execution {
     /// traces are exported: the resume that follows links its trace to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause_trace: Option<String>,
+    /// When whoever runs it (a running or resuming execution) last said it
+    /// still does; see [`HEARTBEAT_STALE`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_at: Option<Timestamp>,
+    /// Someone asked a running execution to stop; its runner sees it at its
+    /// next heartbeat and stops at the next safe point.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancel_requested: bool,
     /// A random id the latest claimer wrote with its claim: after a claim write
     /// whose answer was lost, the claimer reads the execution again and knows
     /// the claim is its own only if this is its id.
@@ -296,6 +322,8 @@ impl Execution {
             links: ApprovalLinks::default(),
             logs: Vec::new(),
             pause_trace: None,
+            heartbeat_at: None,
+            cancel_requested: false,
             claim: None,
             toolkit: None,
             resumes: 0,
@@ -307,11 +335,13 @@ impl Execution {
         self.state.status()
     }
 
-    /// Whether a continuation claimed at `updated_at` should have settled by
-    /// `now`, given that a run takes at most `run_limit` (the sandbox's wall
-    /// clock plus time to store the outcome): then nothing is running it.
-    pub fn is_stranded(&self, now: Timestamp, run_limit: Duration) -> bool {
-        matches!(self.state, ExecutionState::Resuming { .. }) && now >= self.updated_at.plus(run_limit)
+    /// Whether nothing runs this running or resuming execution any more: its
+    /// last sign of life (the latest heartbeat or write) is [`HEARTBEAT_STALE`]
+    /// old. A live runner renews it far more often, whatever the run's length.
+    pub fn is_stranded(&self, now: Timestamp) -> bool {
+        let alive = self.heartbeat_at.map_or(self.updated_at, |beat| beat.max(self.updated_at));
+        matches!(self.state, ExecutionState::Running | ExecutionState::Resuming { .. })
+            && now >= alive.plus(HEARTBEAT_STALE)
     }
 
     /// Apply `event` at `now`, or leave the execution untouched and say why not.
@@ -341,6 +371,10 @@ impl Execution {
             ExecutionEvent::Complete { result } => ExecutionState::Completed { result },
             ExecutionEvent::Fail { error } => ExecutionState::Failed { error },
             ExecutionEvent::Decline { error } => ExecutionState::Declined { error },
+            ExecutionEvent::Yield { journal } => {
+                self.journal = journal;
+                ExecutionState::Running
+            }
             ExecutionEvent::Expire => ExecutionState::Expired,
             ExecutionEvent::Interrupt => ExecutionState::Failed { error: ExecutionFailure::interrupted() },
         };
@@ -370,7 +404,7 @@ mod tests {
         ExecutionFailure { code: "c".into(), message: "m".into(), retry_after_ms: None }
     }
 
-    fn events() -> [ExecutionEvent; 7] {
+    fn events() -> [ExecutionEvent; 8] {
         let mut journal = Journal::new(Timestamp::from_millis(0), 1);
         journal.add_pending(PendingCall::new(0, "a.write", json!({}), "?"));
         [
@@ -381,6 +415,7 @@ mod tests {
             ExecutionEvent::Decline { error: failure() },
             ExecutionEvent::Expire,
             ExecutionEvent::Interrupt,
+            ExecutionEvent::Yield { journal: Journal::new(Timestamp::from_millis(0), 1) },
         ]
     }
 
@@ -388,18 +423,39 @@ mod tests {
     #[test]
     fn transition_table() {
         use ExecutionStatus::*;
-        // Columns: pause, claim, complete, fail, decline, expire, interrupt.
-        let table: [(ExecutionStatus, [Option<ExecutionStatus>; 7]); 7] = [
-            (Running, [Some(Paused), None, Some(Completed), Some(Failed), None, Some(Expired), None]),
-            (Paused, [None, Some(Resuming), None, None, None, Some(Expired), None]),
+        // Columns: pause, claim, complete, fail, decline, expire, interrupt, yield.
+        let table: [(ExecutionStatus, [Option<ExecutionStatus>; 8]); 7] = [
+            (
+                Running,
+                [
+                    Some(Paused),
+                    None,
+                    Some(Completed),
+                    Some(Failed),
+                    Some(Declined),
+                    Some(Expired),
+                    Some(Failed),
+                    Some(Running),
+                ],
+            ),
+            (Paused, [None, Some(Resuming), None, None, None, Some(Expired), None, None]),
             (
                 Resuming,
-                [Some(Paused), None, Some(Completed), Some(Failed), Some(Declined), Some(Expired), Some(Failed)],
+                [
+                    Some(Paused),
+                    None,
+                    Some(Completed),
+                    Some(Failed),
+                    Some(Declined),
+                    Some(Expired),
+                    Some(Failed),
+                    Some(Running),
+                ],
             ),
-            (Completed, [None; 7]),
-            (Failed, [None; 7]),
-            (Declined, [None; 7]),
-            (Expired, [None; 7]),
+            (Completed, [None; 8]),
+            (Failed, [None; 8]),
+            (Declined, [None; 8]),
+            (Expired, [None; 8]),
         ];
         assert_eq!(table.map(|(s, _)| s), ALL);
         for (from, row) in table {
@@ -433,25 +489,33 @@ mod tests {
     }
 
     #[test]
-    fn only_a_continuation_past_its_run_limit_is_stranded() {
-        let limit = Duration::from_secs(85);
+    fn only_a_run_whose_heartbeat_is_stale_is_stranded() {
         let claimed = Timestamp::from_millis(100_000);
         let cases = [
-            (ExecutionStatus::Resuming, 100_000, false),
-            (ExecutionStatus::Resuming, 184_999, false),
-            (ExecutionStatus::Resuming, 185_000, true),
-            (ExecutionStatus::Paused, 900_000, false),
-            (ExecutionStatus::Running, 900_000, false),
-            (ExecutionStatus::Completed, 900_000, false),
+            // (status, last heartbeat, now, stranded)
+            (ExecutionStatus::Resuming, None, 100_000, false),
+            (ExecutionStatus::Resuming, None, 129_999, false),
+            (ExecutionStatus::Resuming, None, 130_000, true),
+            (ExecutionStatus::Resuming, Some(150_000), 179_999, false),
+            (ExecutionStatus::Resuming, Some(150_000), 180_000, true),
+            (ExecutionStatus::Running, Some(400_000), 429_999, false),
+            (ExecutionStatus::Running, Some(400_000), 430_000, true),
+            // A heartbeat older than the latest write does not count against it.
+            (ExecutionStatus::Running, Some(50_000), 129_999, false),
+            (ExecutionStatus::Paused, None, 900_000, false),
+            (ExecutionStatus::Completed, Some(100_000), 900_000, false),
         ];
-        for (status, now, stranded) in cases {
+        for (status, beat, now, stranded) in cases {
             let mut e = execution_in(status);
             e.updated_at = claimed;
-            assert_eq!(e.is_stranded(Timestamp::from_millis(now), limit), stranded, "{status:?} at {now}");
+            e.heartbeat_at = beat.map(Timestamp::from_millis);
+            assert_eq!(e.is_stranded(Timestamp::from_millis(now)), stranded, "{status:?} beat {beat:?} at {now}");
         }
-        let mut e = execution_in(ExecutionStatus::Resuming);
-        e.apply(ExecutionEvent::Interrupt, Timestamp::from_millis(185_000)).unwrap();
-        assert_eq!(e.state, ExecutionState::Failed { error: ExecutionFailure::interrupted() });
+        for status in [ExecutionStatus::Resuming, ExecutionStatus::Running] {
+            let mut e = execution_in(status);
+            e.apply(ExecutionEvent::Interrupt, Timestamp::from_millis(185_000)).unwrap();
+            assert_eq!(e.state, ExecutionState::Failed { error: ExecutionFailure::interrupted() });
+        }
     }
 
     #[test]

@@ -25,7 +25,8 @@ pub use approval::{ApprovalLinks, LinkStatus, MAX_OPEN_LINKS};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use event::{EVENT_SOURCE, Event, EventType, MAX_EVENT_TEXT_BYTES, execution_events, session_destroyed};
 pub use execution::{
-    ApprovalAction, Execution, ExecutionEvent, ExecutionFailure, ExecutionState, ExecutionStatus, TransitionError,
+    ApprovalAction, Execution, ExecutionEvent, ExecutionFailure, ExecutionState, ExecutionStatus, HEARTBEAT_EVERY,
+    HEARTBEAT_STALE, TransitionError,
 };
 pub use grant::{DEFAULT_GRANT_TTL, Grant, GrantedBy, Remember};
 pub use ids::{ExecutionId, GrantId, IdError, SessionId};

@@ -3,6 +3,10 @@
 //! events into the framework-neutral host's requests and back. Buffered: no
 //! streams are opened.
 
+mod continuations;
+
+pub use continuations::{LambdaContinuations, continuation_event, request_from_event};
+
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -46,6 +50,13 @@ pub async fn run(routes: Routes) -> Result<(), Error> {
     let config = HostConfig { allowed_hosts: None, ..HostConfig::default() }.with_env(|n| std::env::var(n).ok())?;
     config.require_event_links()?;
     let mut config = config.connect_events().await?;
+    // The MCP function cannot keep a run going after it answers: it hands
+    // runs past the response budget to the approval function.
+    if routes == Routes::Mcp
+        && let Some(continuations) = LambdaContinuations::from_env().await?
+    {
+        config.continuations = Some(Arc::new(continuations));
+    }
     let sources = CatalogConfig::load_located(None)?;
     let catalog = Arc::new(Catalog::connect(&sources).await?);
     let namespaces: Vec<String> = catalog.namespaces().into_iter().map(|n| n.namespace).collect();
@@ -58,7 +69,8 @@ pub async fn run(routes: Routes) -> Result<(), Error> {
             tools: Arc::new(view),
         })
         .collect();
-    let host = Host::new(store, catalog, &namespaces, Sandbox::new(Limits::default()), scheduler, config);
+    let sandbox = Sandbox::new(Limits { wall_clock: config.max_execution, ..Limits::default() });
+    let host = Host::new(store, catalog, &namespaces, sandbox, scheduler, config);
     let handler = service_fn(move |request: Request| {
         let host = host.clone();
         async move { Ok::<_, Infallible>(handle(&host, routes, request).await) }

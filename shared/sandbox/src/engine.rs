@@ -17,7 +17,7 @@ use rquickjs::{
 use serde_json::Value as Json;
 
 use crate::logs::Logs;
-use crate::{Limits, SandboxError};
+use crate::{Limits, SandboxError, Stop};
 
 const PRELUDE: &str = include_str!("prelude.js");
 const TOOLS: &str = include_str!("tools.js");
@@ -139,6 +139,8 @@ struct Meter {
     running_since: Option<Instant>,
     cpu_limit: Duration,
     wall_deadline: Instant,
+    wall_limit: Duration,
+    stop: Stop,
     tripped: Option<SandboxError>,
 }
 
@@ -149,7 +151,9 @@ impl Meter {
         if self.cpu_used + running > self.cpu_limit {
             self.tripped.get_or_insert(SandboxError::CpuLimit { limit: self.cpu_limit });
         } else if now > self.wall_deadline {
-            self.tripped.get_or_insert(SandboxError::WallClockLimit);
+            self.tripped.get_or_insert(SandboxError::WallClockLimit { limit: self.wall_limit });
+        } else if self.stop.is_requested() {
+            self.tripped.get_or_insert(SandboxError::Stopped);
         }
         self.tripped.is_some()
     }
@@ -187,6 +191,7 @@ impl Engine {
         pinned_now: f64,
         limits: &Limits,
         wall_deadline: Instant,
+        stop: Stop,
     ) -> Result<Self, SandboxError> {
         let internal = |e: rquickjs::Error| SandboxError::Internal { message: e.to_string() };
         let runtime = match SPARE.with(|spare| spare.borrow_mut().take()) {
@@ -200,6 +205,8 @@ impl Engine {
             running_since: None,
             cpu_limit: limits.cpu,
             wall_deadline,
+            wall_limit: limits.wall_clock,
+            stop,
             tripped: None,
         }));
         let interrupt_meter = meter.clone();

@@ -15,8 +15,12 @@ pub enum SandboxError {
     Syntax(#[from] SyntaxError),
     #[error("the code used more than {limit:?} of CPU time; do less work per execution")]
     CpuLimit { limit: Duration },
-    #[error("the execution ran longer than its wall-clock limit; do less per execution")]
-    WallClockLimit,
+    #[error(
+        "the execution ran longer than its maximum run time of {} s (EXECUTOR_MAX_EXECUTION_MS; time paused for \
+         approval does not count); do less per execution, or raise the limit",
+        limit.as_secs_f64()
+    )]
+    WallClockLimit { limit: Duration },
     #[error(
         "the code used more than {limit} bytes of memory (or threw null); work on less data at a time, and throw Error objects"
     )]
@@ -33,6 +37,11 @@ pub enum SandboxError {
     Declined { message: String },
     #[error("the approval was cancelled, so the execution stopped")]
     Cancelled,
+    #[error(
+        "the execution was cancelled while it ran; it stopped before its next tool call, and the calls made \
+         before that stand"
+    )]
+    Stopped,
     #[error(transparent)]
     NonDeterministic(#[from] NonDeterministicReplay),
     #[error("the code awaits something that never settles (every tool call has returned); check for a missing resolve")]
@@ -51,7 +60,7 @@ impl SandboxError {
             Self::TooDeep { .. } => "code_too_deep",
             Self::Syntax(_) => "syntax_error",
             Self::CpuLimit { .. } => "cpu_limit",
-            Self::WallClockLimit => "wall_clock_limit",
+            Self::WallClockLimit { .. } => "wall_clock_limit",
             Self::MemoryLimit { .. } => "memory_limit",
             Self::StackLimit { .. } => "stack_limit",
             Self::ResultTooLarge { .. } => "result_too_large",
@@ -59,6 +68,7 @@ impl SandboxError {
             Self::Uncaught { .. } => "runtime_error",
             Self::Declined { .. } => "approval_declined",
             Self::Cancelled => "approval_cancelled",
+            Self::Stopped => "cancelled",
             Self::NonDeterministic(_) => "non_deterministic_replay",
             Self::NeverSettles => "never_settles",
             Self::Internal { .. } => "internal_error",

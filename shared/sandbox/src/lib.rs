@@ -12,6 +12,7 @@ mod limits;
 mod logs;
 mod run;
 mod source;
+mod stop;
 mod tools;
 
 use std::sync::Arc;
@@ -22,6 +23,7 @@ pub use error::SandboxError;
 pub use limits::Limits;
 pub use run::{Outcome, Segment, Snapshot};
 pub use source::SyntaxError;
+pub use stop::Stop;
 pub use tools::{
     CallContext, DESCRIBE_PATH, PathFilter, Policy, SEARCH_PATH, ToolError, ToolOutcome, ToolSuccess, Tools,
 };

@@ -12,7 +12,9 @@ pub struct Limits {
     pub stack_bytes: usize,
     /// JavaScript running time; the clock stops while tool calls are in flight.
     pub cpu: Duration,
-    /// Everything, tool calls included; keep it below the Lambda timeout.
+    /// Everything, tool calls included, per segment (time paused for approval
+    /// does not count): the maximum run time, `EXECUTOR_MAX_EXECUTION_MS`. Keep
+    /// it below the timeout of the Lambda function that runs continuations.
     pub wall_clock: Duration,
     /// Code as sent, fence included.
     pub code_bytes: usize,
@@ -30,7 +32,7 @@ impl Default for Limits {
             memory_bytes: 64 << 20,
             stack_bytes: 1 << 20,
             cpu: Duration::from_secs(10),
-            wall_clock: Duration::from_secs(25),
+            wall_clock: Duration::from_secs(300),
             code_bytes: 256 << 10,
             result_bytes: 1 << 20,
             log_bytes: 64 << 10,

@@ -26,7 +26,7 @@ use tracing::{Instrument, Span};
 use crate::engine::{Delivery, Engine, IssuedCall, MainState};
 use crate::source;
 use crate::tools::{CallContext, DESCRIBE_PATH, Policy, SEARCH_PATH, ToolError, ToolSuccess, Tools};
-use crate::{Limits, SandboxError};
+use crate::{Limits, SandboxError, Stop};
 
 /// Everything a paused execution needs to continue anywhere: serialisable, no handles.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,23 +46,34 @@ pub struct Segment {
     /// The owner's cap on tool calls per execution: a call past it stops the
     /// run with `quota_exceeded` before it is made.
     pub max_tool_calls: Option<u32>,
+    /// Asks the run to stop at its next safe point (a cancellation).
+    pub stop: Stop,
 }
 
 impl Segment {
     pub fn start(execution_id: ExecutionId, code: impl Into<String>, started_at: Timestamp, seed: u64) -> Self {
+        let journal = Journal::new(started_at, seed);
         Self {
             execution_id,
             code: code.into(),
-            journal: Journal::new(started_at, seed),
+            journal,
             decisions: BTreeMap::new(),
             max_tool_calls: None,
+            stop: Stop::default(),
         }
     }
 
     /// Continue a paused execution with one decision for all of its pending calls.
     pub fn resume(execution_id: ExecutionId, snapshot: Snapshot, action: ApprovalAction) -> Self {
         let decisions = snapshot.journal.pending.iter().map(|p| (p.step, action)).collect();
-        Self { execution_id, code: snapshot.code, journal: snapshot.journal, decisions, max_tool_calls: None }
+        Self {
+            execution_id,
+            code: snapshot.code,
+            journal: snapshot.journal,
+            decisions,
+            max_tool_calls: None,
+            stop: Stop::default(),
+        }
     }
 
     /// At most `max` tool calls in the whole execution (replayed ones included).
@@ -84,6 +95,13 @@ pub enum Outcome {
     },
     /// Waiting for decisions on `snapshot.journal.pending`.
     Paused {
+        snapshot: Snapshot,
+        logs: Vec<String>,
+    },
+    /// Stopped for a hand-off ([`Stop::request_hand_off`]) at a point where no
+    /// call was in flight and none was pending a decision: the journal holds
+    /// every call made, and a replay of it goes on from there.
+    Yielded {
         snapshot: Snapshot,
         logs: Vec<String>,
     },
@@ -207,6 +225,7 @@ pub(crate) fn record_outcome(span: &Span, outcome: &Outcome) {
     match outcome {
         Outcome::Completed { .. } => span.record("executor.execution.outcome", "completed"),
         Outcome::Paused { .. } => span.record("executor.execution.outcome", "paused"),
+        Outcome::Yielded { .. } => span.record("executor.execution.outcome", "yielded"),
         Outcome::Failed { error, .. } => {
             span.record("executor.execution.error_code", error.code());
             span.record("executor.execution.outcome", "failed")
@@ -268,7 +287,7 @@ fn drive_counting(
     steps: &mut Steps,
 ) -> Outcome {
     let deadline = Instant::now() + limits.wall_clock;
-    let Segment { execution_id, code, mut journal, decisions, max_tool_calls } = segment;
+    let Segment { execution_id, code, mut journal, decisions, max_tool_calls, stop } = segment;
     let failed = |error: SandboxError, logs: Vec<String>| Outcome::Failed { error, logs };
 
     let js = match source::prepare(&code, limits) {
@@ -276,7 +295,7 @@ fn drive_counting(
         Err(error) => return failed(error, Vec::new()),
     };
     let mut pinned = journal.started_at;
-    let mut engine = match Engine::start(&js, journal.seed, pinned.as_millis() as f64, limits, deadline) {
+    let mut engine = match Engine::start(&js, journal.seed, pinned.as_millis() as f64, limits, deadline, stop.clone()) {
         Ok(engine) => engine,
         Err(error) => return failed(error, Vec::new()),
     };
@@ -303,6 +322,14 @@ fn drive_counting(
         let batch = engine.take_issued();
         if batch.is_empty() {
             return failed(SandboxError::NeverSettles, engine.into_logs(false));
+        }
+        // A safe point: no call is in flight, and none of this batch has been made.
+        if stop.is_requested() {
+            return failed(SandboxError::Stopped, engine.into_logs(false));
+        }
+        // Not while a decided call waits to be made: its decision is not in the journal.
+        if stop.is_hand_off() && journal.pending.is_empty() {
+            return Outcome::Yielded { snapshot: Snapshot { code, journal }, logs: engine.into_logs(true) };
         }
         let actions = match plan(&journal, &decisions, &batch, max_tool_calls, |path, args| tools.policy(path, args)) {
             Ok(actions) => actions,
@@ -355,7 +382,10 @@ fn drive_counting(
                 let remaining = deadline.saturating_duration_since(Instant::now());
                 match runtime.block_on(tokio::time::timeout(remaining, all)) {
                     Ok(results) => results,
-                    Err(_) => return failed(SandboxError::WallClockLimit, engine.into_logs(false)),
+                    Err(_) => {
+                        let error = SandboxError::WallClockLimit { limit: limits.wall_clock };
+                        return failed(error, engine.into_logs(false));
+                    }
                 }
             }
         };

@@ -7,6 +7,7 @@ use std::time::Duration;
 use executor_core::{Clock, ElicitationMode, QuotaLimit, Quotas, SystemClock, Timeouts};
 use executor_events::{EventSettings, EventSink, SinkError};
 
+use crate::Continuations;
 use crate::native::RequestStateKey;
 use crate::oidc::OidcConfig;
 use crate::toolkits::ToolkitEndpoint;
@@ -45,6 +46,15 @@ pub struct HostConfig {
     pub quotas: Quotas,
     /// How long an "always allow" lasts (`EXECUTOR_GRANT_TTL_MS`).
     pub grant_ttl: Duration,
+    /// How long an `execute` or `resume` waits for the outcome before it
+    /// answers `running` (`EXECUTOR_RESPONSE_BUDGET_MS`); the run goes on.
+    pub response_budget: Duration,
+    /// The longest a run may take, tool calls included, time paused for
+    /// approval not (`EXECUTOR_MAX_EXECUTION_MS`): the sandbox's wall clock.
+    pub max_execution: Duration,
+    /// Where runs past the response budget go on when this process cannot
+    /// keep them (the MCP Lambda function); `None`: in a background task.
+    pub continuations: Option<Arc<dyn Continuations>>,
     /// Where lifecycle events go (`EXECUTOR_EVENT_BUS`, `EXECUTOR_EVENT_WEBHOOK`).
     pub events: EventSettings,
     /// The sink `events` names, once [`HostConfig::connect_events`] has
@@ -73,6 +83,9 @@ impl Default for HostConfig {
             toolkits: Vec::new(),
             quotas: Quotas::default(),
             grant_ttl: executor_core::DEFAULT_GRANT_TTL,
+            response_budget: crate::executions::DEFAULT_RESPONSE_BUDGET,
+            max_execution: Duration::from_secs(300),
+            continuations: None,
             events: EventSettings::default(),
             event_sink: None,
             local_url: None,
@@ -118,7 +131,8 @@ const PUBLIC_URL_EXPECTED: &str =
 
 impl HostConfig {
     /// The defaults, with `EXECUTOR_SESSION_TIMEOUT_MS`, `EXECUTOR_PAUSED_LEASE_MS`,
-    /// `EXECUTOR_APPROVAL_WINDOW_MS`, `EXECUTOR_APPROVAL_WAIT_MS`, `EXECUTOR_GRANT_TTL_MS`, `EXECUTOR_ELICITATION_MODE`,
+    /// `EXECUTOR_APPROVAL_WINDOW_MS`, `EXECUTOR_APPROVAL_WAIT_MS`, `EXECUTOR_GRANT_TTL_MS`,
+    /// `EXECUTOR_RESPONSE_BUDGET_MS`, `EXECUTOR_MAX_EXECUTION_MS`, `EXECUTOR_ELICITATION_MODE`,
     /// `EXECUTOR_REQUEST_STATE_KEY`, `EXECUTOR_PUBLIC_URL`, `EXECUTOR_EVENT_BUS`, `EXECUTOR_EVENT_WEBHOOK`, the
     /// `EXECUTOR_QUOTA_*` and the `EXECUTOR_OIDC_*` settings
     /// applied from `lookup`
@@ -139,6 +153,8 @@ impl HostConfig {
         t.approval_window = millis("EXECUTOR_APPROVAL_WINDOW_MS", t.approval_window)?;
         self.approval_wait = millis("EXECUTOR_APPROVAL_WAIT_MS", self.approval_wait)?;
         self.grant_ttl = millis("EXECUTOR_GRANT_TTL_MS", self.grant_ttl)?;
+        self.response_budget = millis("EXECUTOR_RESPONSE_BUDGET_MS", self.response_budget)?;
+        self.max_execution = millis("EXECUTOR_MAX_EXECUTION_MS", self.max_execution)?;
         if let Some(value) = lookup("EXECUTOR_MAX_CONCURRENT_EXECUTIONS") {
             self.max_concurrent_executions = match value.trim().parse::<usize>() {
                 Ok(n) if n > 0 => n,
@@ -297,13 +313,21 @@ mod tests {
                 ("EXECUTOR_ELICITATION_MODE", "browser"),
                 ("EXECUTOR_APPROVAL_WAIT_MS", "5000"),
                 ("EXECUTOR_GRANT_TTL_MS", "86400000"),
+                ("EXECUTOR_RESPONSE_BUDGET_MS", "2000"),
+                ("EXECUTOR_MAX_EXECUTION_MS", "60000"),
                 ("EXECUTOR_REQUEST_STATE_KEY", "0123456789abcdef0123456789abcdef"),
             ]))
             .unwrap();
         assert_eq!(config.default_mode, ElicitationMode::Browser);
         assert_eq!(config.approval_wait, Duration::from_secs(5));
         assert_eq!(config.grant_ttl, Duration::from_secs(86_400));
-        assert_eq!(HostConfig::default().grant_ttl, Duration::from_secs(30 * 24 * 3600));
+        assert_eq!((config.response_budget, config.max_execution), (Duration::from_secs(2), Duration::from_secs(60)));
+        let defaults = HostConfig::default();
+        assert_eq!(defaults.grant_ttl, Duration::from_secs(30 * 24 * 3600));
+        assert_eq!(
+            (defaults.response_budget, defaults.max_execution),
+            (Duration::from_secs(20), Duration::from_secs(300))
+        );
         assert!(config.request_state_key.is_some());
         assert_eq!(config.timeouts.session_timeout, Duration::from_secs(60));
         assert_eq!(config.timeouts.paused_lease, Timeouts::default().paused_lease);

@@ -4,6 +4,12 @@
 //! Every state change goes through `Execution::apply` (the one transition
 //! table) and is written with `update_execution`, which is conditional on the
 //! version read: two racing resumes cannot both run the approved call.
+//!
+//! A run that outlasts the response budget goes on in a task of its own
+//! (`handoff`): the answer is `running`, and `resume` follows it.
+
+mod handoff;
+mod tasks;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,7 +20,7 @@ use executor_core::{
     ExecutionStatus, GrantedBy, LinkStatus, PendingCall, Principal, QuotaExceeded, Remember, SessionId, Timeouts,
     Timestamp, TokenHash, ToolkitName, TransitionError,
 };
-use executor_sandbox::{Outcome, Sandbox, SandboxError, Segment, Snapshot, Tools};
+use executor_sandbox::{Sandbox, Segment, Snapshot, Tools};
 use executor_store::{Access, ExecutionStore, StoreError};
 use executor_telemetry::{Metric, count};
 use serde_json::Value;
@@ -22,9 +28,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
+use crate::Continuations;
 use crate::grants::Grants;
 use crate::quotas::QuotaGate;
 use crate::random::ApprovalToken;
+use handoff::Held;
 
 /// How long a settled or expired execution stays readable (then TTL removes it),
 /// so a late approval link says "expired" rather than "not found".
@@ -34,9 +42,11 @@ const RETENTION: Duration = Duration::from_secs(24 * 3600);
 const POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// Writes of a known outcome tried before the error is reported.
 const SETTLE_ATTEMPTS: u64 = 3;
-/// On top of the sandbox's wall clock: time to store a continuation's outcome.
-/// A claim older than both has nothing running it any more.
+/// On top of the sandbox's wall clock: time to record a run's outcome.
 const SETTLE_SLACK: Duration = Duration::from_secs(60);
+
+/// The default of [`Executions::with_response_budget`]: below API Gateway's 30 s.
+pub const DEFAULT_RESPONSE_BUDGET: Duration = Duration::from_secs(20);
 
 /// What an `execute` or `resume` ended with, for the MCP and approval layers to render.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,10 +73,32 @@ pub enum ExecutionResult {
         /// the link (browser), or the person answering in their client (native).
         mode: ElicitationMode,
     },
-    /// A decision was taken and its continuation is still running elsewhere.
+    /// Still running, past the response budget: it goes on without the
+    /// caller, and `resume` follows it.
     Running {
         execution_id: ExecutionId,
     },
+}
+
+impl ExecutionResult {
+    pub fn execution_id(&self) -> &ExecutionId {
+        match self {
+            Self::Completed { execution_id, .. }
+            | Self::Failed { execution_id, .. }
+            | Self::Paused { execution_id, .. }
+            | Self::Running { execution_id } => execution_id,
+        }
+    }
+
+    /// Its `status` in the results: `completed`, `failed`, `paused` or `running`.
+    pub fn status(&self) -> &'static str {
+        match self {
+            Self::Completed { .. } => "completed",
+            Self::Failed { .. } => "failed",
+            Self::Paused { .. } => "paused",
+            Self::Running { .. } => "running",
+        }
+    }
 }
 
 /// Why a resume did nothing. `code()` is its `error.code` in the results (docs/mcp.md, "Tools").
@@ -109,6 +141,8 @@ const QUEUE_WAIT: Duration = Duration::from_secs(1);
 /// 64 MiB heap each, at most 1 GiB of sandbox memory at once.
 pub const DEFAULT_MAX_CONCURRENT: usize = 16;
 
+/// Cheap to clone (handles and settings): a handed-on run's task holds a clone.
+#[derive(Clone)]
 pub struct Executions {
     store: Arc<dyn ExecutionStore>,
     sandbox: Sandbox,
@@ -121,11 +155,19 @@ pub struct Executions {
     max_concurrent: usize,
     /// Each toolkit's view of the tools: a toolkit's execution continues in it,
     /// whichever endpoint or link decides it.
-    toolkits: HashMap<ToolkitName, Arc<dyn Tools>>,
+    toolkits: Arc<HashMap<ToolkitName, Arc<dyn Tools>>>,
     /// Per-owner quotas; `None` counts nothing.
     quotas: Option<QuotaGate>,
     /// Remembered approvals, applied to every run of their owner's code.
     grants: Option<Arc<Grants>>,
+    /// How long an `execute` or `resume` waits for its outcome before it
+    /// answers `running`.
+    budget: Duration,
+    /// Who continues a run past the budget, when this process cannot.
+    continuations: Option<Arc<dyn Continuations>>,
+    /// Store a run's outcome even when the answer carries it: an MCP task's
+    /// outcome is read later, by `tasks/get` and `tasks/result`.
+    stored_outcomes: bool,
 }
 
 impl Executions {
@@ -138,9 +180,12 @@ impl Executions {
             approval_wait: Duration::from_secs(20),
             slots: Arc::new(Semaphore::new(DEFAULT_MAX_CONCURRENT)),
             max_concurrent: DEFAULT_MAX_CONCURRENT,
-            toolkits: HashMap::new(),
+            toolkits: Arc::default(),
             quotas: None,
             grants: None,
+            budget: DEFAULT_RESPONSE_BUDGET,
+            continuations: None,
+            stored_outcomes: false,
         }
     }
 
@@ -152,7 +197,7 @@ impl Executions {
 
     /// The toolkits' views, by name, for continuing their executions.
     pub fn with_toolkits(mut self, toolkits: HashMap<ToolkitName, Arc<dyn Tools>>) -> Self {
-        self.toolkits = toolkits;
+        self.toolkits = Arc::new(toolkits);
         self
     }
 
@@ -182,6 +227,20 @@ impl Executions {
             Some(grants) => grants.tools_for(owner, tools).await,
             None => Ok(tools),
         }
+    }
+
+    /// Hand runs past the budget to another invocation (the MCP Lambda
+    /// function), instead of going on in a background task.
+    pub fn with_continuations(mut self, continuations: Option<Arc<dyn Continuations>>) -> Self {
+        self.continuations = continuations;
+        self
+    }
+
+    /// How long an `execute` or `resume` waits for the outcome before it
+    /// answers `running` (the run goes on). Keep it well below API Gateway's 30 s.
+    pub fn with_response_budget(mut self, budget: Duration) -> Self {
+        self.budget = budget;
+        self
     }
 
     /// At most `max` sandbox runs at once in this process; more wait up to a
@@ -215,7 +274,19 @@ impl Executions {
         self.clock.now()
     }
 
-    /// Run new code. Nothing is stored unless it pauses.
+    /// The longest a run can take to end and be recorded: a quota slot's
+    /// lease, and the budget of a continuation nobody waits for.
+    fn run_limit(&self) -> Duration {
+        self.sandbox.limits().wall_clock + SETTLE_SLACK
+    }
+
+    /// The owner's cap on tool calls per execution, if any.
+    fn max_tool_calls(&self, owner: &Principal) -> Option<u32> {
+        self.quotas.as_ref().and_then(|gate| gate.limits(owner).tool_calls_per_execution)
+    }
+
+    /// Run new code. Nothing is stored unless it pauses or outlasts the
+    /// response budget (then it is handed on and answers `running`).
     pub async fn execute(
         &self,
         owner: &Principal,
@@ -224,65 +295,54 @@ impl Executions {
         code: String,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, StoreError> {
-        let id = crate::random::execution_id().map_err(no_randomness)?;
-        let Ok(_slot) = self.slot().await else {
-            let message = ResumeError::Busy(self.max_concurrent).to_string();
-            let error = ExecutionFailure { code: "busy".into(), message, retry_after_ms: None };
-            return Ok(ExecutionResult::Failed { execution_id: id, error, logs: Vec::new() });
-        };
-        let tools = self.granted(owner, tools).await?;
-        let now = self.clock.now();
-        let (held, max_tool_calls) = match &self.quotas {
-            None => (None, None),
-            Some(gate) => match gate.admit(owner, &id, now, self.run_limit()).await? {
-                Ok(held) => (held, gate.limits(owner).tool_calls_per_execution),
-                Err(exceeded) => {
-                    let error = ExecutionFailure::quota(&exceeded);
-                    return Ok(ExecutionResult::Failed { execution_id: id, error, logs: Vec::new() });
-                }
-            },
-        };
-        let result = self.run_new(owner, session, mode, code, tools, id, now, max_tool_calls).await;
-        if let (Some(gate), Some(held)) = (&self.quotas, held) {
-            gate.release(held).await;
-        }
-        result
+        Ok(match self.start(owner, session, mode, code, tools).await? {
+            Ok(result) => result,
+            Err(Refused { execution_id, error }) => ExecutionResult::Failed { execution_id, error, logs: Vec::new() },
+        })
     }
 
-    /// [`Executions::execute`] once admitted.
-    #[allow(clippy::too_many_arguments)]
-    async fn run_new(
+    /// Admit new code (a free slot, the owner's quotas) and run it; refused
+    /// before anything ran or was stored when there is no room.
+    async fn start(
         &self,
         owner: &Principal,
         session: Option<&SessionId>,
         mode: ElicitationMode,
         code: String,
         tools: Arc<dyn Tools>,
-        id: ExecutionId,
-        now: Timestamp,
-        max_tool_calls: Option<u32>,
-    ) -> Result<ExecutionResult, StoreError> {
+    ) -> Result<Result<ExecutionResult, Refused>, StoreError> {
+        let id = crate::random::execution_id().map_err(no_randomness)?;
+        let Ok(slot) = self.slot().await else {
+            let message = ResumeError::Busy(self.max_concurrent).to_string();
+            let error = ExecutionFailure { code: "busy".into(), message, retry_after_ms: None };
+            return Ok(Err(Refused { execution_id: id, error }));
+        };
+        let tools = self.granted(owner, tools).await?;
+        let now = self.clock.now();
+        let (quota, max_tool_calls) = match &self.quotas {
+            None => (None, None),
+            Some(gate) => match gate.admit(owner, &id, now, self.run_limit()).await? {
+                Ok(quota) => (quota, gate.limits(owner).tool_calls_per_execution),
+                Err(exceeded) => {
+                    let error = ExecutionFailure::quota(&exceeded);
+                    return Ok(Err(Refused { execution_id: id, error }));
+                }
+            },
+        };
         let segment = Segment::start(id.clone(), code.clone(), now, crate::random::seed().map_err(no_randomness)?)
             .with_max_tool_calls(max_tool_calls);
         count(Metric::ExecutionsStarted);
-        let toolkit = tools.toolkit().cloned();
-        let outcome = crate::quotas::counted(self.sandbox.run(segment, tools).await);
-        let (snapshot, logs) = match outcome {
-            Outcome::Paused { snapshot, logs } => (snapshot, logs),
-            Outcome::Completed { result, logs } => {
-                count(Metric::ExecutionsCompleted);
-                return Ok(ExecutionResult::Completed { execution_id: id, result, logs });
-            }
-            Outcome::Failed { error, logs } => {
-                count(Metric::ExecutionsFailed);
-                return Ok(ExecutionResult::Failed { execution_id: id, error: (&error).into(), logs });
-            }
-        };
         let mut execution =
-            Execution::start(id.clone(), owner.clone(), session.cloned(), mode, code, snapshot.journal.clone(), now);
-        execution.toolkit = toolkit;
-        let link = self.pause(&mut execution, snapshot, logs, now, Write::Create).await?;
-        Ok(paused_result(&execution, link))
+            Execution::start(id, owner.clone(), session.cloned(), mode, code, segment.journal.clone(), now);
+        execution.toolkit = tools.toolkit().cloned();
+        // The quota's running slot is given back when the run ends, which may
+        // be after this answer.
+        let held = Held { slot, quota };
+        let ran = self.run(execution, false, segment, tools, held).await.map_err(|error| match error {
+            ResumeError::Store(error) => error,
+            other => StoreError::Backend { operation: "record the outcome of an execution", detail: other.to_string() },
+        })?;
+        Ok(Ok(ran))
     }
 
     /// The `resume` tool. Only a model-mode pause is decided here, and only
@@ -310,6 +370,13 @@ impl Executions {
         let elsewhere = pause.is_some_and(|step| {
             !matches!(execution.state, ExecutionState::Paused { .. }) || pending_step(&execution) != Some(step)
         });
+        // A running execution is followed; a cancel (not one meant for a pause
+        // it has left) asks its runner to stop at the next safe point. An
+        // accept or decline finds nothing to decide, as before.
+        let cancel = action == Some(ApprovalAction::Cancel) && pause.is_none();
+        if is_running(&execution) && (action.is_none() || cancel) {
+            return self.follow(execution, cancel).await;
+        }
         match (execution.mode, action) {
             (ElicitationMode::Model, Some(_)) if elsewhere => settled(&execution),
             (ElicitationMode::Browser, _) => {
@@ -318,7 +385,9 @@ impl Executions {
                     executor.execution.id = id.as_str(),
                     executor.execution.outcome = Empty,
                 );
-                let result = self.await_decision(execution).instrument(span.clone()).await;
+                let watched = pending_step(&execution);
+                let wait = self.approval_wait;
+                let result = self.await_outcome(execution, watched, wait).instrument(span.clone()).await;
                 span.record("executor.execution.outcome", outcome_name(&result));
                 result
             }
@@ -427,17 +496,12 @@ impl Executions {
         let now = self.clock.now();
         match execution.state {
             ExecutionState::Paused { deadline } if now >= deadline => self.expire(&mut execution, now).await?,
-            ExecutionState::Resuming { .. } if execution.is_stranded(now, self.run_limit()) => {
+            ExecutionState::Running | ExecutionState::Resuming { .. } if execution.is_stranded(now) => {
                 self.interrupt(&mut execution, now).await?
             }
             _ => {}
         }
         Ok(execution)
-    }
-
-    /// The longest a claimed continuation can take to settle.
-    fn run_limit(&self) -> Duration {
-        self.sandbox.limits().wall_clock + SETTLE_SLACK
     }
 
     /// Claim the pause with `action` (one winner), replay, and settle or pause
@@ -474,7 +538,7 @@ impl Executions {
     ) -> Result<ExecutionResult, ResumeError> {
         let id = execution.id.clone();
         // A slot first: a claim is never made by a run that cannot start.
-        let _slot = self.slot().await?;
+        let slot = self.slot().await?;
         let now = self.clock.now();
 
         // Claimed: paused -> resuming, conditional on the version just read.
@@ -494,6 +558,7 @@ impl Executions {
         execution.resumes += 1;
         let claim = crate::random::claim_id().map_err(no_randomness)?;
         execution.claim = Some(claim.clone());
+        execution.heartbeat_at = Some(now);
         match self.store.update_execution(&mut execution).await {
             Ok(()) => {}
             Err(StoreError::Conflict { .. }) => return Err(ResumeError::AlreadySettled(id)),
@@ -522,83 +587,9 @@ impl Executions {
         // Replayed: the only winner runs the continuation.
         let snapshot = Snapshot { code: execution.code.clone(), journal: execution.journal.clone() };
         executor_telemetry::add(Metric::ReplaySteps, snapshot.journal.steps.len() as u64);
-        let max_tool_calls = self.quotas.as_ref().and_then(|q| q.limits(&execution.owner).tool_calls_per_execution);
-        let segment = Segment::resume(id.clone(), snapshot, action).with_max_tool_calls(max_tool_calls);
-        let outcome = crate::quotas::counted(self.sandbox.run(segment, tools).await);
-        let now = self.clock.now();
-
-        // Settled, or paused again at the next approval.
-        let (result, event) = match outcome {
-            Outcome::Paused { snapshot, logs } => {
-                let before = execution.clone();
-                return match self.pause(&mut execution, snapshot.clone(), logs.clone(), now, Write::Update).await {
-                    Ok(link) => Ok(paused_result(&execution, link)),
-                    // The call ran; its pause must be stored, not left to be
-                    // reported as interrupted. The write is conditional on the
-                    // version, so trying it again is safe.
-                    Err(StoreError::Backend { .. }) => {
-                        execution = before;
-                        match self.pause(&mut execution, snapshot, logs, now, Write::Update).await {
-                            Ok(link) => Ok(paused_result(&execution, link)),
-                            Err(StoreError::Conflict { .. }) => {
-                                settled(&self.store.get_execution(Access::Internal, &id).await?)
-                            }
-                            Err(e) => Err(e.into()),
-                        }
-                    }
-                    Err(StoreError::Conflict { .. }) => {
-                        settled(&self.store.get_execution(Access::Internal, &id).await?)
-                    }
-                    Err(e) => Err(e.into()),
-                };
-            }
-            Outcome::Completed { result, logs } => {
-                let event = ExecutionEvent::Complete { result: result.clone() };
-                (ExecutionResult::Completed { execution_id: id.clone(), result, logs }, event)
-            }
-            Outcome::Failed { error, logs } => {
-                let failure = ExecutionFailure::from(&error);
-                let event = match error {
-                    SandboxError::Declined { .. } | SandboxError::Cancelled => {
-                        ExecutionEvent::Decline { error: failure.clone() }
-                    }
-                    _ => ExecutionEvent::Fail { error: failure.clone() },
-                };
-                (ExecutionResult::Failed { execution_id: id.clone(), error: failure, logs }, event)
-            }
-        };
-        execution.apply(event, now).map_err(|e| ResumeError::Store(transition_bug(e)))?;
-        execution.expires_at = now.plus(RETENTION);
-        if let ExecutionResult::Completed { logs, .. } | ExecutionResult::Failed { logs, .. } = &result {
-            execution.logs.clone_from(logs);
-        }
-        // The call ran and its outcome is known: store it, trying again on a
-        // store failure (conditional on the version, so safe to repeat).
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            match self.store.update_execution(&mut execution).await {
-                Ok(()) => break,
-                // Stored by an earlier attempt whose answer was lost, or declared
-                // interrupted meanwhile (this run outlived its limit): what is
-                // stored stands.
-                Err(StoreError::Conflict { .. }) => {
-                    return settled(&self.store.get_execution(Access::Internal, &id).await?);
-                }
-                Err(StoreError::Backend { .. }) if attempts < SETTLE_ATTEMPTS => {
-                    tokio::time::sleep(Duration::from_millis(50 * attempts)).await;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        let settled = execution.status();
-        count(if settled == ExecutionStatus::Completed {
-            Metric::ExecutionsCompleted
-        } else {
-            Metric::ExecutionsFailed
-        });
-        tracing::info!(executor.execution.id = id.as_str(), status = settled.as_str(), "execution settled");
-        Ok(result)
+        let max_tool_calls = self.max_tool_calls(&execution.owner);
+        let segment = Segment::resume(id, snapshot, action).with_max_tool_calls(max_tool_calls);
+        self.run(execution, true, segment, tools, Held { slot, quota: None }).await
     }
 
     /// After a won claim: store the grant the person asked for (before the
@@ -628,14 +619,19 @@ impl Executions {
         }
     }
 
-    /// Browser mode: wait (at most `approval_wait`) until the human decides the
-    /// pause the caller knows of, then report where the execution stands. A
-    /// pause is reported with a fresh link, so the caller can always show one.
-    async fn await_decision(&self, mut execution: Execution) -> Result<ExecutionResult, ResumeError> {
+    /// Wait (at most `wait`) while the execution runs or stays at the pause
+    /// `watched` (browser mode: the human has not decided it yet), then report
+    /// where it stands. A browser-mode pause is reported with a fresh link, so
+    /// the caller can always show one.
+    async fn await_outcome(
+        &self,
+        mut execution: Execution,
+        watched: Option<u32>,
+        wait: Duration,
+    ) -> Result<ExecutionResult, ResumeError> {
         // How long this request may take is the transport's time, not the
         // domain's: it is measured on the runtime's timer, deadlines on the clock.
-        let until = tokio::time::Instant::now() + self.approval_wait;
-        let watched = pending_step(&execution);
+        let until = tokio::time::Instant::now() + wait;
         loop {
             let now = self.clock.now();
             let waiting = tokio::time::Instant::now() < until;
@@ -645,8 +641,8 @@ impl Executions {
                     return Err(ResumeError::Expired(execution.id));
                 }
                 ExecutionState::Paused { .. } if waiting && pending_step(&execution) == watched => {}
-                ExecutionState::Resuming { .. } if waiting => {}
-                ExecutionState::Paused { .. } => {
+                ExecutionState::Running | ExecutionState::Resuming { .. } if waiting => {}
+                ExecutionState::Paused { .. } if execution.mode == ElicitationMode::Browser => {
                     let token = ApprovalToken::generate().map_err(no_randomness)?;
                     execution.links.open(token.hash());
                     match self.store.update_execution(&mut execution).await {
@@ -763,6 +759,12 @@ fn remembered(remember: Remember, by: GrantedBy) -> Option<GrantedBy> {
     (remember == Remember::Always).then_some(by)
 }
 
+/// New code turned away before it ran (`busy`, a quota): nothing is stored.
+pub struct Refused {
+    pub execution_id: ExecutionId,
+    pub error: ExecutionFailure,
+}
+
 /// Whether a pause stores a new execution or updates the one it resumed.
 enum Write {
     Create,
@@ -772,10 +774,7 @@ enum Write {
 /// How a resume ended, for its span: the result's status or the resume error's code.
 fn outcome_name(result: &Result<ExecutionResult, ResumeError>) -> &'static str {
     match result {
-        Ok(ExecutionResult::Completed { .. }) => "completed",
-        Ok(ExecutionResult::Failed { .. }) => "failed",
-        Ok(ExecutionResult::Paused { .. }) => "paused",
-        Ok(ExecutionResult::Running { .. }) => "running",
+        Ok(result) => result.status(),
         Err(error) => error.code(),
     }
 }
@@ -794,6 +793,11 @@ fn not_found(id: &ExecutionId, e: StoreError) -> ResumeError {
         StoreError::NotFound { .. } => ResumeError::NotFound(id.clone()),
         other => ResumeError::Store(other),
     }
+}
+
+/// Whether something runs the execution now (a new run handed on, or a continuation).
+fn is_running(execution: &Execution) -> bool {
+    matches!(execution.state, ExecutionState::Running | ExecutionState::Resuming { .. })
 }
 
 /// Which pause an execution is at: the step of its first pending call.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use executor_core::{ElicitationMode, Principal, ToolkitName};
+use executor_core::{ElicitationMode, ExecutionId, Principal, ToolkitName};
 use executor_sandbox::{Sandbox, Tools};
 use executor_scheduler::AlarmScheduler;
 use executor_store::Store;
@@ -38,16 +38,24 @@ use crate::quotas::QuotaGate;
 use crate::responses::{json_response, preflight, rpc_error, text, with_cors};
 use crate::sessions::{SESSION_HEADER, STATELESS_VERSION, Sessions};
 use crate::toolkits::TOOLKITS_PATH;
-use crate::{Alarms, Events, Executions, spans};
+use crate::{Alarms, CONTINUATION_PATH, Events, Executions, spans};
 
 type McpService = StreamableHttpService<McpServer, LocalSessionManager>;
 
+/// An MCP endpoint: rmcp's service, and the server behind it for the
+/// messages answered before rmcp (MCP tasks).
+#[derive(Clone)]
+struct McpEndpoint {
+    server: McpServer,
+    http: McpService,
+}
+
 /// A toolkit's endpoint: its view of the tools (for its owners' JSON API
-/// calls) and its MCP service.
+/// calls) and its MCP endpoint.
 #[derive(Clone)]
 struct ToolkitRoute {
     tools: Arc<dyn Tools>,
-    mcp: McpService,
+    mcp: McpEndpoint,
 }
 
 #[derive(Clone)]
@@ -57,10 +65,12 @@ pub struct Host {
     alarms: Arc<Alarms>,
     approvals: Arc<ApprovalRoutes>,
     grants: Arc<Grants>,
-    mcp: McpService,
+    mcp: McpEndpoint,
     toolkits: Arc<HashMap<ToolkitName, ToolkitRoute>>,
     config: HostConfig,
     native_available: bool,
+    executions: Arc<Executions>,
+    tools: Arc<dyn Tools>,
     events: Option<Events>,
 }
 
@@ -84,6 +94,8 @@ impl Host {
             Executions::new(store.clone(), sandbox, config.timeouts, clock)
                 .with_approval_wait(config.approval_wait)
                 .with_max_concurrent(config.max_concurrent_executions)
+                .with_response_budget(config.response_budget)
+                .with_continuations(config.continuations.clone())
                 .with_toolkits(views)
                 .with_quotas(QuotaGate::new(store.clone(), config.quotas.clone()))
                 .with_grants(grants.clone()),
@@ -106,18 +118,20 @@ impl Host {
             Some(hosts) => rmcp_config.with_allowed_hosts(hosts.clone()),
             None => rmcp_config.disable_allowed_hosts(),
         };
-        let service = |server: McpServer| -> McpService {
-            StreamableHttpService::new(move || Ok(server.clone()), Default::default(), rmcp_config.clone())
+        let endpoint = |server: McpServer| -> McpEndpoint {
+            let served = server.clone();
+            let http = StreamableHttpService::new(move || Ok(served.clone()), Default::default(), rmcp_config.clone());
+            McpEndpoint { server, http }
         };
         let toolkits = config
             .toolkits
             .iter()
             .map(|t| {
                 let server = McpServer::new(executions.clone(), t.tools.clone(), &t.namespaces, native.clone());
-                (t.name.clone(), ToolkitRoute { tools: t.tools.clone(), mcp: service(server) })
+                (t.name.clone(), ToolkitRoute { tools: t.tools.clone(), mcp: endpoint(server) })
             })
             .collect();
-        let mcp = service(McpServer::new(executions, tools, namespaces, native));
+        let mcp = endpoint(McpServer::new(executions.clone(), tools.clone(), namespaces, native));
         let auth = Arc::new(Authenticator::new(store.clone(), config.oidc.clone().map(Oidc::new)));
         let sessions = Arc::new(Sessions::new(
             store,
@@ -136,6 +150,8 @@ impl Host {
             toolkits: Arc::new(toolkits),
             config,
             native_available,
+            executions,
+            tools,
             events,
         }
     }
@@ -237,6 +253,11 @@ impl Host {
 
     async fn route_approvals(&self, request: Request<Bytes>) -> Response<Bytes> {
         let path = request.uri().path();
+        if request.method() == Method::POST
+            && let Some(id) = path.strip_prefix(CONTINUATION_PATH)
+        {
+            return self.continue_handed_on(id).await;
+        }
         if path.starts_with("/approvals/") {
             let secure = self.base_url(request.headers()).starts_with("https://");
             return self.approvals.page(&request, secure).await;
@@ -273,6 +294,25 @@ impl Host {
         text(StatusCode::NOT_FOUND, "not found")
     }
 
+    /// A continuation the MCP function handed on (an asynchronous invocation
+    /// of the approval function; API Gateway routes nothing here). It runs to
+    /// the end before answering; nobody reads the answer but the logs.
+    async fn continue_handed_on(&self, id: &str) -> Response<Bytes> {
+        let Ok(id) = ExecutionId::parse(id) else {
+            return text(StatusCode::NOT_FOUND, "not found");
+        };
+        match self.executions.continue_handed_on(&id, self.tools.clone()).await {
+            Ok(result) => {
+                let status = result.status();
+                with_cors(json_response(StatusCode::OK, &json!({ "executionId": id, "status": status })))
+            }
+            Err(error) => {
+                tracing::warn!(executor.execution.id = id.as_str(), %error, "continuation not run");
+                json_response(StatusCode::CONFLICT, &crate::results::resume_error(&error))
+            }
+        }
+    }
+
     /// `/mcp` (`toolkit` is `None`) or a toolkit's endpoint.
     async fn mcp(&self, request: Request<Bytes>, toolkit: Option<&ToolkitName>) -> Response<Bytes> {
         if request.method() == Method::OPTIONS {
@@ -285,12 +325,12 @@ impl Host {
             Ok((_, Some(scope))) => return rpc_refusal(StatusCode::FORBIDDEN, &scoped_elsewhere(&scope)),
             Err(response) => return response,
         };
-        let service = match toolkit.and_then(|name| self.toolkits.get(name)) {
+        let endpoint = match toolkit.and_then(|name| self.toolkits.get(name)) {
             Some(route) => &route.mcp,
             None => &self.mcp,
         };
         match *request.method() {
-            Method::POST => self.post(request, owner, service).await,
+            Method::POST => self.post(request, owner, endpoint).await,
             Method::DELETE => self.sessions.end(request.headers(), &owner).await,
             _ => {
                 let mut response =
@@ -301,7 +341,7 @@ impl Host {
         }
     }
 
-    async fn post(&self, request: Request<Bytes>, owner: Principal, service: &McpService) -> Response<Bytes> {
+    async fn post(&self, request: Request<Bytes>, owner: Principal, endpoint: &McpEndpoint) -> Response<Bytes> {
         let (mut parts, body) = request.into_parts();
         if body.len() > self.config.max_body_bytes {
             let message =
@@ -335,8 +375,16 @@ impl Host {
         let base_url = self.base_url(&parts.headers);
         let mode = self.effective_mode(mode, &parts.headers, &message);
         spans::record("executor.elicitation_mode", mode.as_str());
-        parts.extensions.insert(Caller { owner: owner.clone(), session, mode, base_url, span: Span::current() });
-        let response = forward(service, Request::from_parts(parts, body)).await;
+        let caller = Caller { owner: owner.clone(), session, mode, base_url, span: Span::current() };
+        if crate::mcp_tools::is_task_message(&message) {
+            return json_response(StatusCode::OK, &endpoint.server.answer_task_message(&caller, &message).await);
+        }
+        parts.extensions.insert(caller);
+        let response = forward(&endpoint.http, Request::from_parts(parts, body)).await;
+        let response = match message.get("method").and_then(Value::as_str) {
+            Some(method @ ("initialize" | "tools/list")) => with_task_support(method, response),
+            _ => response,
+        };
         if !initialize || response.status() != StatusCode::OK {
             return response;
         }
@@ -363,6 +411,22 @@ impl Host {
         let scheme = headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()).unwrap_or("http");
         format!("{scheme}://{host}")
     }
+}
+
+/// rmcp's answer to `method`, declaring what [`crate::mcp_tools`] adds: MCP tasks.
+fn with_task_support(method: &str, response: Response<Bytes>) -> Response<Bytes> {
+    let (parts, body) = response.into_parts();
+    let Ok(mut message) = serde_json::from_slice::<Value>(&body) else {
+        return Response::from_parts(parts, body);
+    };
+    crate::mcp_tools::declare_tasks(method, &mut message);
+    let mut response = json_response(parts.status, &message);
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_LENGTH {
+            response.headers_mut().insert(name, value.clone());
+        }
+    }
+    response
 }
 
 async fn forward(service: &McpService, request: Request<Bytes>) -> Response<Bytes> {

@@ -8,6 +8,7 @@ mod auth;
 mod config;
 #[cfg(feature = "conformance")]
 mod conformance;
+mod continuations;
 mod executions;
 mod grants;
 mod host;
@@ -28,6 +29,7 @@ mod visible;
 
 pub use alarms::Alarms;
 pub use config::{ConfigError, EventsSetupError, HostConfig};
+pub use continuations::{CONTINUATION_PATH, ContinuationError, Continuations};
 pub use executions::{ExecutionResult, Executions, ResumeError};
 pub use grants::Grants;
 pub use host::Host;

@@ -4,6 +4,8 @@
 //! HTTP layer authenticated (request extensions), so the owner check happens
 //! before any store read.
 
+mod tasks;
+
 use std::sync::Arc;
 
 use executor_core::{ApprovalAction, ElicitationMode, ExecutionId, Principal, SessionId};
@@ -19,6 +21,8 @@ use tracing::{Instrument, Span};
 
 use crate::native::NativeApprovals;
 use crate::{ExecutionResult, Executions, ResumeError, results};
+
+pub(crate) use tasks::{declare as declare_tasks, is_task_message};
 
 /// Who is calling, put into the request's extensions by the HTTP layer.
 #[derive(Debug, Clone)]
@@ -127,11 +131,7 @@ impl McpServer {
 
     /// In native mode a pause asks the client; otherwise the result says what to do.
     fn render(&self, caller: &Caller, result: &ExecutionResult) -> CallToolResponse {
-        let (ExecutionResult::Completed { execution_id, .. }
-        | ExecutionResult::Failed { execution_id, .. }
-        | ExecutionResult::Paused { execution_id, .. }
-        | ExecutionResult::Running { execution_id }) = result;
-        crate::spans::record("executor.execution.id", execution_id.as_str());
+        crate::spans::record("executor.execution.id", result.execution_id().as_str());
         if let (
             ElicitationMode::Native,
             Some(native),
@@ -181,7 +181,9 @@ fn execute_tool(namespaces: &[String]) -> Tool {
          `await tools.describe.tool({{ path }})`, then call it as `await tools.<path>(args)`, which returns \
          `{{ ok: true, data }}` or `{{ ok: false, error: {{ code, message }} }}`. `console.log` output comes back in \
          `logs`. There is no fetch, no imports and no timers. Calls that change things may pause the execution for \
-         approval: the result then says how to continue with `resume`."
+         approval: the result then says how to continue with `resume`. Code that runs long answers \
+         `{{ status: \"running\", executionId }}` and goes on: call `resume` with that executionId to wait for \
+         its outcome; never run the same code again meanwhile."
     );
     let input = json!({
         "type": "object",
@@ -212,7 +214,10 @@ fn resume_tool() -> Tool {
     });
     Tool::new(
         "resume",
-        "Continue an execution that paused for approval. Ask the user first, then pass their decision as `action`: \
+        "Continue an execution that paused for approval, or follow one that is running. For a `running` \
+         execution, call resume with its executionId and no action: it waits a while and returns the outcome (a \
+         result, an error, a pause) or `running` again (then call it again); `action: \"cancel\"` stops it before \
+         its next tool call. For a pause, ask the user first, then pass their decision as `action`: \
          `accept` runs the call, `decline` makes it throw in the code, `cancel` stops the execution. Without an \
          `action`, nothing is decided: resume reports where the execution stands. When the pause came with an \
          `approvalUrl` (browser mode), the user decides on that page instead: `resume` then waits for their \

@@ -13,6 +13,7 @@ use executor_sandbox::{Outcome, SandboxError};
 use executor_store::{HourlyTake, QuotaOutcome, QuotaStore, QuotaTake, SlotTake, StoreError};
 use executor_telemetry::{Metric, count};
 
+#[derive(Clone)]
 pub(crate) struct QuotaGate {
     store: Arc<dyn QuotaStore>,
     quotas: Quotas,

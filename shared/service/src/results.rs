@@ -51,10 +51,14 @@ pub(crate) fn execution(result: &ExecutionResult, base_url: &str) -> (Value, boo
             )
         }
         ExecutionResult::Running { execution_id } => {
-            (json!({ "status": "running", "executionId": execution_id }), false)
+            (json!({ "status": "running", "executionId": execution_id, "pollAfterMs": POLL_AFTER_MS }), false)
         }
     }
 }
+
+/// When a `running` answer suggests calling `resume` again. It can be short:
+/// `resume` itself waits up to the response budget for the outcome.
+pub(crate) const POLL_AFTER_MS: u64 = 1000;
 
 pub(crate) fn approval_url(base_url: &str, id: &ExecutionId, token: &ApprovalToken) -> String {
     format!("{}/approvals/{id}?token={}", base_url.trim_end_matches('/'), token.as_str())
@@ -98,7 +102,9 @@ pub(crate) fn text(structured: &Value) -> String {
             structured["executionId"].as_str().unwrap_or(""),
         ),
         Some("running") => format!(
-            "The decision was made and the code is still running; call `resume` with executionId \"{}\" again.",
+            "Still running: the code goes on without you. Call `resume` with executionId \"{}\" and no action to \
+             wait for its outcome (call it again while it says running); pass action \"cancel\" only if the user \
+             wants it stopped. Do not run the code again: that would repeat its calls.",
             structured["executionId"].as_str().unwrap_or(""),
         ),
         Some("completed") => "Completed.".to_owned(),
@@ -213,9 +219,9 @@ mod tests {
         ));
         cases.push((
             ExecutionResult::Running { execution_id: id.clone() },
-            json!({"status": "running", "executionId": "e1"}),
+            json!({"status": "running", "executionId": "e1", "pollAfterMs": 1000}),
             false,
-            "The decision was made and the code is still running",
+            "Still running: the code goes on without you.",
         ));
         for (result, expected, is_error, lead) in cases {
             let (structured, error) = execution(&result, "https://x.example/");

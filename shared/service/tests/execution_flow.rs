@@ -202,7 +202,7 @@ async fn a_stranded_continuation_is_reported_interrupted_and_never_rerun<S: Stor
     let running = executions(&store, generous()).view(&alice(), &fresh).await.unwrap();
     assert!(matches!(running, ExecutionResult::Running { .. }), "{running:?}");
 
-    // Claimed longer ago than a run can take (25 s wall clock + 60 s): nothing runs it.
+    // Claimed, and no heartbeat since, for longer than HEARTBEAT_STALE (30 s): nothing runs it.
     let stranded = pause(&store, WRITE).await;
     claim_then_vanish(&store, &stranded, Timestamp::from_millis(now.as_millis() - 120_000)).await;
     let failed = executions(&store, generous()).view(&alice(), &stranded).await.unwrap();
