@@ -98,7 +98,8 @@ impl Host {
                 .with_continuations(config.continuations.clone())
                 .with_toolkits(views)
                 .with_quotas(QuotaGate::new(store.clone(), config.quotas.clone()))
-                .with_grants(grants.clone()),
+                .with_grants(grants.clone())
+                .with_events(events.clone()),
         );
         let approvals = Arc::new(ApprovalRoutes::new(executions.clone(), tools.clone()));
         let alarms =
