@@ -301,6 +301,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn events_need_a_base_for_their_links_where_links_are_opened() {
+        let lookup = |pairs: [(&'static str, &'static str); 2]| {
+            move |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned())
+        };
+        let on = [("EXECUTOR_EVENT_BUS", "executor-events"), ("EXECUTOR_EVENT_WEBHOOK", "https://hooks.example/x")];
+        let config = HostConfig::default().with_env(lookup(on)).unwrap();
+        assert_eq!(config.events.bus.as_deref(), Some("executor-events"));
+        assert_eq!(config.events.webhook.as_deref(), Some("https://hooks.example/x"));
+        assert!(matches!(config.require_event_links(), Err(EventsSetupError::NoLinkBase)));
+        let local = HostConfig { local_url: Some("http://127.0.0.1:8787".into()), ..config.clone() };
+        assert_eq!(local.event_links(), Some("http://127.0.0.1:8787"));
+        let public = config.with_public_url("https://exec.example.com").unwrap();
+        assert!(public.require_event_links().is_ok());
+        assert_eq!(public.event_links(), Some("https://exec.example.com"));
+        assert!(HostConfig::default().require_event_links().is_ok(), "events off: nothing to check");
+    }
+
+    #[test]
     fn settings_from_the_environment() {
         let env = |pairs: &'static [(&'static str, &'static str)]| {
             move |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned())
