@@ -20,6 +20,8 @@ use crate::ApprovalToken;
 
 /// Events read from the store per query.
 const BATCH: usize = 10;
+/// Batches one delivery run sends at most.
+const MAX_BATCHES: usize = 100;
 
 /// How long after a failed (or last) delivery a request or alarm looks at the
 /// outbox again. A new event is sent at once regardless.
@@ -150,7 +152,8 @@ impl Outbox {
     /// Send pending events, oldest first, until none is left or one fails
     /// (the next attempt starts with it: order is kept).
     async fn deliver(&self) -> Result<(), DeliveryError> {
-        loop {
+        // Bounded: what is left after this many batches waits for the next run.
+        for _ in 0..MAX_BATCHES {
             let batch = self.store.pending_events(BATCH).await?;
             for event in &batch {
                 self.sink.send(event).await?;
@@ -165,6 +168,7 @@ impl Outbox {
                 return Ok(());
             }
         }
+        Ok(())
     }
 }
 
