@@ -339,7 +339,7 @@ async fn run_serve<S: Store + 'static>(
             Some(error) => eprintln!("executor: source {} is unavailable: {error}", source.namespace),
             None => eprintln!("executor: source {} ({}): {} tools", source.namespace, source.kind, source.tools),
         }
-        namespaces.push(source.namespace);
+        namespaces.push(catalog.label(&source.namespace));
     }
     #[cfg(unix)]
     make_room_for_connections(limits.max_connections);
@@ -369,7 +369,7 @@ async fn run_serve<S: Store + 'static>(
         eprintln!("executor: toolkit {0} at /mcp/toolkits/{0}", view.name());
         config.toolkits.push(executor_service::ToolkitEndpoint {
             name: view.name().clone(),
-            namespaces: view.namespaces().to_vec(),
+            namespaces: view.namespaces().iter().map(|n| catalog.label(n)).collect(),
             tools: Arc::new(view),
         });
     }

@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use executor_core::{PolicyAction, SourcePolicy, Toolkit};
+use executor_core::{Clock, PolicyAction, SourcePolicy, SystemClock, Toolkit};
 use executor_sandbox::{CallContext, PathFilter, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use reqwest::header::{HeaderName, HeaderValue};
@@ -27,10 +27,12 @@ use crate::approval_text;
 use crate::config::{
     ApiKeyLocation, Auth, CatalogConfig, HeaderValue as ConfiguredHeader, SourceConfig, SourceKind, SpecLocation,
 };
+use crate::graphql::{self, GraphqlOperation};
 use crate::mcp_source::McpUpstream;
+use crate::oauth::{OAuthError, TokenCache, TokenEndpoint};
 use crate::openapi::{self, HttpOperation};
 use crate::outbound::{Outbound, OutboundError};
-use crate::redact::Redactor;
+use crate::redact::{Redactor, display_url};
 use crate::search::SearchIndex;
 use crate::secrets::Secrets;
 use crate::tool::{Target, ToolDef};
@@ -38,6 +40,8 @@ use crate::toolkit::ToolkitView;
 
 /// How much of an upstream error body the code sees.
 const ERROR_EXCERPT_CHARS: usize = 500;
+/// How much of the reason a source is unavailable `execute`'s description shows.
+const LABEL_REASON_CHARS: usize = 200;
 const DEFAULT_SEARCH_LIMIT: usize = 20;
 const MAX_SEARCH_LIMIT: usize = 100;
 /// What a cookie value cannot hold as it is (RFC 6265 `cookie-octet`s), and
@@ -56,7 +60,7 @@ pub enum CatalogError {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NamespaceInfo {
     pub namespace: String,
-    /// `openapi` or `mcp`.
+    /// `openapi`, `mcp` or `graphql`.
     pub kind: &'static str,
     pub tools: usize,
     /// Why the source is unavailable, when it is.
@@ -81,20 +85,52 @@ struct Source {
 
 struct Connection {
     upstream: Upstream,
-    /// Every secret value this source uses.
-    redactor: Redactor,
+    /// Every secret value this source was configured with.
+    redactor: Arc<Redactor>,
+    /// The source's OAuth token, when it has one.
+    tokens: Option<Arc<TokenCache>>,
+}
+
+impl Connection {
+    /// Every secret value this source uses, the tokens issued to it included.
+    fn redactor(&self) -> Arc<Redactor> {
+        self.tokens.as_ref().map_or_else(|| self.redactor.clone(), |tokens| tokens.redactor())
+    }
 }
 
 enum Upstream {
     OpenApi(HttpUpstream),
     Mcp(McpUpstream),
+    Graphql(GraphqlUpstream),
 }
 
 struct HttpUpstream {
     base_url: Url,
-    headers: Vec<(HeaderName, HeaderValue)>,
+    /// Query credentials (an API key `in = "query"`), added to every URL.
     query: Vec<(String, String)>,
+    endpoint: Endpoint,
+}
+
+struct GraphqlUpstream {
+    /// With the query credentials in it.
+    url: Url,
+    endpoint: Endpoint,
+}
+
+/// Sends a source's requests with its credential headers and its OAuth token.
+struct Endpoint {
+    headers: Vec<(HeaderName, HeaderValue)>,
     outbound: Outbound,
+    tokens: Option<Arc<TokenCache>>,
+}
+
+/// Why a request was not answered.
+#[derive(Debug, thiserror::Error)]
+enum SendError {
+    #[error(transparent)]
+    Outbound(#[from] OutboundError),
+    #[error("no access token: {0}")]
+    Token(#[from] OAuthError),
 }
 
 /// A source's credentials and extra headers, resolved.
@@ -102,16 +138,25 @@ struct HttpUpstream {
 struct Credentials {
     headers: Vec<(HeaderName, HeaderValue)>,
     query: Vec<(String, String)>,
+    /// Where its OAuth tokens come from.
+    token: Option<TokenEndpoint>,
 }
 
 impl Catalog {
     /// Connect every source of `config`. Only a broken HTTP client set-up fails
     /// the whole catalog; a failing source is reported per namespace.
     pub async fn connect(config: &CatalogConfig) -> Result<Self, CatalogError> {
+        Self::connect_with_clock(config, Arc::new(SystemClock)).await
+    }
+
+    /// [`Catalog::connect`], with the clock that decides when OAuth tokens expire.
+    pub async fn connect_with_clock(config: &CatalogConfig, clock: Arc<dyn Clock>) -> Result<Self, CatalogError> {
         let outbound = Outbound::new(&config.outbound)?;
         let secrets = Secrets::default();
-        let connected =
-            futures_util::future::join_all(config.sources.iter().map(|s| connect_source(s, &outbound, &secrets))).await;
+        let connected = futures_util::future::join_all(
+            config.sources.iter().map(|s| connect_source(s, &outbound, &secrets, &clock)),
+        )
+        .await;
         let mut tools = Vec::new();
         let mut sources = Vec::new();
         for (config, result) in config.sources.iter().zip(connected) {
@@ -124,10 +169,7 @@ impl Catalog {
             });
             sources.push(Source {
                 namespace: config.namespace.clone(),
-                kind: match config.kind {
-                    SourceKind::OpenApi { .. } => "openapi",
-                    SourceKind::Mcp { .. } => "mcp",
-                },
+                kind: config.kind.name(),
                 policy: config.policy.clone(),
                 connection,
             });
@@ -141,6 +183,17 @@ impl Catalog {
     /// neither, a catalog without sources (search finds nothing).
     pub async fn load(flag: Option<std::path::PathBuf>) -> Result<Self, CatalogError> {
         Self::connect(&CatalogConfig::load_located(flag)?).await
+    }
+
+    /// A namespace as `execute`'s description lists it: its name, and
+    /// `(unavailable: <reason>)` when its source failed to load.
+    pub fn label(&self, namespace: &str) -> String {
+        match self.source(namespace).map(|s| &s.connection) {
+            Some(Err(reason)) => {
+                format!("{namespace} (unavailable: {})", executor_core::text::cut_text(reason, LABEL_REASON_CHARS))
+            }
+            _ => namespace.to_owned(),
+        }
     }
 
     pub fn namespaces(&self) -> Vec<NamespaceInfo> {
@@ -225,7 +278,22 @@ impl Catalog {
                 json!({"path": tool.path, "description": summary, "namespace": tool.namespace})
             })
             .collect();
-        Ok(json!({"items": items, "total": hits.len()}))
+        // Sources that failed to load are named with the reason, so a search
+        // that finds nothing there never reads as "no such tools".
+        let unavailable: Vec<Value> = self
+            .sources
+            .iter()
+            .filter(|s| request.namespace.as_ref().is_none_or(|n| *n == s.namespace))
+            .filter_map(|s| match &s.connection {
+                Err(reason) => Some(json!({"namespace": s.namespace, "kind": s.kind, "reason": reason})),
+                Ok(_) => None,
+            })
+            .collect();
+        let mut found = json!({"items": items, "total": hits.len()});
+        if !unavailable.is_empty() {
+            found["unavailable"] = Value::Array(unavailable);
+        }
+        Ok(found)
     }
 }
 
@@ -275,22 +343,22 @@ impl Tools for Catalog {
         let what = match &tool.target {
             Target::Http(op) => format!("{} {}", op.method, op.path),
             Target::Mcp { name, .. } => format!("MCP tool `{name}`"),
+            Target::Graphql(op) => format!("GraphQL {} `{}`", op.kind.as_str(), op.field),
         };
         match decision.action {
             PolicyAction::Run => Policy::Run,
             PolicyAction::Approve => {
                 let headline = format!("tools.{path} ({what}) needs approval: {}", decision.reason);
-                let (effect, redactor) = match (&tool.target, &source.connection) {
-                    (Target::Http(op), Ok(Connection { upstream: Upstream::OpenApi(http), redactor })) => {
-                        (http.effect(op, args), redactor)
-                    }
-                    (Target::Mcp { name, hints }, Ok(Connection { redactor, .. })) => {
-                        (approval_text::mcp_effect(name, hints), redactor)
-                    }
-                    // A tool of an unavailable source: its call explains why.
-                    _ => return Policy::NeedsApproval { message: headline },
+                // A tool of an unavailable source: its call explains why.
+                let Ok(connection) = &source.connection else { return Policy::NeedsApproval { message: headline } };
+                let effect = match (&tool.target, &connection.upstream) {
+                    (Target::Http(op), Upstream::OpenApi(http)) => http.effect(op, args),
+                    (Target::Mcp { name, hints }, _) => approval_text::mcp_effect(name, hints),
+                    (Target::Graphql(op), Upstream::Graphql(upstream)) => upstream.effect(op),
+                    _ => unreachable!("a source's tools have that source's target kind"),
                 };
-                let message = approval_text::approval_message(&headline, &tool.description, &effect, args, redactor);
+                let redactor = connection.redactor();
+                let message = approval_text::approval_message(&headline, &tool.description, &effect, args, &redactor);
                 Policy::NeedsApproval { message }
             }
             PolicyAction::Block => {
@@ -309,10 +377,11 @@ impl Tools for Catalog {
         let Some(Source { connection: Ok(connection), .. }) = self.source(&tool.namespace) else {
             return Err(self.unknown_tool(path));
         };
-        let redactor = &connection.redactor;
+        let redactor = &*connection.redactor();
         let outcome = match (&tool.target, &connection.upstream) {
             (Target::Http(op), Upstream::OpenApi(http)) => http.call(op, args, tool.effect, ctx, redactor).await,
             (Target::Mcp { name, .. }, Upstream::Mcp(mcp)) => mcp.call(name, args).await.map(ToolSuccess::plain),
+            (Target::Graphql(op), Upstream::Graphql(upstream)) => upstream.call(op, args, ctx, redactor).await,
             _ => unreachable!("a source's tools have that source's target kind"),
         };
         match outcome {
@@ -363,21 +432,21 @@ impl HttpUpstream {
         let parts = op.request(&args).map_err(|e| invalid(e.to_string()))?;
         let url = parts.url(&self.base_url, &self.query, &op.path).map_err(|e| invalid(e.to_string()))?;
         let method = reqwest::Method::from_bytes(op.method.as_bytes()).map_err(|e| invalid(e.to_string()))?;
-        let mut request = self.outbound.request(method, url);
-        for (name, value) in &self.headers {
-            request = request.header(name, value);
-        }
-        for (name, value) in &parts.headers {
-            request = request.header(name, value);
-        }
-        if effect == executor_core::Effect::Write {
-            // The same for every attempt at this call, for upstreams that honour it.
-            request = request.header("Idempotency-Key", ctx.idempotency_key());
-        }
-        if let Some(body) = &parts.body {
-            request = request.header(reqwest::header::CONTENT_TYPE, "application/json").body(body.to_string());
-        }
-        let answer = self.outbound.send(request).await.map_err(outbound_error)?;
+        let request = |outbound: &Outbound| {
+            let mut request = outbound.request(method.clone(), url.clone());
+            for (name, value) in &parts.headers {
+                request = request.header(name, value);
+            }
+            if effect == executor_core::Effect::Write {
+                // The same for every attempt at this call, for upstreams that honour it.
+                request = request.header("Idempotency-Key", ctx.idempotency_key());
+            }
+            if let Some(body) = &parts.body {
+                request = request.header(reqwest::header::CONTENT_TYPE, "application/json").body(body.to_string());
+            }
+            request
+        };
+        let answer = self.endpoint.send(request).await.map_err(send_error)?;
         let status = answer.status;
         if (200..300).contains(&status) {
             let text = String::from_utf8_lossy(&answer.body);
@@ -403,12 +472,133 @@ impl HttpUpstream {
     }
 }
 
-fn outbound_error(error: OutboundError) -> ToolError {
+impl GraphqlUpstream {
+    /// For the person approving a call: what runs where (the variables are the arguments shown).
+    fn effect(&self, op: &GraphqlOperation) -> String {
+        format!("GraphQL {} `{}` at {}", op.kind.as_str(), op.field, display_url(&self.url))
+    }
+
+    /// POST `{query, variables}` as JSON; `idempotency_key` for writes.
+    async fn post(&self, body: &Value, idempotency_key: Option<&str>) -> Result<crate::outbound::Answer, SendError> {
+        let body = body.to_string();
+        self.endpoint
+            .send(|outbound| {
+                let request = outbound
+                    .request(reqwest::Method::POST, self.url.clone())
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .header(reqwest::header::ACCEPT, "application/graphql-response+json, application/json")
+                    .body(body.clone());
+                match idempotency_key {
+                    Some(key) => request.header("Idempotency-Key", key),
+                    None => request,
+                }
+            })
+            .await
+    }
+
+    /// The schema, asked of the service with the source's credentials.
+    async fn introspect(&self, redactor: &Redactor) -> Result<String, String> {
+        let answer =
+            self.post(&json!({"query": graphql::INTROSPECTION_QUERY}), None).await.map_err(|e| e.to_string())?;
+        match answer.status {
+            200..300 => Ok(String::from_utf8_lossy(&answer.body).into_owned()),
+            status => Err(format!(
+                "introspection answered HTTP {status}: {}",
+                redactor.excerpt(&answer.body, ERROR_EXCERPT_CHARS)
+            )),
+        }
+    }
+
+    /// The field's data, or the messages of the answer's `errors`.
+    async fn call(
+        &self,
+        op: &GraphqlOperation,
+        args: Value,
+        ctx: &CallContext,
+        redactor: &Redactor,
+    ) -> Result<ToolSuccess, ToolError> {
+        let request = op.request(&args).map_err(|e| invalid(e.to_string()))?;
+        let body = json!({"query": request.query, "variables": request.variables});
+        let key = (op.kind == graphql::OperationKind::Mutation).then(|| ctx.idempotency_key());
+        let answer = self.post(&body, key.as_deref()).await.map_err(send_error)?;
+        #[derive(Deserialize)]
+        struct Response {
+            data: Option<Value>,
+            #[serde(default)]
+            errors: Vec<graphql::GraphqlError>,
+        }
+        let status = answer.status;
+        match serde_json::from_slice::<Response>(&answer.body) {
+            // Services answer errors with 200 or 4xx alike; the messages are what the code needs.
+            Ok(response) if !response.errors.is_empty() => {
+                let message = redactor.excerpt(graphql::messages(&response.errors).as_bytes(), ERROR_EXCERPT_CHARS);
+                Err(ToolError { code: "graphql_error".into(), message })
+            }
+            Ok(Response { data: Some(mut data), .. }) if (200..300).contains(&status) => {
+                Ok(ToolSuccess::plain(data.get_mut(&op.field).map(Value::take).unwrap_or(Value::Null)))
+            }
+            _ => {
+                let excerpt = redactor.excerpt(&answer.body, ERROR_EXCERPT_CHARS);
+                match status {
+                    200..300 => Err(ToolError {
+                        code: "upstream_error".into(),
+                        message: format!("the service answered without GraphQL `data` or `errors`: {excerpt}"),
+                    }),
+                    _ => {
+                        Err(ToolError { code: format!("http_{status}"), message: format!("HTTP {status}: {excerpt}") })
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Endpoint {
+    /// Send the request `build` makes, with the source's credentials. With
+    /// an OAuth token, a 401 gets one more attempt with a new token: the
+    /// token may have been revoked before it expired.
+    async fn send(
+        &self,
+        build: impl Fn(&Outbound) -> reqwest::RequestBuilder,
+    ) -> Result<crate::outbound::Answer, SendError> {
+        let Some(tokens) = &self.tokens else { return Ok(self.send_with(&build, None).await?) };
+        let token = tokens.token().await?;
+        let answer = self.send_with(&build, Some(&token)).await?;
+        if answer.status != 401 {
+            return Ok(answer);
+        }
+        tokens.rejected(&token).await;
+        let token = tokens.token().await?;
+        Ok(self.send_with(&build, Some(&token)).await?)
+    }
+
+    async fn send_with(
+        &self,
+        build: &impl Fn(&Outbound) -> reqwest::RequestBuilder,
+        token: Option<&str>,
+    ) -> Result<crate::outbound::Answer, OutboundError> {
+        let mut request = build(&self.outbound);
+        for (name, value) in &self.headers {
+            request = request.header(name, value);
+        }
+        if let Some(token) = token {
+            // Checked to be valid in a header when it was issued.
+            let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| OutboundError::Failed { detail: "the access token is not valid in a header".into() })?;
+            value.set_sensitive(true);
+            request = request.header(reqwest::header::AUTHORIZATION, value);
+        }
+        self.outbound.send(request).await
+    }
+}
+
+fn send_error(error: SendError) -> ToolError {
     let code = match &error {
-        OutboundError::Refused { .. } | OutboundError::BadUrl { .. } => "destination_refused",
-        OutboundError::Timeout { .. } => "timeout",
-        OutboundError::TooLarge { .. } => "response_too_large",
-        OutboundError::Failed { .. } => "upstream_error",
+        SendError::Outbound(OutboundError::Refused { .. } | OutboundError::BadUrl { .. }) => "destination_refused",
+        SendError::Outbound(OutboundError::Timeout { .. }) => "timeout",
+        SendError::Outbound(OutboundError::TooLarge { .. }) => "response_too_large",
+        SendError::Outbound(OutboundError::Failed { .. }) => "upstream_error",
+        SendError::Token(_) => "auth_error",
     };
     ToolError { code: code.into(), message: error.to_string() }
 }
@@ -419,6 +609,7 @@ async fn connect_source(
     config: &SourceConfig,
     outbound: &Outbound,
     secrets: &Secrets,
+    clock: &Arc<dyn Clock>,
 ) -> Result<(Connection, Vec<ToolDef>), String> {
     // A key written into a configured URL is known before any secret is resolved.
     let mut redactor = Redactor::default();
@@ -429,26 +620,54 @@ async fn connect_source(
                 redactor.add_url_credentials(url);
             }
         }
-        SourceKind::Mcp { url } => redactor.add_url_credentials(url),
+        SourceKind::Mcp { url } | SourceKind::Graphql { url, .. } => redactor.add_url_credentials(url),
+    }
+    if let Some(Auth::OAuth2ClientCredentials { token_url, .. }) = &config.auth {
+        redactor.add_url_credentials(token_url);
     }
     let fail = |what: &str, why: String| format!("source `{}` ({what}) failed: {why}", config.namespace);
-    let connected = match credentials(config, secrets, &mut redactor).await {
-        Ok(credentials) => connect_upstream(config, outbound, credentials, &redactor, fail).await,
-        Err(e) => Err(fail("secrets", e)),
+    let mut credentials = match credentials(config, secrets, &mut redactor).await {
+        Ok(credentials) => credentials,
+        Err(e) => return Err(redactor.redact(&fail("secrets", e))),
+    };
+    let tokens = credentials
+        .token
+        .take()
+        .map(|endpoint| Arc::new(TokenCache::new(endpoint, outbound.clone(), clock.clone(), redactor.clone())));
+    let redactor = Arc::new(redactor);
+    // With tokens, what leaves is redacted of them too.
+    let current = || tokens.as_ref().map_or_else(|| redactor.clone(), |tokens| tokens.redactor());
+    let endpoint = Endpoint { headers: credentials.headers, outbound: outbound.clone(), tokens: tokens.clone() };
+    // The first token is asked for now, so credentials the server refuses make the source unavailable.
+    let token = match &tokens {
+        Some(tokens) => tokens.token().await.map(drop).map_err(|e| fail("auth", e.to_string())),
+        None => Ok(()),
+    };
+    let connected = match token {
+        Ok(()) => connect_upstream(config, endpoint, credentials.query, &current(), fail).await,
+        Err(reason) => Err(reason),
     };
     match connected {
-        Ok((upstream, tools)) => Ok((Connection { upstream, redactor }, tools)),
-        Err(reason) => Err(redactor.redact(&reason)),
+        Ok((upstream, tools)) => Ok((Connection { upstream, redactor, tokens }, tools)),
+        Err(reason) => Err(current().redact(&reason)),
     }
 }
 
 async fn connect_upstream(
     config: &SourceConfig,
-    outbound: &Outbound,
-    credentials: Credentials,
+    endpoint: Endpoint,
+    query: Vec<(String, String)>,
     redactor: &Redactor,
     fail: impl Fn(&str, String) -> String,
 ) -> Result<(Upstream, Vec<ToolDef>), String> {
+    let outbound = &endpoint.outbound;
+    let with_query = |url: &Url| {
+        let mut url = url.clone();
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(&query);
+        }
+        url
+    };
     match &config.kind {
         SourceKind::OpenApi { spec, base_url } => {
             outbound.check_url(base_url).map_err(|e| fail("base_url", e.to_string()))?;
@@ -457,25 +676,29 @@ async fn connect_upstream(
                     .await
                     .map_err(|e| fail("spec", format!("cannot read {}: {e}", path.display())))?,
                 SpecLocation::Url(url) => {
-                    fetch_spec(url, outbound, &credentials, redactor).await.map_err(|e| fail("spec", e))?
+                    fetch_spec(with_query(url), &endpoint, redactor).await.map_err(|e| fail("spec", e))?
                 }
             };
             let tools = openapi::load(&config.namespace, &text).map_err(|e| fail("spec", e.to_string()))?;
-            let upstream = Upstream::OpenApi(HttpUpstream {
-                base_url: base_url.clone(),
-                headers: credentials.headers,
-                query: credentials.query,
-                outbound: outbound.clone(),
-            });
+            let upstream = Upstream::OpenApi(HttpUpstream { base_url: base_url.clone(), query, endpoint });
             Ok((upstream, tools))
         }
+        SourceKind::Graphql { url, schema } => {
+            outbound.check_url(url).map_err(|e| fail("url", e.to_string()))?;
+            let upstream = GraphqlUpstream { url: with_query(url), endpoint };
+            let text = match schema {
+                Some(path) => tokio::fs::read_to_string(path)
+                    .await
+                    .map_err(|e| fail("schema", format!("cannot read {}: {e}", path.display())))?,
+                None => upstream.introspect(redactor).await.map_err(|e| fail("introspection", e))?,
+            };
+            let tools = graphql::load(&config.namespace, &text).map_err(|e| fail("schema", e.to_string()))?;
+            Ok((Upstream::Graphql(upstream), tools))
+        }
         SourceKind::Mcp { url } => {
-            let mut url = url.clone();
-            if !credentials.query.is_empty() {
-                url.query_pairs_mut().extend_pairs(&credentials.query);
-            }
-            let headers = credentials.headers.into_iter().collect();
-            let (mcp, tools) = McpUpstream::connect(&config.namespace, &url, headers, outbound, redactor)
+            // The config refuses OAuth for MCP sources: their headers are fixed at the handshake.
+            let headers = endpoint.headers.iter().cloned().collect();
+            let (mcp, tools) = McpUpstream::connect(&config.namespace, &with_query(url), headers, outbound, redactor)
                 .await
                 .map_err(|e| fail("mcp", e))?;
             Ok((Upstream::Mcp(mcp), tools))
@@ -484,21 +707,11 @@ async fn connect_upstream(
 }
 
 /// The spec is fetched with the source's credentials: private APIs often protect it too.
-async fn fetch_spec(
-    url: &Url,
-    outbound: &Outbound,
-    credentials: &Credentials,
-    redactor: &Redactor,
-) -> Result<String, String> {
-    let mut url = url.clone();
-    if !credentials.query.is_empty() {
-        url.query_pairs_mut().extend_pairs(&credentials.query);
-    }
-    let mut request = outbound.request(reqwest::Method::GET, url);
-    for (name, value) in &credentials.headers {
-        request = request.header(name, value);
-    }
-    let answer = outbound.send(request).await.map_err(|e| e.to_string())?;
+async fn fetch_spec(url: Url, endpoint: &Endpoint, redactor: &Redactor) -> Result<String, String> {
+    let answer = endpoint
+        .send(|outbound| outbound.request(reqwest::Method::GET, url.clone()))
+        .await
+        .map_err(|e| e.to_string())?;
     match answer.status {
         200..300 => Ok(String::from_utf8_lossy(&answer.body).into_owned()),
         status => Err(format!("HTTP {status}: {}", redactor.excerpt(&answer.body, ERROR_EXCERPT_CHARS))),
@@ -542,6 +755,19 @@ async fn credentials(config: &SourceConfig, secrets: &Secrets, redactor: &mut Re
                     header(&mut out, "cookie", &cookie, true)?;
                 }
             }
+        }
+        Some(Auth::OAuth2ClientCredentials { token_url, client_id, client_secret, scopes }) => {
+            let client_secret = secrets.resolve(client_secret).await.map_err(|e| e.to_string())?;
+            // The secret, and the basic auth the token request carries (its parts form-encoded).
+            let encode = |text: &str| url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>();
+            redactor.add(&client_secret);
+            redactor.add_basic(&encode(client_id), &encode(&client_secret));
+            out.token = Some(TokenEndpoint {
+                url: token_url.clone(),
+                client_id: client_id.clone(),
+                client_secret,
+                scopes: scopes.clone(),
+            });
         }
     }
     for (name, value) in &config.headers {

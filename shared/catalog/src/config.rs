@@ -59,8 +59,30 @@ pub struct SourceConfig {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceKind {
-    OpenApi { spec: SpecLocation, base_url: Url },
-    Mcp { url: Url },
+    OpenApi {
+        spec: SpecLocation,
+        base_url: Url,
+    },
+    Mcp {
+        url: Url,
+    },
+    /// `schema`: a file holding the introspection result; without it the
+    /// service is introspected with the source's auth.
+    Graphql {
+        url: Url,
+        schema: Option<PathBuf>,
+    },
+}
+
+impl SourceKind {
+    /// As the config spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::OpenApi { .. } => "openapi",
+            Self::Mcp { .. } => "mcp",
+            Self::Graphql { .. } => "graphql",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -78,9 +100,26 @@ pub enum HeaderValue {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Auth {
-    Bearer { token: SecretRef },
-    Basic { username: String, password: SecretRef },
-    ApiKey { name: String, value: SecretRef, location: ApiKeyLocation },
+    Bearer {
+        token: SecretRef,
+    },
+    Basic {
+        username: String,
+        password: SecretRef,
+    },
+    ApiKey {
+        name: String,
+        value: SecretRef,
+        location: ApiKeyLocation,
+    },
+    /// The OAuth 2 client credentials grant: the source's requests carry a
+    /// bearer token from `token_url`, cached and replaced before it expires.
+    OAuth2ClientCredentials {
+        token_url: Url,
+        client_id: String,
+        client_secret: SecretRef,
+        scopes: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -147,6 +186,7 @@ struct RawSource {
     spec: Option<String>,
     base_url: Option<String>,
     url: Option<String>,
+    schema: Option<String>,
     auth: Option<RawAuth>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
@@ -159,6 +199,7 @@ struct RawSource {
 enum RawKind {
     Openapi,
     Mcp,
+    Graphql,
 }
 
 #[derive(Deserialize)]
@@ -176,6 +217,14 @@ enum RawAuth {
         value: String,
         #[serde(rename = "in")]
         location: ApiKeyLocation,
+    },
+    #[serde(rename = "oauth2_client_credentials")]
+    OAuth2ClientCredentials {
+        token_url: String,
+        client_id: String,
+        client_secret: String,
+        #[serde(default)]
+        scopes: Vec<String>,
     },
 }
 
@@ -300,6 +349,7 @@ fn validate_source(raw: RawSource, base_dir: &Path) -> Result<SourceConfig, Fiel
     let kind = match raw.kind {
         RawKind::Openapi => {
             refuse("url", &raw.url, "openapi")?;
+            refuse("schema", &raw.schema, "openapi")?;
             let spec = required("spec", raw.spec, "openapi")?;
             let spec = match spec.starts_with("http://") || spec.starts_with("https://") {
                 true => SpecLocation::Url(parse_url("spec", &spec)?),
@@ -311,7 +361,16 @@ fn validate_source(raw: RawSource, base_dir: &Path) -> Result<SourceConfig, Fiel
         RawKind::Mcp => {
             refuse("spec", &raw.spec, "mcp")?;
             refuse("base_url", &raw.base_url, "mcp")?;
+            refuse("schema", &raw.schema, "mcp")?;
             SourceKind::Mcp { url: parse_url("url", &required("url", raw.url, "mcp")?)? }
+        }
+        RawKind::Graphql => {
+            refuse("spec", &raw.spec, "graphql")?;
+            refuse("base_url", &raw.base_url, "graphql")?;
+            SourceKind::Graphql {
+                url: parse_url("url", &required("url", raw.url, "graphql")?)?,
+                schema: raw.schema.map(|file| base_dir.join(file)),
+            }
         }
     };
     let secret = |field: &'static str, value: &str| SecretRef::parse(value).map_err(|e| (field, e.to_string()));
@@ -331,6 +390,29 @@ fn validate_source(raw: RawSource, base_dir: &Path) -> Result<SourceConfig, Fiel
                 return Err(("auth.name", format!("`{name}` is not a valid cookie name")));
             }
             Some(Auth::ApiKey { name, value: secret("auth.value", &value)?, location })
+        }
+        Some(RawAuth::OAuth2ClientCredentials { token_url, client_id, client_secret, scopes }) => {
+            if matches!(kind, SourceKind::Mcp { .. }) {
+                return Err((
+                    "auth.type",
+                    "`oauth2_client_credentials` is not supported for kind = \"mcp\" yet; use it with \"openapi\" or \"graphql\" sources".into(),
+                ));
+            }
+            if client_id.is_empty() {
+                return Err(("auth.client_id", "must not be empty".into()));
+            }
+            if let Some(scope) = scopes.iter().find(|s| s.is_empty() || s.contains(char::is_whitespace)) {
+                return Err((
+                    "auth.scopes",
+                    format!("{scope:?} is not a scope: scopes are single words, one per entry"),
+                ));
+            }
+            Some(Auth::OAuth2ClientCredentials {
+                token_url: parse_url("auth.token_url", &token_url)?,
+                client_id,
+                client_secret: secret("auth.client_secret", &client_secret)?,
+                scopes,
+            })
         }
     };
     let mut headers = BTreeMap::new();
@@ -411,7 +493,11 @@ mod tests {
     fn the_example_file_is_valid() {
         let config = load(include_str!("../../../executor.example.toml")).unwrap();
         let namespaces: Vec<&str> = config.sources.iter().map(|s| s.namespace.as_str()).collect();
-        assert_eq!(namespaces, ["github", "billing", "docs"]);
+        assert_eq!(namespaces, ["github", "billing", "docs", "tracker"]);
+        assert!(matches!(config.sources[3].kind, SourceKind::Graphql { schema: Some(_), .. }));
+        assert!(
+            matches!(&config.sources[3].auth, Some(Auth::OAuth2ClientCredentials { scopes, .. }) if scopes.len() == 2)
+        );
         assert_eq!(config.toolkits[0].name.as_str(), "support");
         assert!(config.toolkits[0].includes("github.issues.create") && !config.toolkits[0].includes("billing.x"));
         let bot = Principal::parse("ci-bot").unwrap();
@@ -446,6 +532,11 @@ mod tests {
     #[test]
     fn mistakes_name_the_file_the_source_and_the_field() {
         let source = |body: &str| format!("[[sources]]\nnamespace = \"gh\"\n{body}");
+        let oauth = |secret: &str, scopes: &str| {
+            format!(
+                "auth = {{ type = \"oauth2_client_credentials\", token_url = \"https://auth.x.test/token\", client_id = \"c\", client_secret = \"{secret}\", scopes = {scopes} }}"
+            )
+        };
         let cases = [
             (source("kind = \"openapi\"\nbase_url = \"https://x.test\""), "source `gh`, field `spec`: is required"),
             (source("kind = \"mcp\""), "field `url`: is required"),
@@ -478,6 +569,36 @@ mod tests {
                 "field `namespace`: another source already uses",
             ),
             (source("kind = \"mcp\"\nurl = \"https://x.test\"\nspek = 1"), "unknown field `spek`"),
+            (source("kind = \"graphql\""), "source `gh`, field `url`: is required for kind = \"graphql\""),
+            (
+                source("kind = \"graphql\"\nurl = \"https://x.test\"\nspec = \"a.json\""),
+                "field `spec`: does not apply to kind = \"graphql\"",
+            ),
+            (source("kind = \"openapi\"\nschema = \"s.json\""), "field `schema`: does not apply"),
+            (
+                source(&format!("kind = \"graphql\"\nurl = \"https://x.test\"\n{}", oauth("hunter2", "[\"read\"]"))),
+                "field `auth.client_secret`: a secret must be a reference",
+            ),
+            (
+                source(&format!("kind = \"graphql\"\nurl = \"https://x.test\"\n{}", oauth("env:S", "[\"a b\"]"))),
+                "field `auth.scopes`: \"a b\" is not a scope",
+            ),
+            (
+                source(&format!("kind = \"mcp\"\nurl = \"https://x.test\"\n{}", oauth("env:S", "[]"))),
+                "field `auth.type`: `oauth2_client_credentials` is not supported for kind = \"mcp\"",
+            ),
+            (
+                source(
+                    "kind = \"graphql\"\nurl = \"https://x.test\"\nauth = { type = \"oauth2_client_credentials\", token_url = \"ftp://x.test/?k=hunter2\", client_id = \"c\", client_secret = \"env:S\" }",
+                ),
+                "field `auth.token_url`: `ftp://x.test/` must be an http(s) URL",
+            ),
+            (
+                source(
+                    "kind = \"graphql\"\nurl = \"https://x.test\"\nauth = { type = \"oauth2_client_credentials\", token_url = \"https://x.test\", client_secret = \"env:S\" }",
+                ),
+                "missing field `client_id`",
+            ),
             (
                 source(
                     "kind = \"mcp\"\nurl = \"https://x.test\"\npolicy = { rules = [{ pattern = \"a b\", action = \"run\" }] }",

@@ -1,18 +1,21 @@
-//! The catalog: tool sources (OpenAPI documents, upstream MCP servers) turned
+//! The catalog: tool sources (OpenAPI documents, upstream MCP servers, GraphQL services) turned
 //! into `tools.<namespace>.<...>` for the sandbox, with search, TypeScript
 //! descriptions, the approval policy of `executor_core::policy`, secrets by
 //! reference and checked outbound requests.
 //!
-//! Pure parts (config validation, naming, OpenAPI mapping, search ranking,
-//! TypeScript rendering, address rules, redaction) are table-tested in their modules;
-//! `catalog.rs`, `mcp_source.rs`, `mcp_client.rs`, `outbound.rs` and `secrets.rs` are the adapters.
+//! Pure parts (config validation, naming, OpenAPI and GraphQL mapping, search
+//! ranking, TypeScript rendering, address rules, redaction, token answers) are
+//! table-tested in their modules; `catalog.rs`, `mcp_source.rs`,
+//! `mcp_client.rs`, `oauth.rs`, `outbound.rs` and `secrets.rs` are the adapters.
 
 mod approval_text;
 mod catalog;
 pub mod config;
+mod graphql;
 mod mcp_client;
 mod mcp_source;
 mod naming;
+mod oauth;
 pub mod openapi;
 mod outbound;
 mod redact;

@@ -534,7 +534,7 @@ components:
     fn http(tool: &ToolDef) -> &HttpOperation {
         match &tool.target {
             Target::Http(op) => op,
-            Target::Mcp { .. } => unreachable!(),
+            _ => unreachable!("OpenAPI tools call over HTTP"),
         }
     }
 

@@ -5,12 +5,14 @@ use std::sync::Arc;
 use executor_core::Effect;
 use serde_json::Value;
 
+use crate::graphql::GraphqlOperation;
 use crate::openapi::HttpOperation;
 use crate::typescript::{self, SchemaIn};
 
 #[derive(Debug, Clone)]
 pub struct ToolDef {
-    /// `<namespace>.<group>.<name>` for OpenAPI, `<namespace>.<name>` for MCP.
+    /// `<namespace>.<group>.<name>` for OpenAPI, `<namespace>.<name>` for MCP,
+    /// `<namespace>.query|mutation.<field>` for GraphQL.
     pub path: String,
     pub namespace: String,
     pub description: String,
@@ -21,8 +23,8 @@ pub struct ToolDef {
     /// JSON Schema of the data, as JSON text.
     pub output: Option<String>,
     /// What `$ref`s in `input`/`output` point into: the OpenAPI document's
-    /// `components`, shared by all of its tools. `None`: each schema is its
-    /// own root (MCP).
+    /// `components`, or the GraphQL schema's named types, shared by all of
+    /// the source's tools. `None`: each schema is its own root (MCP).
     pub root: Option<Arc<Value>>,
     pub target: Target,
 }
@@ -37,6 +39,7 @@ pub enum Target {
         name: String,
         hints: Vec<(&'static str, bool)>,
     },
+    Graphql(Arc<GraphqlOperation>),
 }
 
 impl ToolDef {

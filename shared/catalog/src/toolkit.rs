@@ -127,7 +127,7 @@ impl Tools for ToolkitView {
             let message = format!("no namespace `{namespace}`; namespaces: {}", self.namespaces.join(", "));
             return Err(ToolError { code: "invalid_arguments".into(), message });
         }
-        self.inner.search_visible(request, &|path| self.toolkit.includes(path)).await
+        self.search_visible(request, &|_| true).await
     }
 
     async fn describe(&self, request: Value) -> ToolOutcome {
@@ -148,6 +148,17 @@ impl Tools for ToolkitView {
     }
 
     async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {
-        self.inner.search_visible(request, &|path| self.toolkit.includes(path) && visible(path)).await
+        let mut found =
+            self.inner.search_visible(request, &|path| self.toolkit.includes(path) && visible(path)).await?;
+        // Only the unavailable sources that could hold the toolkit's tools are its business.
+        if let Some(Value::Array(unavailable)) = found.get_mut("unavailable") {
+            unavailable.retain(|u| u["namespace"].as_str().is_some_and(|n| self.namespaces.iter().any(|m| m == n)));
+            if unavailable.is_empty()
+                && let Some(object) = found.as_object_mut()
+            {
+                object.remove("unavailable");
+            }
+        }
+        Ok(found)
     }
 }

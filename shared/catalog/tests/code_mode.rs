@@ -14,16 +14,19 @@ use executor_store::EmbeddedStore;
 use serde_json::json;
 use support::{Recorded, world};
 
-fn executions(dir: &std::path::Path) -> Executions {
-    let store = Arc::new(EmbeddedStore::open(dir).unwrap());
+/// An orchestrator over `store`. Tests share one store between
+/// orchestrators: a finished run's task may hold it a moment longer, and the
+/// embedded store opens once per process.
+fn executions(store: &Arc<EmbeddedStore>) -> Executions {
     let clock = Arc::new(SystemClock);
-    Executions::new(store, Sandbox::with_clock(Limits::default(), clock.clone()), Timeouts::default(), clock)
+    Executions::new(store.clone(), Sandbox::with_clock(Limits::default(), clock.clone()), Timeouts::default(), clock)
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn code_searches_describes_and_reads_to_completion() {
     let w = world("").await;
     let data = tempfile::tempdir().unwrap();
+    let store = Arc::new(EmbeddedStore::open(data.path()).unwrap());
     let code = r#"
         const found = await tools.search({ query: "list items", namespace: "shop" });
         const path = found.items[0].path;
@@ -40,7 +43,7 @@ async fn code_searches_describes_and_reads_to_completion() {
         };
     "#;
     let tools: Arc<dyn Tools> = w.catalog.clone();
-    let result = executions(data.path())
+    let result = executions(&store)
         .execute(&Principal::parse("alice").unwrap(), None, ElicitationMode::Model, code.into(), tools)
         .await;
     match result.unwrap() {
@@ -63,6 +66,7 @@ async fn code_searches_describes_and_reads_to_completion() {
 async fn a_post_pauses_and_once_approved_reaches_the_upstream_once() {
     let w = world("").await;
     let data = tempfile::tempdir().unwrap();
+    let store = Arc::new(EmbeddedStore::open(data.path()).unwrap());
     let alice = Principal::parse("alice").unwrap();
     let code = r#"
         const before = await tools.shop.items.listItems({});
@@ -70,10 +74,8 @@ async fn a_post_pauses_and_once_approved_reaches_the_upstream_once() {
         return { before: before.data.length, beforeStatus: before.http.status, created: created.data, status: created.http.status };
     "#;
     let tools: Arc<dyn Tools> = w.catalog.clone();
-    let paused = executions(data.path())
-        .execute(&alice, None, ElicitationMode::Model, code.into(), tools.clone())
-        .await
-        .unwrap();
+    let paused =
+        executions(&store).execute(&alice, None, ElicitationMode::Model, code.into(), tools.clone()).await.unwrap();
     let ExecutionResult::Paused { execution_id, pending, .. } = paused else { panic!("expected a pause: {paused:?}") };
     assert_eq!(pending[0].path, "shop.items.createItem");
     let message = &pending[0].message;
@@ -85,7 +87,7 @@ async fn a_post_pauses_and_once_approved_reaches_the_upstream_once() {
     assert_eq!(Recorded::count(&w.shop.recorded.posts), 0, "nothing is written before the approval");
 
     // Another orchestrator over the same store, as another process would be.
-    let resumed = executions(data.path())
+    let resumed = executions(&store)
         .resume(&alice, &execution_id, Some(ApprovalAction::Accept), None, tools.clone())
         .await
         .unwrap();
@@ -103,7 +105,7 @@ async fn a_post_pauses_and_once_approved_reaches_the_upstream_once() {
     assert_eq!(Recorded::count(&w.shop.recorded.gets), 1);
     assert_eq!(*w.shop.recorded.idempotency_keys.lock().unwrap(), [format!("{execution_id}:1")]);
 
-    let again = executions(data.path()).resume(&alice, &execution_id, Some(ApprovalAction::Accept), None, tools).await;
+    let again = executions(&store).resume(&alice, &execution_id, Some(ApprovalAction::Accept), None, tools).await;
     assert_eq!(again.unwrap_err().code(), "execution_already_settled");
     assert_eq!(Recorded::count(&w.shop.recorded.posts), 1);
 }

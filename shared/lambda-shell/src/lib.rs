@@ -59,13 +59,14 @@ pub async fn run(routes: Routes) -> Result<(), Error> {
     }
     let sources = CatalogConfig::load_located(None)?;
     let catalog = Arc::new(Catalog::connect(&sources).await?);
-    let namespaces: Vec<String> = catalog.namespaces().into_iter().map(|n| n.namespace).collect();
+    // Named with the reason when a source failed to load, never as an empty namespace.
+    let namespaces: Vec<String> = catalog.namespaces().iter().map(|n| catalog.label(&n.namespace)).collect();
     config.quotas.owners = sources.quotas;
     config.toolkits = Catalog::toolkit_views(&catalog, &sources.toolkits)
         .into_iter()
         .map(|view| ToolkitEndpoint {
             name: view.name().clone(),
-            namespaces: view.namespaces().to_vec(),
+            namespaces: view.namespaces().iter().map(|n| catalog.label(n)).collect(),
             tools: Arc::new(view),
         })
         .collect();

@@ -5,10 +5,15 @@
 //! endpoint (JSON logs and EMF metrics, written to a sink that drops them),
 //! and with spans exported over OTLP/HTTP to a loopback collector that
 //! answers 200 to everything.
+//! And the cost of handing a run on (a response budget of zero: the run is
+//! stored as `running`, goes on in its own task and is settled in the store;
+//! `resume`, asked until then, reads the outcome), next to the same code
+//! answered at once.
 //! `cargo bench -p executor-service --bench mcp_execute`
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -25,13 +30,26 @@ const TOKEN: &str = "exk_bench";
 
 fn request() -> http::Request<Bytes> {
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute","arguments":{"code":"return 1 + 2"}}}"#;
+    post(Bytes::from_static(body.as_bytes()))
+}
+
+/// `resume` of execution `id`, without an action: it waits for the outcome.
+fn resume(id: &str) -> http::Request<Bytes> {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": { "name": "resume", "arguments": { "executionId": id } },
+    });
+    post(Bytes::from(body.to_string()))
+}
+
+fn post(body: Bytes) -> http::Request<Bytes> {
     http::Request::post("/mcp")
         .header("host", "127.0.0.1:8787")
         .header("authorization", format!("Bearer {TOKEN}"))
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2025-06-18")
-        .body(Bytes::from_static(body.as_bytes()))
+        .body(body)
         .unwrap()
 }
 
@@ -141,6 +159,30 @@ fn mcp_execute(c: &mut Criterion) {
     both.quotas.defaults.concurrent_executions = Some(unreachable);
     let both = host_with(both);
     group.bench_function("tools/call execute, hourly and concurrent quotas", |b| execute_on(b, &runtime, &both));
+
+    // Every run handed on: `running` at once, then `resume` for the outcome.
+    let handing_on = host_with(HostConfig { response_budget: Duration::ZERO, ..HostConfig::default() });
+    group.bench_function("tools/call execute handed on, then resume", |b| {
+        b.to_async(&runtime).iter(|| {
+            let host = handing_on.clone();
+            async move {
+                let answer: serde_json::Value = serde_json::from_slice(host.handle(request()).await.body()).unwrap();
+                let running = &answer["result"]["structuredContent"];
+                assert_eq!(running["status"], "running", "{answer}");
+                // With a zero budget `resume` does not wait either: it is
+                // asked until the run's own task has settled it.
+                let id = running["executionId"].as_str().unwrap();
+                for _ in 0..100_000 {
+                    let outcome = host.handle(resume(id)).await;
+                    if String::from_utf8_lossy(outcome.body()).contains("\"result\":3") {
+                        return;
+                    }
+                    tokio::task::yield_now().await;
+                }
+                panic!("{id} never completed");
+            }
+        })
+    });
 
     // Lambda telemetry without an endpoint: log lines and EMF, nowhere to export.
     let dropped: Lines = Arc::new(|_: &str| {});

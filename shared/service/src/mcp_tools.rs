@@ -177,7 +177,8 @@ fn execute_tool(namespaces: &[String]) -> Tool {
     let description = format!(
         "Run JavaScript or TypeScript in a sandbox. The code is the body of an async function: use `await` and \
          `return` a JSON value. {connected} Find tools with `await tools.search({{ query, namespace?, limit? }})` \
-         (returns `{{ items: [{{ path, description, namespace }}], total }}`), read a tool's TypeScript types with \
+         (returns `{{ items: [{{ path, description, namespace }}], total }}`, and `unavailable: [{{ namespace, reason }}]` \
+         when a source failed to load), read a tool's TypeScript types with \
          `await tools.describe.tool({{ path }})`, then call it as `await tools.<path>(args)`, which returns \
          `{{ ok: true, data }}` or `{{ ok: false, error: {{ code, message }} }}`. `console.log` output comes back in \
          `logs`. There is no fetch, no imports and no timers. Calls that change things may pause the execution for \

@@ -5,6 +5,8 @@
 
 #![allow(dead_code)] // each test binary uses part of the support
 
+pub mod graphql;
+pub mod oauth;
 pub mod recording;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

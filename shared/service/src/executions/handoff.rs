@@ -73,15 +73,19 @@ impl Executions {
         let (this, task_run, task_stop) = (self.clone(), run.clone(), stop.clone());
         tokio::spawn(
             async move {
-                let Held { slot: _slot, quota } = held;
+                let Held { slot, quota } = held;
                 let watcher = tokio::spawn(this.clone().watch(task_run.clone(), task_stop));
                 let ran = crate::quotas::counted(this.sandbox.run(segment, tools).await);
                 watcher.abort();
+                let _ = watcher.await;
                 let finished = this.finish(&task_run, ran).await;
-                // Before the answer: the owner's next execution finds the slot free.
                 if let (Some(gate), Some(quota)) = (&this.quotas, quota) {
                     gate.release(quota).await;
                 }
+                // Everything the run held is given back before the answer: the
+                // caller's next execution finds its slots free, and a host shut
+                // down after the answer leaves no task holding the store.
+                drop((slot, this));
                 // Nobody may be waiting any more: the outcome is stored all the same.
                 let _ = done.send(finished);
             }

@@ -1,0 +1,254 @@
+//! OAuth 2 access tokens for a source's requests (RFC 6749).
+//!
+//! [`TokenEndpoint`] asks an authorization server for a token: the client
+//! authenticates with HTTP basic auth and the grant's form fields are posted.
+//! The client credentials grant (machine to machine) is the one used; a
+//! per-owner grant (a refresh token) would post other fields to the same
+//! endpoint, and keep its tokens per owner rather than in one [`TokenCache`].
+//!
+//! [`TokenCache`] holds a source's current token and gets a new one shortly
+//! before it expires, by the catalog's clock, or after the upstream refused
+//! it (401). One request at a time per source: callers that find the token
+//! missing or stale queue on one lock, the first fetches, the others reuse
+//! its result. Every token handed out is added to the cache's redactor, so
+//! no result, error or log line carries it.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use base64::Engine as _;
+use executor_core::{Clock, Timestamp};
+use serde::Deserialize;
+use url::Url;
+
+use crate::outbound::{Outbound, OutboundError};
+use crate::redact::{Redactor, display_url};
+
+/// How long before its expiry a token is replaced (at most half its lifetime),
+/// so a request never leaves with a token about to lapse.
+const REFRESH_MARGIN: Duration = Duration::from_secs(60);
+/// Recently issued tokens the redactor keeps: an upstream may echo one a
+/// little after it was replaced. Bounded, as a service answering 401 to
+/// everything makes a new token per call.
+const REMEMBERED_TOKENS: usize = 8;
+/// How much of the authorization server's error answer is shown.
+const EXCERPT_CHARS: usize = 300;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OAuthError {
+    #[error("cannot reach the token endpoint {url}: {error}")]
+    Unreachable { url: String, error: OutboundError },
+    #[error(
+        "the token endpoint {url} refused the client (HTTP {status}): {excerpt}; check the source's client_id, \
+         client_secret and scopes"
+    )]
+    Refused { url: String, status: u16, excerpt: String },
+    /// The answer is not shown: it may hold a token.
+    #[error("the token endpoint {url} answered without a usable bearer `access_token`: {problem}")]
+    Malformed { url: String, problem: String },
+}
+
+/// A token and when to stop using it.
+#[derive(Clone)]
+pub struct AccessToken {
+    pub value: Arc<str>,
+    /// `None`: the server gave no lifetime; used until an upstream refuses it.
+    replace_at: Option<Timestamp>,
+}
+
+impl AccessToken {
+    fn fresh(&self, now: Timestamp) -> bool {
+        self.replace_at.is_none_or(|at| now < at)
+    }
+}
+
+#[derive(Deserialize)]
+struct TokenResponse {
+    access_token: String,
+    token_type: Option<String>,
+    /// Seconds; some servers send it as a string.
+    expires_in: Option<serde_json::Value>,
+}
+
+/// An authorization server's token endpoint, and the client's credentials there.
+#[derive(Debug, Clone)]
+pub struct TokenEndpoint {
+    pub url: Url,
+    pub client_id: String,
+    pub client_secret: Arc<str>,
+    pub scopes: Vec<String>,
+}
+
+impl TokenEndpoint {
+    /// The client credentials grant, with the configured scopes.
+    async fn client_credentials(
+        &self,
+        outbound: &Outbound,
+        redactor: &Redactor,
+        now: Timestamp,
+    ) -> Result<AccessToken, OAuthError> {
+        let scope = self.scopes.join(" ");
+        let mut form = vec![("grant_type", "client_credentials")];
+        if !scope.is_empty() {
+            form.push(("scope", &scope));
+        }
+        self.request(&form, outbound, redactor, now).await
+    }
+
+    async fn request(
+        &self,
+        form: &[(&str, &str)],
+        outbound: &Outbound,
+        redactor: &Redactor,
+        now: Timestamp,
+    ) -> Result<AccessToken, OAuthError> {
+        let url = display_url(&self.url);
+        // RFC 6749 2.3.1: the id and secret are form-encoded before they are joined.
+        let encode = |text: &str| url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>();
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!(
+            "{}:{}",
+            encode(&self.client_id),
+            encode(&self.client_secret)
+        ));
+        let mut authorization =
+            reqwest::header::HeaderValue::from_str(&format!("Basic {basic}")).expect("base64 is valid in a header");
+        authorization.set_sensitive(true);
+        let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
+        let request = outbound
+            .request(reqwest::Method::POST, self.url.clone())
+            .header(reqwest::header::AUTHORIZATION, authorization)
+            .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(reqwest::header::ACCEPT, "application/json")
+            .body(body);
+        let answer =
+            outbound.send(request).await.map_err(|error| OAuthError::Unreachable { url: url.clone(), error })?;
+        if !(200..300).contains(&answer.status) {
+            let excerpt = redactor.excerpt(&answer.body, EXCERPT_CHARS);
+            return Err(OAuthError::Refused { url, status: answer.status, excerpt });
+        }
+        parse(&answer.body, now).map_err(|problem| OAuthError::Malformed { url, problem: problem.into() })
+    }
+}
+
+/// A token endpoint's successful answer; the problem never quotes it (it may hold a token).
+fn parse(body: &[u8], now: Timestamp) -> Result<AccessToken, &'static str> {
+    let response: TokenResponse = serde_json::from_slice(body).map_err(|_| "not a JSON token response")?;
+    if response.token_type.as_deref().is_some_and(|t| !t.eq_ignore_ascii_case("bearer")) {
+        return Err("the token_type is not Bearer");
+    }
+    if response.access_token.is_empty()
+        || reqwest::header::HeaderValue::from_str(&format!("Bearer {}", response.access_token)).is_err()
+    {
+        return Err("the access_token is empty or not valid in a header");
+    }
+    let lifetime = match &response.expires_in {
+        Some(serde_json::Value::Number(n)) => n.as_u64(),
+        Some(serde_json::Value::String(s)) => s.parse().ok(),
+        _ => None,
+    };
+    let replace_at = lifetime.map(|seconds| {
+        let lifetime = Duration::from_secs(seconds);
+        now.plus(lifetime - REFRESH_MARGIN.min(lifetime / 2))
+    });
+    Ok(AccessToken { value: response.access_token.into(), replace_at })
+}
+
+/// A source's current token (see the module's description).
+pub struct TokenCache {
+    endpoint: TokenEndpoint,
+    outbound: Outbound,
+    clock: Arc<dyn Clock>,
+    /// Held while a token is fetched: that is what makes the fetch single flight.
+    current: tokio::sync::Mutex<Option<AccessToken>>,
+    /// The source's other secrets, the client secret among them.
+    base: Redactor,
+    issued: Mutex<VecDeque<Arc<str>>>,
+    redactor: RwLock<Arc<Redactor>>,
+}
+
+impl TokenCache {
+    pub fn new(endpoint: TokenEndpoint, outbound: Outbound, clock: Arc<dyn Clock>, base: Redactor) -> Self {
+        let redactor = RwLock::new(Arc::new(base.clone()));
+        Self {
+            endpoint,
+            outbound,
+            clock,
+            current: tokio::sync::Mutex::new(None),
+            base,
+            issued: Mutex::new(VecDeque::new()),
+            redactor,
+        }
+    }
+
+    /// A token that is not about to expire: the cached one, or a new one.
+    pub async fn token(&self) -> Result<Arc<str>, OAuthError> {
+        let mut current = self.current.lock().await;
+        let now = self.clock.now();
+        if let Some(token) = current.as_ref().filter(|t| t.fresh(now)) {
+            return Ok(token.value.clone());
+        }
+        let token = self.endpoint.client_credentials(&self.outbound, &self.redactor(), now).await?;
+        // When and from where, never the token.
+        let lifetime = token.replace_at.map(|at| at.since(now).as_secs());
+        tracing::info!(token_url = %display_url(&self.endpoint.url), ?lifetime, "OAuth access token issued");
+        self.remember(&token.value);
+        let value = token.value.clone();
+        *current = Some(token);
+        Ok(value)
+    }
+
+    /// The upstream refused `token`: forget it, unless another caller has replaced it already.
+    pub async fn rejected(&self, token: &str) {
+        let mut current = self.current.lock().await;
+        if current.as_ref().is_some_and(|t| &*t.value == token) {
+            *current = None;
+        }
+    }
+
+    /// The source's secrets and the tokens issued lately.
+    pub fn redactor(&self) -> Arc<Redactor> {
+        self.redactor.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn remember(&self, token: &Arc<str>) {
+        let mut issued = self.issued.lock().unwrap_or_else(|e| e.into_inner());
+        issued.push_back(token.clone());
+        if issued.len() > REMEMBERED_TOKENS {
+            issued.pop_front();
+        }
+        let mut redactor = self.base.clone();
+        for token in issued.iter() {
+            redactor.add(token);
+        }
+        *self.redactor.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(redactor);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_answers_and_when_they_are_replaced() {
+        let now = Timestamp::from_millis(1_000_000);
+        let at = |body: &str| parse(body.as_bytes(), now).map(|t| t.replace_at);
+        let secs = |s: u64| Some(now.plus(Duration::from_secs(s)));
+        // Replaced 60 s early, or halfway through a short lifetime; `expires_in` as a number or a string.
+        assert_eq!(at(r#"{"access_token": "a", "token_type": "Bearer", "expires_in": 3600}"#), Ok(secs(3540)));
+        assert_eq!(at(r#"{"access_token": "a", "token_type": "bearer", "expires_in": "90"}"#), Ok(secs(45)));
+        assert_eq!(at(r#"{"access_token": "a"}"#), Ok(None), "no lifetime: kept until refused");
+        let token = parse(br#"{"access_token": "a"}"#, now).unwrap();
+        assert!(token.fresh(now.plus(Duration::from_secs(86_400 * 365))));
+        let refused = [
+            (r#"{"access_token": "a", "token_type": "mac"}"#, "the token_type is not Bearer"),
+            (r#"{"access_token": ""}"#, "the access_token is empty or not valid in a header"),
+            ("{\"access_token\": \"a\\nb\"}", "the access_token is empty or not valid in a header"),
+            (r#"{"token": "a"}"#, "not a JSON token response"),
+            ("<html>", "not a JSON token response"),
+        ];
+        for (body, problem) in refused {
+            assert_eq!(parse(body.as_bytes(), now).err(), Some(problem), "{body}");
+        }
+    }
+}
