@@ -138,6 +138,8 @@ Environment (checked before anything is created; a bad value names the variable)
   EXECUTOR_OIDC_SHARE_KEY_OWNERS      true: the claim's value is a key owner's name [default: false]
   EXECUTOR_HEADER_TIMEOUT_MS, EXECUTOR_BODY_TIMEOUT_MS, EXECUTOR_IDLE_TIMEOUT_MS, EXECUTOR_MAX_CONNECTIONS
                                       as their options above
+  EXECUTOR_EVENT_WEBHOOK              POST lifecycle events here (https, or http on loopback) [default: none]
+  EXECUTOR_EVENT_BUS                  put lifecycle events on this EventBridge bus (name or ARN) [default: none]
   EXECUTOR_TELEMETRY_FLUSH_MS         how long Ctrl-C waits for span export [default: 500]
   EXECUTOR_TABLE                      the table, with --store dynamodb (AWS_REGION, AWS_PROFILE, ... apply)
   RUST_LOG, NO_COLOR, OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables: logs and spans";
@@ -294,6 +296,7 @@ async fn serve_command(args: ServeArgs) -> Result<(), String> {
         return Err(format!("this is a conformance build: it serves only loopback addresses, not {}", args.addr));
     }
     let config = host_config(args.public_url.as_deref()).map_err(|e| e.to_string())?;
+    let config = config.connect_events().await.map_err(|e| e.to_string())?;
     let telemetry = executor_telemetry::Telemetry::local().map_err(|e| e.to_string())?;
     let sources = executor_catalog::CatalogConfig::load_located(args.config.clone()).map_err(|e| e.to_string())?;
     let catalog = Catalog::connect(&sources).await.map_err(|e| e.to_string())?;
@@ -342,6 +345,7 @@ async fn run_serve<S: Store + 'static>(
     make_room_for_connections(limits.max_connections);
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    config.local_url = Some(serve::local_url(bound));
     // First start: no key yet, so make one for whoever runs it.
     let first = if store.list_keys().await.map_err(|e| e.to_string())?.is_empty() {
         let owner = std::env::var("USER")

@@ -451,6 +451,19 @@ pub fn request_state_key(data_dir: &Path) -> std::io::Result<RequestStateKey> {
     }
 }
 
+/// Where this machine reaches a server listening on `addr` (an unspecified
+/// address through loopback): the base of links when no public URL is set.
+pub fn local_url(addr: SocketAddr) -> String {
+    let addr = match addr.ip().is_unspecified() {
+        true => SocketAddr::new(
+            if addr.is_ipv4() { Ipv4Addr::LOCALHOST.into() } else { Ipv6Addr::LOCALHOST.into() },
+            addr.port(),
+        ),
+        false => addr,
+    };
+    format!("http://{addr}")
+}
+
 /// What to tell the person who just started a server on `addr`: the URL to
 /// give clients (the public URL when set; on an unspecified address, this
 /// machine's loopback, with a word about other machines).
@@ -458,18 +471,14 @@ pub fn welcome(addr: SocketAddr, public_url: Option<&str>, first_key: Option<(&P
     let (url, note) = match public_url {
         Some(base) => (format!("{}/mcp", base.trim_end_matches('/')), String::new()),
         None if addr.ip().is_unspecified() => {
-            let loopback = SocketAddr::new(
-                if addr.is_ipv4() { Ipv4Addr::LOCALHOST.into() } else { Ipv6Addr::LOCALHOST.into() },
-                addr.port(),
-            );
             let note = format!(
                 "It listens on every interface ({addr}). For other machines, start it with --public-url \
                  (or EXECUTOR_PUBLIC_URL) set to the address they use, e.g. http://<this machine's name>:{}.\n",
                 addr.port()
             );
-            (format!("http://{loopback}/mcp"), note)
+            (format!("{}/mcp", local_url(addr)), note)
         }
-        None => (format!("http://{addr}/mcp"), String::new()),
+        None => (format!("{}/mcp", local_url(addr)), String::new()),
     };
     let Some((owner, token)) = first_key else {
         return format!(

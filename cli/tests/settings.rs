@@ -105,6 +105,13 @@ fn each_bad_setting_is_refused_before_anything_is_created_or_printed() {
             "a whole number greater than zero",
             "'many'",
         ),
+        (
+            vec![("EXECUTOR_EVENT_WEBHOOK", "http://hooks.example.com/executor")],
+            "EXECUTOR_EVENT_WEBHOOK",
+            "an https:// URL, or http:// on a loopback address",
+            "\"http://hooks.example.com/executor\"",
+        ),
+        (vec![("EXECUTOR_EVENT_BUS", "my bus")], "EXECUTOR_EVENT_BUS", "an EventBridge event bus name", "\"my bus\""),
         (vec![("EXECUTOR_CONFIG", "/nonexistent/executor.toml")], "EXECUTOR_CONFIG", "", "/nonexistent/executor.toml"),
     ];
     for (env, name, expected, value) in cases {

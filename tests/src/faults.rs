@@ -22,11 +22,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use executor_core::{
-    ApiKey, Execution, ExecutionId, Grant, GrantId, Principal, Session, SessionId, Timestamp, TokenHash,
+    ApiKey, Event, Execution, ExecutionId, Grant, GrantId, Principal, Session, SessionId, Timestamp, TokenHash,
 };
 use executor_scheduler::AlarmScheduler;
 use executor_store::{
-    Access, ExecutionStore, GrantStore, KeyStore, QuotaOutcome, QuotaStore, QuotaTake, SessionStore, StoreError,
+    Access, ExecutionStore, GrantStore, KeyStore, OutboxStore, QuotaOutcome, QuotaStore, QuotaTake, SessionStore,
+    StoreError,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -203,6 +204,8 @@ fn phrase(operation: &'static str) -> &'static str {
         "revoke_key" => "revoke an API key",
         "take_quota" => "take a quota",
         "release_slot" => "release a quota slot",
+        "pending_events" => "list undelivered events",
+        "delete_event" => "delete a delivered event",
         "schedule" => "schedule a session alarm",
         "cancel" => "cancel a session alarm",
         other => other,
@@ -225,11 +228,11 @@ impl<T: SessionStore> SessionStore for Faulty<T> {
         self.faults.run("get_session", self.inner.get_session(access, id)).await
     }
 
-    async fn update_session(&self, session: &mut Session) -> Result<(), StoreError> {
+    async fn update_session_emitting(&self, session: &mut Session, events: &[Event]) -> Result<(), StoreError> {
         // The write goes through a copy: a caller whose acknowledgement was lost
         // must not see the version bump a successful write makes.
         let mut written = session.clone();
-        self.faults.run("update_session", self.inner.update_session(&mut written)).await?;
+        self.faults.run("update_session", self.inner.update_session_emitting(&mut written, events)).await?;
         session.version = written.version;
         Ok(())
     }
@@ -241,17 +244,17 @@ impl<T: SessionStore> SessionStore for Faulty<T> {
 
 #[async_trait]
 impl<T: ExecutionStore> ExecutionStore for Faulty<T> {
-    async fn create_execution(&self, execution: &Execution) -> Result<(), StoreError> {
-        self.faults.run("create_execution", self.inner.create_execution(execution)).await
+    async fn create_execution_emitting(&self, execution: &Execution, events: &[Event]) -> Result<(), StoreError> {
+        self.faults.run("create_execution", self.inner.create_execution_emitting(execution, events)).await
     }
 
     async fn get_execution(&self, access: Access<'_>, id: &ExecutionId) -> Result<Execution, StoreError> {
         self.faults.run("get_execution", self.inner.get_execution(access, id)).await
     }
 
-    async fn update_execution(&self, execution: &mut Execution) -> Result<(), StoreError> {
+    async fn update_execution_emitting(&self, execution: &mut Execution, events: &[Event]) -> Result<(), StoreError> {
         let mut written = execution.clone();
-        self.faults.run("update_execution", self.inner.update_execution(&mut written)).await?;
+        self.faults.run("update_execution", self.inner.update_execution_emitting(&mut written, events)).await?;
         execution.version = written.version;
         Ok(())
     }
@@ -303,6 +306,17 @@ impl<T: GrantStore> GrantStore for Faulty<T> {
 
     async fn revoke_grant(&self, access: Access<'_>, id: &GrantId) -> Result<Grant, StoreError> {
         self.faults.run("revoke_grant", self.inner.revoke_grant(access, id)).await
+    }
+}
+
+#[async_trait]
+impl<T: OutboxStore> OutboxStore for Faulty<T> {
+    async fn pending_events(&self, limit: usize) -> Result<Vec<Event>, StoreError> {
+        self.faults.run("pending_events", self.inner.pending_events(limit)).await
+    }
+
+    async fn delete_event(&self, event: &Event) -> Result<(), StoreError> {
+        self.faults.run("delete_event", self.inner.delete_event(event)).await
     }
 }
 

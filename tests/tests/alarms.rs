@@ -10,7 +10,7 @@ use executor_core::{
     PendingCall, Principal, Session, SessionId, SessionStatus, Timeouts, Timestamp,
 };
 use executor_scheduler::{AlarmScheduler, InProcessScheduler};
-use executor_service::Alarms;
+use executor_service::{Alarms, Events};
 use executor_store::{Access, Store, StoreError};
 use serde_json::json;
 
@@ -21,6 +21,7 @@ executor_tests::on_both_stores!(
     idle_sessions_are_destroyed_and_their_paused_work_lives_on,
     a_stale_alarm_does_not_destroy_a_session_that_became_active,
     a_redelivered_alarm_arms_the_next_generation_once,
+    a_destroy_stores_session_destroyed_with_it,
 );
 
 const MIN: u64 = 60_000;
@@ -180,4 +181,25 @@ async fn a_redelivered_alarm_arms_the_next_generation_once<S: Store + 'static>(s
     assert_eq!(scheduler.armed_at(&s.id), Some(next), "the decided generation is armed");
     let stored = store.get_session(Access::Internal, &s.id).await.unwrap();
     assert_eq!((stored.alarm_at, stored.version), (Some(next), s.version + 1), "one write in all");
+}
+
+async fn a_destroy_stores_session_destroyed_with_it<S: Store + 'static>(store: Arc<S>) {
+    // A receiver that never answers: whatever the alarm stored stays in the outbox.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/events", silent.local_addr().unwrap());
+    let sink = Arc::new(executor_events::Webhook::new(url).unwrap());
+    let events = Events::new(store.clone(), sink, Arc::new(executor_core::SystemClock), None);
+    let (alarms, _scheduler) = alarms(&store);
+    let alarms = alarms.with_events(Some(events));
+    let at = now();
+    let active = session(&store, "active", at, MIN).await;
+    assert!(matches!(fire(&alarms, &active.id, at).await.unwrap(), AlarmDecision::Reschedule { .. }));
+    assert_eq!(store.pending_events(10).await.unwrap(), vec![], "a reschedule is no lifecycle event");
+
+    let idle = session(&store, "idle", at, 6 * MIN).await;
+    assert_eq!(fire(&alarms, &idle.id, at).await.unwrap(), AlarmDecision::Destroy);
+    let pending = store.pending_events(10).await.unwrap();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0].detail_type.as_str(), "Session Destroyed");
+    assert_eq!(pending[0].detail, json!({ "sessionId": "idle", "owner": "alice", "status": "destroyed" }));
 }

@@ -7,6 +7,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, TimeToLiveStatus};
 use executor_core::{
     ApiKey, ArgsHash, ClientInfo, ElicitationMode, Execution, ExecutionEvent, ExecutionId, Grant, GrantId, GrantedBy,
     Journal, JournalStep, PendingCall, Principal, Session, SessionId, StepOutcome, Timestamp, TokenHash,
+    execution_events,
 };
 use executor_store::{
     ExecutionStore, GrantStore, HourlyTake, KeyStore, MAX_ITEM_BODY_BYTES, QuotaOutcome, QuotaStore, QuotaTake,
@@ -90,7 +91,9 @@ async fn items_match_docs_storage_md() {
         now().plus(Duration::from_secs(86_400)),
     );
     execution.apply(ExecutionEvent::Pause { journal, deadline }, now()).unwrap();
-    store.create_execution(&execution).await.unwrap();
+    // The pause and its event, in one transaction (the event stays until delivered).
+    let events = execution_events(None, &execution, 0, None, now());
+    store.create_execution_emitting(&execution, &events).await.unwrap();
     store
         .create_key(&ApiKey { hash: TokenHash::of_token("t"), owner: alice.clone(), created_at: now(), toolkit: None })
         .await
@@ -114,7 +117,7 @@ async fn items_match_docs_storage_md() {
 
     let items = client.scan().table_name(store.table()).send().await.unwrap().items.unwrap();
     let documented = documented_items();
-    assert_eq!(documented.len(), 8, "docs/storage.md lists eight item types");
+    assert_eq!(documented.len(), 9, "docs/storage.md lists nine item types");
 
     let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for item in &items {
@@ -146,6 +149,12 @@ async fn items_match_docs_storage_md() {
     assert_eq!(n(find("SESSION#s1", "SESSION").unwrap(), "expires_at"), session.expires_at.as_secs_ceil());
     assert_eq!(n(find("EXEC#e1", "EXEC").unwrap(), "expires_at"), execution.expires_at.as_secs_ceil());
     assert_eq!(n(find("SESSION#s1", "PAUSED#e1").unwrap(), "expires_at"), deadline.as_secs_ceil());
+    let event_sk = format!("EVENT#{:013}#{}", events[0].time.as_millis(), events[0].id);
+    assert_eq!(
+        n(find("OUTBOX", &event_sk).unwrap(), "expires_at"),
+        deadline.as_secs_ceil(),
+        "a pause's event lasts its window"
+    );
     let chunks = n(find("EXEC#e1", "EXEC").unwrap(), "chunks");
     assert!(chunks >= 3, "an 800 KB snapshot is split, got {chunks} chunk(s)");
     for i in 1..chunks {

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use executor_core::{
-    ApiKey, ApprovalAction, ClientInfo, ElicitationMode, Execution, ExecutionEvent, ExecutionId, ExecutionState, Grant,
-    GrantId, GrantedBy, Journal, JournalStep, LinkStatus, PendingCall, Principal, QuotaLimit, Session, SessionId,
-    SessionStatus, StepOutcome, Timestamp, TokenHash,
+    ApiKey, ApprovalAction, ClientInfo, ElicitationMode, Event, Execution, ExecutionEvent, ExecutionId, ExecutionState,
+    ExecutionStatus, Grant, GrantId, GrantedBy, Journal, JournalStep, LinkStatus, PendingCall, Principal, QuotaLimit,
+    Session, SessionId, SessionStatus, StepOutcome, Timestamp, TokenHash, execution_events, session_destroyed,
 };
 use executor_store::{Access, HourlyTake, MAX_SNAPSHOT_BYTES, QuotaOutcome, QuotaTake, SlotTake, Store, StoreError};
 use serde_json::json;
@@ -33,6 +33,11 @@ executor_tests::on_both_stores!(
     grants_are_one_per_owner_and_tool,
     grants_are_revoked_by_id_and_owner,
     expired_grants_read_as_absent,
+    events_are_stored_with_the_change_they_describe,
+    a_refused_write_stores_no_event,
+    session_writes_store_their_events,
+    pending_events_are_oldest_first_and_limited,
+    expired_events_read_as_absent,
 );
 
 fn now() -> Timestamp {
@@ -520,4 +525,108 @@ async fn expired_grants_read_as_absent<S: Store + 'static>(store: Arc<S>) {
     let fresh = grant("g2", alice(), "gh.issues.create");
     store.create_grant(&fresh).await.unwrap();
     assert_eq!(store.list_grants(&alice()).await.unwrap(), vec![fresh]);
+}
+
+/// The events of writing `execution` (from `before`) as its next version.
+fn events_of(before: Option<ExecutionStatus>, execution: &Execution, at: Timestamp) -> Vec<Event> {
+    let version = if before.is_some() { execution.version + 1 } else { execution.version };
+    execution_events(before, execution, version, Some("https://x.example/approvals/e1?token=t"), at)
+}
+
+fn ids(events: &[Event]) -> Vec<&str> {
+    events.iter().map(|e| e.id.as_str()).collect()
+}
+
+async fn events_are_stored_with_the_change_they_describe<S: Store + 'static>(store: Arc<S>) {
+    assert_eq!(store.pending_events(10).await.unwrap(), vec![]);
+    let at = now();
+    let mut e = paused("e1", alice(), Some("s1"));
+    let paused_events = events_of(None, &e, at);
+    store.create_execution_emitting(&e, &paused_events).await.unwrap();
+    assert_eq!(store.pending_events(10).await.unwrap(), paused_events, "stored as given, approval link included");
+
+    // Decided in the same millisecond: still after the pause.
+    let mut stale = e.clone();
+    e.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None }, at).unwrap();
+    let decided = events_of(Some(ExecutionStatus::Paused), &e, at);
+    store.update_execution_emitting(&mut e, &decided).await.unwrap();
+    let pending = store.pending_events(10).await.unwrap();
+    assert_eq!(ids(&pending), ids(&[paused_events.clone(), decided.clone()].concat()));
+
+    // A lost race writes neither the change nor its events.
+    stale.apply(ExecutionEvent::Expire, at).unwrap();
+    let expired = events_of(Some(ExecutionStatus::Paused), &stale, at);
+    let lost = store.update_execution_emitting(&mut stale, &expired).await;
+    assert!(matches!(lost, Err(StoreError::Conflict { .. })), "{lost:?}");
+    assert_eq!(store.pending_events(10).await.unwrap(), pending);
+
+    // Delivered events are deleted; deleting one twice (two deliverers) is fine.
+    store.delete_event(&paused_events[0]).await.unwrap();
+    store.delete_event(&paused_events[0]).await.unwrap();
+    assert_eq!(store.pending_events(10).await.unwrap(), decided);
+    store.delete_event(&decided[0]).await.unwrap();
+    assert_eq!(store.pending_events(10).await.unwrap(), vec![]);
+}
+
+async fn a_refused_write_stores_no_event<S: Store + 'static>(store: Arc<S>) {
+    let e = paused("e1", alice(), None);
+    store.create_execution(&e).await.unwrap();
+    let again = paused("e1", bob(), None);
+    let refused = store.create_execution_emitting(&again, &events_of(None, &again, now())).await;
+    assert!(matches!(refused, Err(StoreError::AlreadyExists { .. })), "{refused:?}");
+
+    let mut big = running("e2", alice(), None);
+    big.journal = journal_of_size(MAX_SNAPSHOT_BYTES + 100_000);
+    pause(&mut big, now().plus(Duration::from_secs(600)));
+    let refused = store.create_execution_emitting(&big, &events_of(None, &big, now())).await;
+    assert!(matches!(refused, Err(StoreError::TooLarge { .. })), "{refused:?}");
+
+    let mut gone = paused("ghost", alice(), None);
+    let ghost_events = events_of(Some(ExecutionStatus::Running), &gone, now());
+    assert_not_found(store.update_execution_emitting(&mut gone, &ghost_events).await);
+    assert_eq!(store.pending_events(10).await.unwrap(), vec![]);
+}
+
+async fn session_writes_store_their_events<S: Store + 'static>(store: Arc<S>) {
+    let mut s = session("s1", alice());
+    store.create_session(&s).await.unwrap();
+    let mut stale = s.clone();
+    s.destroy().unwrap();
+    let destroyed = vec![session_destroyed(&s, s.version + 1, now())];
+    store.update_session_emitting(&mut s, &destroyed).await.unwrap();
+    assert_eq!(store.get_session(Access::Internal, &sid("s1")).await.unwrap().status, SessionStatus::Destroyed);
+    assert_eq!(store.pending_events(10).await.unwrap(), destroyed);
+
+    stale.destroy().unwrap();
+    let again = vec![session_destroyed(&stale, stale.version + 1, now().plus(Duration::from_millis(1)))];
+    let lost = store.update_session_emitting(&mut stale, &again).await;
+    assert!(matches!(lost, Err(StoreError::Conflict { .. })), "{lost:?}");
+    assert_eq!(store.pending_events(10).await.unwrap(), destroyed, "a lost race stores no event");
+}
+
+async fn pending_events_are_oldest_first_and_limited<S: Store + 'static>(store: Arc<S>) {
+    let start = now();
+    let mut written = Vec::new();
+    // Created newest first: the order read is the events' time, not the writes'.
+    for (n, id) in ["e3", "e2", "e1"].iter().enumerate() {
+        let e = paused(id, alice(), None);
+        let events = events_of(None, &e, start.plus(Duration::from_millis(10 * (3 - n as u64))));
+        store.create_execution_emitting(&e, &events).await.unwrap();
+        written.extend(events);
+    }
+    written.reverse();
+    assert_eq!(store.pending_events(10).await.unwrap(), written);
+    assert_eq!(store.pending_events(2).await.unwrap(), written[..2]);
+}
+
+async fn expired_events_read_as_absent<S: Store + 'static>(store: Arc<S>) {
+    let e = paused("e1", alice(), None);
+    let mut events = events_of(None, &e, now());
+    events[0].deliver_until = Timestamp::from_millis(now().as_millis() - 5_000);
+    let live = paused("e2", alice(), None);
+    let live_events = events_of(None, &live, now());
+    store.create_execution_emitting(&e, &events).await.unwrap();
+    store.create_execution_emitting(&live, &live_events).await.unwrap();
+    assert_eq!(store.pending_events(10).await.unwrap(), live_events, "an event past its use is not delivered");
+    assert_eq!(store.pending_events(1).await.unwrap(), live_events, "and does not hide the live ones");
 }

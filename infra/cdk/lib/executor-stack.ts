@@ -19,6 +19,7 @@ import * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import * as acm from 'aws-cdk-lib/aws-certificatemanager';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
@@ -26,6 +27,7 @@ import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 
+import { ApprovalEmail } from './approval-email';
 import { InitialKey } from './initial-key';
 import { Observability } from './observability';
 import { ExecutorOptions, FunctionName, MAX_LAYERS, Resolved, resolve } from './options';
@@ -67,6 +69,9 @@ export class ExecutorStack extends Stack {
   readonly api: apigw.HttpApi;
   readonly observability?: Observability;
   readonly initialKey?: InitialKey;
+  /** Lifecycle events (docs/events.md), with `eventBus` or `approvalEmail`. */
+  readonly eventBus?: events.EventBus;
+  readonly approvalEmail?: ApprovalEmail;
   /** Where clients connect: the custom domain when set, else the API's own endpoint. No trailing slash. */
   readonly publicUrl: string;
 
@@ -131,12 +136,25 @@ export class ExecutorStack extends Stack {
       }),
     );
 
+    // --- Lifecycle events: docs/events.md ----------------------------------------
+    // Every function emits (pauses and outcomes, decisions, destroyed sessions)
+    // and delivers what others left in the outbox.
+    const eventing: Record<string, string> = {};
+    if (o.events?.bus) {
+      this.eventBus = new events.EventBus(this, 'Events', {
+        description: 'Executor: lifecycle events (Execution Paused, ...); whoever reads it can approve',
+      });
+      eventing.EXECUTOR_EVENT_BUS = this.eventBus.eventBusName;
+    }
+    if (o.events?.webhook) eventing.EXECUTOR_EVENT_WEBHOOK = o.events.webhook;
+
     // --- Functions -------------------------------------------------------------
     const common = {
       EXECUTOR_TABLE: this.table.tableName,
       EXECUTOR_SESSION_TIMEOUT_MS: String(o.sessionTimeoutMs),
       EXECUTOR_PAUSED_LEASE_MS: String(o.pausedLeaseMs),
       EXECUTOR_APPROVAL_WINDOW_MS: String(o.approvalWindowMs),
+      ...eventing,
     };
     const scheduling = {
       EXECUTOR_SCHEDULE_GROUP: groupName,
@@ -329,6 +347,30 @@ export class ExecutorStack extends Stack {
       ]),
     ]);
 
+    // The event outbox (docs/storage.md): events are put in the transaction of
+    // the change they describe, read oldest first and deleted once delivered,
+    // by every function; only in the `OUTBOX` partition, and only with events on.
+    if (o.events) {
+      for (const fn of [this.mcpFunction, this.approvalFunction, this.alarmFunction]) {
+        this.grant(fn, [
+          new iam.PolicyStatement({
+            sid: 'EventOutbox',
+            actions: ['dynamodb:PutItem', 'dynamodb:Query', 'dynamodb:DeleteItem'],
+            resources: [this.table.tableArn],
+            conditions: { 'ForAllValues:StringEquals': { 'dynamodb:LeadingKeys': ['OUTBOX'] } },
+          }),
+        ]);
+        this.eventBus?.grantPutEventsTo(fn);
+      }
+    }
+    if (o.events?.approvalEmail) {
+      this.approvalEmail = new ApprovalEmail(this, 'ApprovalEmail', {
+        bus: this.eventBus!,
+        address: o.events.approvalEmail,
+        removal,
+      });
+    }
+
     // Scheduler (shared/scheduler/src/eventbridge.rs): MCP arms a new
     // session's alarm and deletes it on `DELETE /mcp`; the alarm reschedules,
     // extends the paused lease, or deletes on destroy. Create falls back to
@@ -463,6 +505,12 @@ export class ExecutorStack extends Stack {
       value: this.table.tableName,
     });
     new CfnOutput(this, 'ApiEndpoint', { description: "The API's own endpoint", value: this.api.apiEndpoint });
+    if (this.eventBus) {
+      new CfnOutput(this, 'EventBusName', {
+        description: 'Lifecycle events (EXECUTOR_EVENT_BUS): add rules for Slack, e-mail, ... (docs/events.md)',
+        value: this.eventBus.eventBusName,
+      });
+    }
     if (domain) {
       new CfnOutput(this, 'DomainTarget', {
         description: `DNS: point ${o.domain!.name} (CNAME or alias) at this name`,

@@ -108,6 +108,26 @@ export interface ExecutorOptions {
   readonly initialKeyOwner?: string;
   /** Change (e.g. increment) to replace the initial key: a new token, the old key revoked. @default 1 */
   readonly initialKeyGeneration?: number;
+  /**
+   * Create an EventBridge bus for lifecycle events (docs/events.md): the three
+   * functions put `Execution Paused`, ... on it (`EXECUTOR_EVENT_BUS`), and
+   * only they may. Whoever can read the bus can approve (events carry links).
+   * @default false
+   */
+  readonly eventBus?: boolean;
+  /**
+   * Also POST each event to this https URL (`EXECUTOR_EVENT_WEBHOOK`), from the three functions.
+   * @default - none
+   */
+  readonly eventWebhook?: string;
+  /**
+   * E-mail this address an approval request for each browser-mode pause: an
+   * SNS topic with this subscription (confirm it from the first message), and
+   * a rule on the event bus turning `Execution Paused` into a readable message
+   * with the approval link. Creates the bus.
+   * @default - none
+   */
+  readonly approvalEmail?: string;
 }
 
 /** The three functions. */
@@ -148,6 +168,9 @@ export const CONTEXT_KEYS = [
   'alarmTopicArn',
   'initialKeyOwner',
   'initialKeyGeneration',
+  'eventBus',
+  'eventWebhook',
+  'approvalEmail',
 ] as const;
 
 const NUMBER_KEYS = new Set([
@@ -161,7 +184,7 @@ const NUMBER_KEYS = new Set([
   'initialKeyGeneration',
 ]);
 const LIST_KEYS = new Set(['secretArns', 'vpcSubnetIds', 'vpcSecurityGroupIds']);
-const BOOLEAN_KEYS = new Set(['tracing', 'alarms']);
+const BOOLEAN_KEYS = new Set(['tracing', 'alarms', 'eventBus']);
 
 /**
  * Options from context values. `-c` always gives strings, cdk.json may give
@@ -250,6 +273,8 @@ export interface Resolved {
   alarms: boolean;
   alarmTopicArn?: string;
   initialKey?: { owner: string; generation: number };
+  /** Lifecycle events: on when a bus or a webhook is set. */
+  events?: { bus: boolean; webhook?: string; approvalEmail?: string };
 }
 
 /** What one function gets from `environment`, `layerArns` and `reservedConcurrency`. */
@@ -283,6 +308,12 @@ export const LAMBDA_RESERVED_VARIABLES = new Set([
   'LAMBDA_TASK_ROOT',
   'LAMBDA_RUNTIME_DIR',
 ]);
+
+/** Event settings that have an option of their own (it grants what they need). */
+const EVENT_OPTIONS: Record<string, string> = {
+  EXECUTOR_EVENT_BUS: 'eventBus',
+  EXECUTOR_EVENT_WEBHOOK: 'eventWebhook',
+};
 
 /** Lambda allows five layers per function. */
 export const MAX_LAYERS = 5;
@@ -382,6 +413,14 @@ export function resolve(options: ExecutorOptions): Resolved {
       `initialKeyOwner: expected up to 64 letters, digits and . _ - @ +, got ${JSON.stringify(options.initialKeyOwner)}`,
     );
   }
+  // An https URL with a host and no credentials: events carry approval links (the functions check it too).
+  if (options.eventWebhook !== undefined && !/^https:\/\/[^/@\s]+(\/\S*)?$/.test(options.eventWebhook)) {
+    throw new Error(`eventWebhook: expected an https:// URL, got ${JSON.stringify(options.eventWebhook)}`);
+  }
+  if (options.approvalEmail !== undefined && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(options.approvalEmail)) {
+    throw new Error(`approvalEmail: expected an e-mail address, got ${JSON.stringify(options.approvalEmail)}`);
+  }
+  const bus = (options.eventBus ?? false) || options.approvalEmail !== undefined;
   let config: Resolved['config'];
   if (options.config) {
     const file = path.resolve(options.config);
@@ -422,6 +461,10 @@ export function resolve(options: ExecutorOptions): Resolved {
     initialKey: options.initialKeyOwner
       ? { owner: options.initialKeyOwner, generation: options.initialKeyGeneration ?? 1 }
       : undefined,
+    events:
+      bus || options.eventWebhook
+        ? { bus, webhook: options.eventWebhook, approvalEmail: options.approvalEmail }
+        : undefined,
   };
 }
 
@@ -445,6 +488,10 @@ function resolveFunctions(options: ExecutorOptions): Record<FunctionName, Functi
       }
       if (LAMBDA_RESERVED_VARIABLES.has(name)) {
         throw new Error(`environment.${target}: ${name} is set by Lambda and cannot be configured`);
+      }
+      // The outbox and the bus need grants that only these options give.
+      if (name in EVENT_OPTIONS) {
+        throw new Error(`environment.${target}: set ${name} with the ${EVENT_OPTIONS[name]} option instead`);
       }
       if (typeof value !== 'string') {
         throw new Error(`environment.${target}.${name}: expected a string, got ${JSON.stringify(value)}`);

@@ -19,6 +19,9 @@ use executor_store::DynamoStore;
 use executor_telemetry::Telemetry;
 use lambda_http::{Body, Error, Request, Response, service_fn};
 
+/// How long an answer waits for event delivery under way (docs/events.md).
+const EVENT_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Which of the host's routes a function serves (API Gateway sends it only those).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Routes {
@@ -44,7 +47,9 @@ pub async fn run(routes: Routes) -> Result<(), Error> {
     let store = Arc::new(DynamoStore::from_env().await?);
     let scheduler = Arc::new(EventBridgeScheduler::from_env().await?);
     // API Gateway routes by host already; DNS-rebinding checks are for loopback.
-    let mut config = HostConfig { allowed_hosts: None, ..HostConfig::default() }.with_env(|n| std::env::var(n).ok())?;
+    let config = HostConfig { allowed_hosts: None, ..HostConfig::default() }.with_env(|n| std::env::var(n).ok())?;
+    config.require_event_links()?;
+    let mut config = config.connect_events().await?;
     // The MCP function cannot keep a run going after it answers: it hands
     // runs past the response budget to the approval function.
     if routes == Routes::Mcp
@@ -89,6 +94,9 @@ pub async fn handle(host: &Host, routes: Routes, request: Request) -> Response<B
         Routes::Mcp => host.handle_mcp(request).await,
         Routes::Approvals => host.handle_approvals(request).await,
     };
+    // Nothing runs once the function has answered: a delivery this request
+    // started gets a moment to finish; what it leaves is retried later.
+    host.settle_events(EVENT_WAIT).await;
     response.map(|bytes| match String::from_utf8(bytes.to_vec()) {
         Ok(text) if text.is_empty() => Body::Empty,
         Ok(text) => Body::Text(text),

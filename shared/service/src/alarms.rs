@@ -17,6 +17,8 @@ use executor_telemetry::{Metric, count};
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
+use crate::Events;
+
 /// Attempts at acting on a decision when the session changes meanwhile.
 const RACES: usize = 3;
 
@@ -25,6 +27,7 @@ pub struct Alarms {
     executions: Arc<dyn ExecutionStore>,
     scheduler: Arc<dyn AlarmScheduler>,
     timeouts: Timeouts,
+    events: Option<Events>,
 }
 
 impl Alarms {
@@ -34,8 +37,18 @@ impl Alarms {
         scheduler: Arc<dyn AlarmScheduler>,
         timeouts: Timeouts,
     ) -> Self {
-        Self { sessions, executions, scheduler, timeouts }
+        Self { sessions, executions, scheduler, timeouts, events: None }
     }
+
+    /// Emit `Session Destroyed`, and deliver what the outbox holds when an alarm fires.
+    pub fn with_events(mut self, events: Option<Events>) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// How long a fired alarm waits for event delivery before it returns
+    /// (the alarm function stops running once it does).
+    const EVENT_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
     /// Arm a new session's first alarm (created + SESSION_TIMEOUT) and record it.
     pub fn first_alarm(&self, session: &mut Session) -> Timestamp {
@@ -68,7 +81,13 @@ impl Alarms {
             trace_id = Empty,
         );
         executor_telemetry::adopt(&span, None);
+        if let Some(events) = &self.events {
+            events.sweep();
+        }
         let result = self.decide_and_act(session_id, generation, now).instrument(span.clone()).await;
+        if let Some(events) = &self.events {
+            events.settle(Self::EVENT_WAIT).await;
+        }
         let _in_span = span.enter();
         match &result {
             Ok(decision) => {
@@ -154,7 +173,11 @@ impl Alarms {
             return Ok(());
         }
         session.alarm_at = None;
-        self.sessions.update_session(session).await?;
+        let events: Vec<_> = self.events.iter().map(|events| events.of_session_destroyed(session)).collect();
+        self.sessions.update_session_emitting(session, &events).await?;
+        if let Some(events) = &self.events {
+            events.wake();
+        }
         count(Metric::SessionsDestroyed);
         tracing::info!(mcp.session.id = session.id.as_str(), "session destroyed");
         if let Some(at) = armed

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use executor_core::{Clock, ElicitationMode, QuotaLimit, Quotas, SystemClock, Timeouts};
+use executor_events::{EventSettings, EventSink, SinkError};
 
 use crate::Continuations;
 use crate::native::RequestStateKey;
@@ -54,6 +55,14 @@ pub struct HostConfig {
     /// Where runs past the response budget go on when this process cannot
     /// keep them (the MCP Lambda function); `None`: in a background task.
     pub continuations: Option<Arc<dyn Continuations>>,
+    /// Where lifecycle events go (`EXECUTOR_EVENT_BUS`, `EXECUTOR_EVENT_WEBHOOK`).
+    pub events: EventSettings,
+    /// The sink `events` names, once [`HostConfig::connect_events`] has
+    /// connected it; without one no event is stored.
+    pub event_sink: Option<Arc<dyn EventSink>>,
+    /// Where this host is reached when `public_url` is unset (`executor
+    /// serve`: its listening address): the base of the approval links in events.
+    pub local_url: Option<String>,
 }
 
 impl Default for HostConfig {
@@ -77,8 +86,23 @@ impl Default for HostConfig {
             response_budget: crate::executions::DEFAULT_RESPONSE_BUDGET,
             max_execution: Duration::from_secs(300),
             continuations: None,
+            events: EventSettings::default(),
+            event_sink: None,
+            local_url: None,
         }
     }
+}
+
+/// Why the event sinks could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum EventsSetupError {
+    #[error(
+        "EXECUTOR_EVENT_BUS or EXECUTOR_EVENT_WEBHOOK is set, but not EXECUTOR_PUBLIC_URL: events carry approval \
+         links, so set it to the address people reach this server at"
+    )]
+    NoLinkBase,
+    #[error(transparent)]
+    Sink(#[from] SinkError),
 }
 
 /// A setting from the environment (or its command-line twin) that cannot be used.
@@ -109,7 +133,8 @@ impl HostConfig {
     /// The defaults, with `EXECUTOR_SESSION_TIMEOUT_MS`, `EXECUTOR_PAUSED_LEASE_MS`,
     /// `EXECUTOR_APPROVAL_WINDOW_MS`, `EXECUTOR_APPROVAL_WAIT_MS`, `EXECUTOR_GRANT_TTL_MS`,
     /// `EXECUTOR_RESPONSE_BUDGET_MS`, `EXECUTOR_MAX_EXECUTION_MS`, `EXECUTOR_ELICITATION_MODE`,
-    /// `EXECUTOR_REQUEST_STATE_KEY`, `EXECUTOR_PUBLIC_URL`, the `EXECUTOR_QUOTA_*` and the `EXECUTOR_OIDC_*` settings
+    /// `EXECUTOR_REQUEST_STATE_KEY`, `EXECUTOR_PUBLIC_URL`, `EXECUTOR_EVENT_BUS`, `EXECUTOR_EVENT_WEBHOOK`, the
+    /// `EXECUTOR_QUOTA_*` and the `EXECUTOR_OIDC_*` settings
     /// applied from `lookup`
     /// (`|name| std::env::var(name).ok()` in the hosts).
     pub fn with_env(mut self, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
@@ -176,6 +201,16 @@ impl HostConfig {
                 },
             }
         }
+        if let Some(value) = lookup("EXECUTOR_EVENT_BUS").filter(|v| !v.trim().is_empty()) {
+            let bus = executor_events::parse_bus(&value);
+            let expected = executor_events::BUS_EXPECTED;
+            self.events.bus = Some(bus.ok_or(ConfigError { name: "EXECUTOR_EVENT_BUS", expected, value })?);
+        }
+        if let Some(value) = lookup("EXECUTOR_EVENT_WEBHOOK").filter(|v| !v.trim().is_empty()) {
+            let url = executor_events::parse_webhook(&value);
+            let expected = executor_events::WEBHOOK_EXPECTED;
+            self.events.webhook = Some(url.ok_or(ConfigError { name: "EXECUTOR_EVENT_WEBHOOK", expected, value })?);
+        }
         if let Some(issuer) = lookup("EXECUTOR_OIDC_ISSUER").filter(|u| !u.trim().is_empty()) {
             let issuer = http_url("EXECUTOR_OIDC_ISSUER", OIDC_ISSUER_EXPECTED, issuer)?;
             let jwks_url = lookup("EXECUTOR_OIDC_JWKS_URL")
@@ -203,6 +238,28 @@ impl HostConfig {
             });
         }
         Ok(self)
+    }
+
+    /// Connect the sinks `events` names (unless a sink is set already).
+    pub async fn connect_events(mut self) -> Result<Self, EventsSetupError> {
+        if self.event_sink.is_none() {
+            self.event_sink = self.events.connect().await?;
+        }
+        Ok(self)
+    }
+
+    /// For hosts that open approval links (the HTTP functions): events, when
+    /// on, need a base for the links they carry.
+    pub fn require_event_links(&self) -> Result<(), EventsSetupError> {
+        match (self.events.is_enabled(), self.event_links()) {
+            (true, None) => Err(EventsSetupError::NoLinkBase),
+            _ => Ok(()),
+        }
+    }
+
+    /// The base of the approval links events carry.
+    pub(crate) fn event_links(&self) -> Option<&str> {
+        self.public_url.as_deref().or(self.local_url.as_deref())
     }
 
     /// Serve at `url`, the address clients use (`EXECUTOR_PUBLIC_URL`): links
@@ -242,6 +299,24 @@ pub(crate) fn parse_mode(value: &str) -> Result<ElicitationMode, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn events_need_a_base_for_their_links_where_links_are_opened() {
+        let lookup = |pairs: [(&'static str, &'static str); 2]| {
+            move |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned())
+        };
+        let on = [("EXECUTOR_EVENT_BUS", "executor-events"), ("EXECUTOR_EVENT_WEBHOOK", "https://hooks.example/x")];
+        let config = HostConfig::default().with_env(lookup(on)).unwrap();
+        assert_eq!(config.events.bus.as_deref(), Some("executor-events"));
+        assert_eq!(config.events.webhook.as_deref(), Some("https://hooks.example/x"));
+        assert!(matches!(config.require_event_links(), Err(EventsSetupError::NoLinkBase)));
+        let local = HostConfig { local_url: Some("http://127.0.0.1:8787".into()), ..config.clone() };
+        assert_eq!(local.event_links(), Some("http://127.0.0.1:8787"));
+        let public = config.with_public_url("https://exec.example.com").unwrap();
+        assert!(public.require_event_links().is_ok());
+        assert_eq!(public.event_links(), Some("https://exec.example.com"));
+        assert!(HostConfig::default().require_event_links().is_ok(), "events off: nothing to check");
+    }
 
     #[test]
     fn settings_from_the_environment() {

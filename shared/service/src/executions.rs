@@ -28,10 +28,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
-use crate::Continuations;
 use crate::grants::Grants;
 use crate::quotas::QuotaGate;
 use crate::random::ApprovalToken;
+use crate::{Continuations, Events};
 use handoff::Held;
 
 /// How long a settled or expired execution stays readable (then TTL removes it),
@@ -168,6 +168,8 @@ pub struct Executions {
     /// Store a run's outcome even when the answer carries it: an MCP task's
     /// outcome is read later, by `tasks/get` and `tasks/result`.
     stored_outcomes: bool,
+    /// Lifecycle events, stored with the changes they describe; `None`: off.
+    events: Option<Events>,
 }
 
 impl Executions {
@@ -186,7 +188,34 @@ impl Executions {
             budget: DEFAULT_RESPONSE_BUDGET,
             continuations: None,
             stored_outcomes: false,
+            events: None,
         }
+    }
+
+    /// Emit lifecycle events (docs/events.md) with every status change stored.
+    pub fn with_events(mut self, events: Option<Events>) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// Store `execution`: created (`from` is `None`) or updated from status
+    /// `from`, with the lifecycle events of that change in the same write
+    /// (`link`: the approval link it opened); then have them delivered.
+    async fn save(
+        &self,
+        execution: &mut Execution,
+        from: Option<ExecutionStatus>,
+        link: Option<&ApprovalToken>,
+    ) -> Result<(), StoreError> {
+        let emitted = self.events.as_ref().map(|events| events.of_execution(from, execution, link)).unwrap_or_default();
+        match from {
+            None => self.store.create_execution_emitting(execution, &emitted).await?,
+            Some(_) => self.store.update_execution_emitting(execution, &emitted).await?,
+        }
+        if let (Some(events), false) = (&self.events, emitted.is_empty()) {
+            events.wake();
+        }
+        Ok(())
     }
 
     /// Count and enforce the owners' quotas.
@@ -542,6 +571,7 @@ impl Executions {
         let now = self.clock.now();
 
         // Claimed: paused -> resuming, conditional on the version just read.
+        let before = execution.status();
         match execution.apply(ExecutionEvent::Claim { action, link }, now) {
             Ok(()) => {}
             Err(TransitionError::ApprovalExpired { .. }) => {
@@ -559,7 +589,7 @@ impl Executions {
         let claim = crate::random::claim_id().map_err(no_randomness)?;
         execution.claim = Some(claim.clone());
         execution.heartbeat_at = Some(now);
-        match self.store.update_execution(&mut execution).await {
+        match self.save(&mut execution, Some(before), None).await {
             Ok(()) => {}
             Err(StoreError::Conflict { .. }) => return Err(ResumeError::AlreadySettled(id)),
             // The answer was lost, not necessarily the write: if the stored
@@ -662,7 +692,7 @@ impl Executions {
         if expired.apply(ExecutionEvent::Expire, now).is_err() {
             return Ok(());
         }
-        match self.store.update_execution(&mut expired).await {
+        match self.save(&mut expired, Some(execution.status()), None).await {
             Ok(()) => {
                 if was_paused {
                     count(Metric::ApprovalsExpired);
@@ -682,9 +712,10 @@ impl Executions {
     /// Record that nothing runs a stranded continuation any more. Losing the
     /// race to the continuation's own late write is fine: that one stands.
     async fn interrupt(&self, execution: &mut Execution, now: Timestamp) -> Result<(), ResumeError> {
+        let before = execution.status();
         execution.apply(ExecutionEvent::Interrupt, now).map_err(|e| ResumeError::Store(transition_bug(e)))?;
         execution.expires_at = now.plus(RETENTION);
-        match self.store.update_execution(execution).await {
+        match self.save(execution, Some(before), None).await {
             Ok(()) => {
                 count(Metric::ExecutionsFailed);
                 count(Metric::ExecutionsInterrupted);
@@ -723,6 +754,7 @@ impl Executions {
         async {
             let deadline = now.plus(self.timeouts.approval_window);
             let journal = snapshot.journal;
+            let from = write.from(execution.status());
             execution.apply(ExecutionEvent::Pause { journal, deadline }, now).map_err(transition_bug)?;
             execution.expires_at = deadline.plus(RETENTION);
             execution.logs = logs;
@@ -735,10 +767,7 @@ impl Executions {
                 }
                 ElicitationMode::Model | ElicitationMode::Native => None,
             };
-            match write {
-                Write::Create => self.store.create_execution(execution).await?,
-                Write::Update => self.store.update_execution(execution).await?,
-            }
+            self.save(execution, from, token.as_ref()).await?;
             count(Metric::ExecutionsPaused);
             tracing::info!(executor.execution.id = execution.id.as_str(), pending, "execution paused");
             Ok(token)
@@ -763,6 +792,17 @@ pub struct Refused {
 enum Write {
     Create,
     Update,
+}
+
+impl Write {
+    /// The status a write changes from, as [`Executions::save`] takes it
+    /// (`None`: the execution is created).
+    fn from(&self, current: ExecutionStatus) -> Option<ExecutionStatus> {
+        match self {
+            Write::Create => None,
+            Write::Update => Some(current),
+        }
+    }
 }
 
 /// How a resume ended, for its span: the result's status or the resume error's code.

@@ -38,7 +38,7 @@ use crate::quotas::QuotaGate;
 use crate::responses::{json_response, preflight, rpc_error, text, with_cors};
 use crate::sessions::{SESSION_HEADER, STATELESS_VERSION, Sessions};
 use crate::toolkits::TOOLKITS_PATH;
-use crate::{Alarms, CONTINUATION_PATH, Executions, spans};
+use crate::{Alarms, CONTINUATION_PATH, Events, Executions, spans};
 
 type McpService = StreamableHttpService<McpServer, LocalSessionManager>;
 
@@ -71,6 +71,7 @@ pub struct Host {
     native_available: bool,
     executions: Arc<Executions>,
     tools: Arc<dyn Tools>,
+    events: Option<Events>,
 }
 
 impl Host {
@@ -85,6 +86,10 @@ impl Host {
         let clock = config.clock.clone();
         let views = config.toolkits.iter().map(|t| (t.name.clone(), t.tools.clone())).collect();
         let grants = Arc::new(Grants::new(store.clone(), clock.clone(), config.grant_ttl));
+        let events = config.event_sink.clone().map(|sink| {
+            let outbox: Arc<dyn executor_store::OutboxStore> = store.clone();
+            Events::new(outbox, sink, clock.clone(), config.event_links())
+        });
         let executions = Arc::new(
             Executions::new(store.clone(), sandbox, config.timeouts, clock)
                 .with_approval_wait(config.approval_wait)
@@ -93,10 +98,12 @@ impl Host {
                 .with_continuations(config.continuations.clone())
                 .with_toolkits(views)
                 .with_quotas(QuotaGate::new(store.clone(), config.quotas.clone()))
-                .with_grants(grants.clone()),
+                .with_grants(grants.clone())
+                .with_events(events.clone()),
         );
         let approvals = Arc::new(ApprovalRoutes::new(executions.clone(), tools.clone()));
-        let alarms = Arc::new(Alarms::new(store.clone(), store.clone(), scheduler, config.timeouts));
+        let alarms =
+            Arc::new(Alarms::new(store.clone(), store.clone(), scheduler, config.timeouts).with_events(events.clone()));
         let native = config.request_state_key.as_ref().map(|key| {
             // A state outlives its pause by no more than the approval window.
             Arc::new(NativeApprovals::new(key, config.timeouts.approval_window))
@@ -146,6 +153,22 @@ impl Host {
             native_available,
             executions,
             tools,
+            events,
+        }
+    }
+
+    /// Wait, at most `wait`, for event delivery under way (a host that stops
+    /// running once it answers calls this before answering; see docs/events.md).
+    pub async fn settle_events(&self, wait: std::time::Duration) {
+        if let Some(events) = &self.events {
+            events.settle(wait).await;
+        }
+    }
+
+    /// Every request gives the outbox a chance to retry what is left in it.
+    fn sweep_events(&self) {
+        if let Some(events) = &self.events {
+            events.sweep();
         }
     }
 
@@ -178,6 +201,7 @@ impl Host {
     /// The MCP function's routes: `/mcp`, `/.well-known/...`, `/healthz`,
     /// each request in an `mcp.request` span.
     pub async fn handle_mcp(&self, request: Request<Bytes>) -> Response<Bytes> {
+        self.sweep_events();
         let span = spans::mcp_request(&request);
         let started = Instant::now();
         let response = self.route_mcp(request).instrument(span.clone()).await;
@@ -220,6 +244,7 @@ impl Host {
     /// `/api/executions/...` (bearer token of the owner), each request in an
     /// `approval.request` span.
     pub async fn handle_approvals(&self, request: Request<Bytes>) -> Response<Bytes> {
+        self.sweep_events();
         let span = spans::approval_request(&request);
         let started = Instant::now();
         let response = self.route_approvals(request).instrument(span.clone()).await;

@@ -10,18 +10,18 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use executor_core::{
-    ApiKey, Clock, Execution, ExecutionId, ExecutionState, Grant, GrantId, Principal, Session, SessionId, SystemClock,
-    Timestamp, TokenHash,
+    ApiKey, Clock, Event, Execution, ExecutionId, ExecutionState, Grant, GrantId, Principal, Session, SessionId,
+    SystemClock, Timestamp, TokenHash,
 };
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
-use crate::records::{self, API_KEY, EXECUTION, GRANT, SESSION};
+use crate::records::{self, API_KEY, EVENT, EXECUTION, GRANT, SESSION};
 
 #[path = "embedded_quota.rs"]
 mod quota;
 use crate::traced::traced;
-use crate::{Access, ExecutionStore, GrantStore, KeyStore, SessionStore, StoreError};
+use crate::{Access, ExecutionStore, GrantStore, KeyStore, OutboxStore, SessionStore, StoreError};
 
 /// The backend named in store spans.
 const BACKEND: &str = "redb";
@@ -248,15 +248,35 @@ versioned!(
     }
 );
 
+/// Outbox items, encoded before the transaction starts: (sort key, value).
+fn encode_events(events: &[Event]) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+    events.iter().map(|event| Ok((records::event_sk(event), records::encode_event(event)?))).collect()
+}
+
+fn write_events(txn: &WriteTransaction, events: &[(String, Vec<u8>)]) -> Result<(), Failure> {
+    let mut table = txn.open_table(ITEMS)?;
+    for (sk, body) in events {
+        table.insert((records::OUTBOX_PK, sk.as_str()), body.as_slice())?;
+    }
+    Ok(())
+}
+
 impl EmbeddedStore {
-    async fn create<T: Versioned>(&self, operation: &'static str, record: &T) -> Result<(), StoreError> {
+    async fn create<T: Versioned>(
+        &self,
+        operation: &'static str,
+        record: &T,
+        events: &[Event],
+    ) -> Result<(), StoreError> {
         let body = record.encode()?;
+        let events = encode_events(events)?;
         let record = record.clone();
         let now = self.clock.now();
         self.write(operation, move |txn| {
             let (pk, sk) = record.key();
             create_if_absent::<T>(txn, &pk, sk, &body, now)?;
-            record.write_related(txn)
+            record.write_related(txn)?;
+            write_events(txn, &events)
         })
         .await
     }
@@ -271,16 +291,23 @@ impl EmbeddedStore {
         visible(bytes, access, self.clock.now())
     }
 
-    async fn update<T: Versioned>(&self, operation: &'static str, record: &mut T) -> Result<(), StoreError> {
+    async fn update<T: Versioned>(
+        &self,
+        operation: &'static str,
+        record: &mut T,
+        events: &[Event],
+    ) -> Result<(), StoreError> {
         let expected = record.version();
         let mut next = record.clone();
         next.set_version(expected + 1);
         let body = next.encode()?;
+        let events = encode_events(events)?;
         let now = self.clock.now();
         self.write(operation, move |txn| {
             let (pk, sk) = next.key();
             update_if_version::<T>(txn, &pk, sk, expected, &body, now)?;
-            next.write_related(txn)
+            next.write_related(txn)?;
+            write_events(txn, &events)
         })
         .await?;
         record.set_version(expected + 1);
@@ -360,7 +387,7 @@ fn visible<T: Versioned>(bytes: Option<Vec<u8>>, access: Access<'_>, now: Timest
 #[async_trait]
 impl SessionStore for EmbeddedStore {
     async fn create_session(&self, session: &Session) -> Result<(), StoreError> {
-        traced("store.create_session", BACKEND, async { self.create("create a session", session).await }).await
+        traced("store.create_session", BACKEND, async { self.create("create a session", session, &[]).await }).await
     }
 
     async fn get_session(&self, access: Access<'_>, id: &SessionId) -> Result<Session, StoreError> {
@@ -370,8 +397,8 @@ impl SessionStore for EmbeddedStore {
         .await
     }
 
-    async fn update_session(&self, session: &mut Session) -> Result<(), StoreError> {
-        traced("store.update_session", BACKEND, async { self.update("update a session", session).await }).await
+    async fn update_session_emitting(&self, session: &mut Session, events: &[Event]) -> Result<(), StoreError> {
+        traced("store.update_session", BACKEND, async { self.update("update a session", session, events).await }).await
     }
 
     async fn armed_sessions(&self) -> Result<Vec<(SessionId, Timestamp)>, StoreError> {
@@ -404,8 +431,9 @@ impl SessionStore for EmbeddedStore {
 
 #[async_trait]
 impl ExecutionStore for EmbeddedStore {
-    async fn create_execution(&self, execution: &Execution) -> Result<(), StoreError> {
-        traced("store.create_execution", BACKEND, async { self.create("create an execution", execution).await }).await
+    async fn create_execution_emitting(&self, execution: &Execution, events: &[Event]) -> Result<(), StoreError> {
+        traced("store.create_execution", BACKEND, async { self.create("create an execution", execution, events).await })
+            .await
     }
 
     async fn get_execution(&self, access: Access<'_>, id: &ExecutionId) -> Result<Execution, StoreError> {
@@ -415,8 +443,9 @@ impl ExecutionStore for EmbeddedStore {
         .await
     }
 
-    async fn update_execution(&self, execution: &mut Execution) -> Result<(), StoreError> {
-        traced("store.update_execution", BACKEND, async { self.update("update an execution", execution).await }).await
+    async fn update_execution_emitting(&self, execution: &mut Execution, events: &[Event]) -> Result<(), StoreError> {
+        traced("store.update_execution", BACKEND, async { self.update("update an execution", execution, events).await })
+            .await
     }
 
     async fn paused_executions(&self, access: Access<'_>, session: &SessionId) -> Result<Vec<ExecutionId>, StoreError> {
@@ -562,6 +591,41 @@ impl GrantStore for EmbeddedStore {
                 };
                 table.remove((pk.as_str(), sk.as_str()))?;
                 Ok(grant)
+            })
+            .await
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl OutboxStore for EmbeddedStore {
+    async fn pending_events(&self, limit: usize) -> Result<Vec<Event>, StoreError> {
+        traced("store.pending_events", BACKEND, async {
+            let values =
+                self.range("list undelivered events", records::OUTBOX_PK.to_owned(), records::EVENT_PREFIX).await?;
+            let now = self.clock.now();
+            let mut events = Vec::new();
+            for (_, bytes) in values {
+                let stored: records::StoredEvent = records::decode(EVENT, &bytes)?;
+                if now < stored.expires_at {
+                    events.push(stored.event);
+                }
+                if events.len() == limit {
+                    break;
+                }
+            }
+            Ok(events)
+        })
+        .await
+    }
+
+    async fn delete_event(&self, event: &Event) -> Result<(), StoreError> {
+        traced("store.delete_event", BACKEND, async {
+            let sk = records::event_sk(event);
+            self.write("delete a delivered event", move |txn| {
+                txn.open_table(ITEMS)?.remove((records::OUTBOX_PK, sk.as_str()))?;
+                Ok(())
             })
             .await
         })

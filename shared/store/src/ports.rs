@@ -3,7 +3,8 @@
 
 use async_trait::async_trait;
 use executor_core::{
-    ApiKey, Execution, ExecutionId, Grant, GrantId, Principal, QuotaLimit, Session, SessionId, Timestamp, TokenHash,
+    ApiKey, Event, Execution, ExecutionId, Grant, GrantId, Principal, QuotaLimit, Session, SessionId, Timestamp,
+    TokenHash,
 };
 
 use crate::StoreError;
@@ -36,7 +37,13 @@ pub trait SessionStore: Send + Sync {
 
     /// Write `session` if the stored version is still `session.version`, then bump
     /// `session.version`. `Conflict` if it changed, `NotFound` if it is gone.
-    async fn update_session(&self, session: &mut Session) -> Result<(), StoreError>;
+    async fn update_session(&self, session: &mut Session) -> Result<(), StoreError> {
+        self.update_session_emitting(session, &[]).await
+    }
+
+    /// `update_session`, storing `events` in the outbox in the same atomic write:
+    /// both are written or neither.
+    async fn update_session_emitting(&self, session: &mut Session, events: &[Event]) -> Result<(), StoreError>;
 
     /// Every live, active session with an alarm set, for a local host to re-arm
     /// its timers after a restart. (A scan: for the local host, not for AWS.)
@@ -47,7 +54,13 @@ pub trait SessionStore: Send + Sync {
 pub trait ExecutionStore: Send + Sync {
     /// Store a new execution; `AlreadyExists` if a live one has its id.
     /// `TooLarge` if its snapshot exceeds [`crate::MAX_SNAPSHOT_BYTES`].
-    async fn create_execution(&self, execution: &Execution) -> Result<(), StoreError>;
+    async fn create_execution(&self, execution: &Execution) -> Result<(), StoreError> {
+        self.create_execution_emitting(execution, &[]).await
+    }
+
+    /// `create_execution`, storing `events` in the outbox in the same atomic
+    /// write: both are written or neither.
+    async fn create_execution_emitting(&self, execution: &Execution, events: &[Event]) -> Result<(), StoreError>;
 
     /// `NotFound` when absent, expired or not visible to `access`.
     async fn get_execution(&self, access: Access<'_>, id: &ExecutionId) -> Result<Execution, StoreError>;
@@ -56,7 +69,13 @@ pub trait ExecutionStore: Send + Sync {
     /// bump `execution.version`. Of several writers that read the same version,
     /// exactly one succeeds; the others get `Conflict`. This is how a claim
     /// (paused -> resuming), a settle and an expiry are made safe.
-    async fn update_execution(&self, execution: &mut Execution) -> Result<(), StoreError>;
+    async fn update_execution(&self, execution: &mut Execution) -> Result<(), StoreError> {
+        self.update_execution_emitting(execution, &[]).await
+    }
+
+    /// `update_execution`, storing `events` in the outbox in the same atomic
+    /// write: both are written or neither (a lost race stores no event).
+    async fn update_execution_emitting(&self, execution: &mut Execution, events: &[Event]) -> Result<(), StoreError>;
 
     /// Executions of `session` that are paused and still inside their approval window.
     async fn paused_executions(&self, access: Access<'_>, session: &SessionId) -> Result<Vec<ExecutionId>, StoreError>;
@@ -140,7 +159,20 @@ pub trait GrantStore: Send + Sync {
     async fn revoke_grant(&self, access: Access<'_>, id: &GrantId) -> Result<Grant, StoreError>;
 }
 
-/// Everything the service needs from storage, in one object.
-pub trait Store: SessionStore + ExecutionStore + KeyStore + QuotaStore + GrantStore {}
+/// Lifecycle events stored with the writes they describe (the `*_emitting`
+/// writes), kept until they are delivered.
+#[async_trait]
+pub trait OutboxStore: Send + Sync {
+    /// Undelivered events, oldest first, at most `limit`. An event past its
+    /// `deliver_until` is absent.
+    async fn pending_events(&self, limit: usize) -> Result<Vec<Event>, StoreError>;
 
-impl<T: SessionStore + ExecutionStore + KeyStore + QuotaStore + GrantStore> Store for T {}
+    /// Forget a delivered event; a no-op if it is already gone (another
+    /// process delivered it too).
+    async fn delete_event(&self, event: &Event) -> Result<(), StoreError>;
+}
+
+/// Everything the service needs from storage, in one object.
+pub trait Store: SessionStore + ExecutionStore + KeyStore + QuotaStore + GrantStore + OutboxStore {}
+
+impl<T: SessionStore + ExecutionStore + KeyStore + QuotaStore + GrantStore + OutboxStore> Store for T {}

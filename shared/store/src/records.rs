@@ -1,8 +1,8 @@
 //! The key layout and record encoding both adapters share (see docs/storage.md).
 
-use executor_core::{Execution, ExecutionId, Principal, SessionId, TokenHash};
-use serde::Serialize;
+use executor_core::{Event, Execution, ExecutionId, Principal, SessionId, Timestamp, TokenHash};
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use crate::StoreError;
 
@@ -19,6 +19,7 @@ pub(crate) const SESSION: &str = "session";
 pub(crate) const EXECUTION: &str = "execution";
 pub(crate) const API_KEY: &str = "API key";
 pub(crate) const GRANT: &str = "grant";
+pub(crate) const EVENT: &str = "outbox event";
 
 pub(crate) const SESSION_SK: &str = "SESSION";
 pub(crate) const EXECUTION_SK: &str = "EXEC";
@@ -27,6 +28,9 @@ pub(crate) const KEYS_PK: &str = "KEYS";
 pub(crate) const KEY_PREFIX: &str = "KEY#";
 pub(crate) const PAUSED_PREFIX: &str = "PAUSED#";
 pub(crate) const GRANT_PREFIX: &str = "GRANT#";
+/// Undelivered events share one partition, so the oldest are read with one query.
+pub(crate) const OUTBOX_PK: &str = "OUTBOX";
+pub(crate) const EVENT_PREFIX: &str = "EVENT#";
 
 pub(crate) const QUOTA: &str = "quota counter";
 /// A quota's concurrency slots: one item per owner.
@@ -58,6 +62,23 @@ pub(crate) fn grants_pk(owner: &Principal) -> String {
 /// One grant per owner and tool.
 pub(crate) fn grant_sk(tool: &str) -> String {
     format!("{GRANT_PREFIX}{tool}")
+}
+
+/// Oldest first: the time (zero-padded milliseconds), then the id (whose
+/// zero-padded version orders the events of one subject written in the same millisecond).
+pub(crate) fn event_sk(event: &Event) -> String {
+    format!("{EVENT_PREFIX}{:013}#{}", event.time.as_millis(), event.id)
+}
+
+/// An outbox item's value: the event, and when the item may be forgotten.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct StoredEvent {
+    pub event: Event,
+    pub expires_at: Timestamp,
+}
+
+pub(crate) fn encode_event(event: &Event) -> Result<Vec<u8>, StoreError> {
+    encode(EVENT, &StoredEvent { event: event.clone(), expires_at: event.deliver_until })
 }
 
 pub(crate) fn key_sk(hash: &TokenHash) -> String {

@@ -334,13 +334,11 @@ impl Executions {
         write: Write,
     ) -> Result<(), StoreError> {
         let now = self.clock.now();
+        let from = write.from(execution.status());
         execution.apply(event, now).map_err(transition_bug)?;
         execution.expires_at = now.plus(RETENTION);
         execution.logs = logs;
-        match write {
-            Write::Create => self.store.create_execution(execution).await,
-            Write::Update => self.store.update_execution(execution).await,
-        }
+        self.save(execution, from, None).await
     }
 
     /// `resume` of a running execution: with `cancel`, ask its runner to stop

@@ -7,7 +7,9 @@
 //! - `EXEC#<id>` / `CHUNK#nnnn`: further chunks of a large snapshot;
 //! - `KEYS` / `KEY#<sha256>`: an API key;
 //! - `QUOTA#<owner>` / `HOUR#<start>` and `SLOTS`: quota counters (`quota.rs`);
-//! - `GRANTS#<owner>` / `GRANT#<tool>`: a remembered approval.
+//! - `GRANTS#<owner>` / `GRANT#<tool>`: a remembered approval;
+//! - `OUTBOX` / `EVENT#<time>#<id>`: an undelivered lifecycle event, written in
+//!   the transaction of the change it describes.
 
 mod chunks;
 mod errors;
@@ -27,17 +29,17 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Get, Put, TransactGetItem, TransactWriteItem};
 use chunks::{Layout, Piece, Seen};
 use executor_core::{
-    ApiKey, Clock, Execution, ExecutionId, ExecutionState, Grant, GrantId, Principal, Session, SessionId, SystemClock,
-    Timestamp, TokenHash,
+    ApiKey, Clock, Event, Execution, ExecutionId, ExecutionState, Grant, GrantId, Principal, Session, SessionId,
+    SystemClock, Timestamp, TokenHash,
 };
 use item::{
     BODY, CHUNK_VERSIONS, CHUNKS, EXPIRES_AT, GRANT_ID, Item, KIND, OWNER, PK, SESSION_ID, SK, STATUS, STEPS_CHUNKS,
     VERSION, WRITE_ID, b, get_b, get_n, get_s, is_live, n, now_secs, s, ttl,
 };
 
-use crate::records::{self, API_KEY, EXECUTION, GRANT, SESSION};
+use crate::records::{self, API_KEY, EVENT, EXECUTION, GRANT, SESSION};
 use crate::traced::traced;
-use crate::{Access, ExecutionStore, GrantStore, KeyStore, SessionStore, StoreError};
+use crate::{Access, ExecutionStore, GrantStore, KeyStore, OutboxStore, SessionStore, StoreError};
 
 /// The backend named in store spans.
 const BACKEND: &str = "dynamodb";
@@ -271,6 +273,7 @@ impl DynamoStore {
         operation: &'static str,
         execution: &Execution,
         expect: Expect,
+        events: &[Event],
     ) -> Result<(), StoreError> {
         let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::backend(operation, e);
         let layout = Layout::of(execution)?;
@@ -357,10 +360,42 @@ impl DynamoStore {
                 _ => {}
             }
         }
+        for event in events {
+            items.push(put(event_item(event)?, None)?);
+        }
         self.transact(EXECUTION, operation, items, &meta, expect).await?;
         let written = pieces.into_iter().map(|(piece, _)| piece).collect();
         self.seen.remember(execution.id.as_str(), execution.version, written);
         Ok(())
+    }
+
+    /// A single-item conditional put, or, with events, a transaction that
+    /// writes the item (its condition first) and the events together.
+    async fn put_emitting(
+        &self,
+        what: &'static str,
+        operation: &'static str,
+        mut item: Item,
+        expect: Expect,
+        events: &[Event],
+    ) -> Result<(), StoreError> {
+        if events.is_empty() {
+            return self.put(what, operation, item, expect).await;
+        }
+        let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::backend(operation, e);
+        item.insert(WRITE_ID.into(), s(random_token().map_err(|e| StoreError::backend(operation, e))?));
+        let (condition, values) = expect.condition(self.clock.now());
+        let mut first =
+            Put::builder().table_name(&self.table).set_item(Some(item.clone())).condition_expression(condition);
+        for (name, value) in values {
+            first = first.expression_attribute_values(name, value);
+        }
+        let mut items = vec![TransactWriteItem::builder().put(first.build().map_err(build)?).build()];
+        for event in events {
+            let put = Put::builder().table_name(&self.table).set_item(Some(event_item(event)?));
+            items.push(TransactWriteItem::builder().put(put.build().map_err(build)?).build());
+        }
+        self.transact(what, operation, items, &item, expect).await
     }
 
     /// An execution stored in more than one item: one consistent
@@ -439,6 +474,15 @@ fn parse_owner(item: &Item, what: &'static str) -> Result<executor_core::Princip
     executor_core::Principal::parse(get_s(item, OWNER, what)?).map_err(|e| StoreError::corrupt(what, e))
 }
 
+/// An outbox item: kept until delivered, or until the event is no use (TTL).
+fn event_item(event: &Event) -> Result<Item, StoreError> {
+    let mut item = item::key(records::OUTBOX_PK.to_owned(), &records::event_sk(event));
+    item.insert(KIND.into(), s("event"));
+    item.insert(EXPIRES_AT.into(), ttl(event.deliver_until));
+    item.insert(BODY.into(), b(&records::encode_event(event)?));
+    Ok(item)
+}
+
 fn session_item(session: &Session) -> Result<Item, StoreError> {
     let body = records::encode_small(SESSION, session)?;
     let mut item = item::key(records::session_pk(&session.id), records::SESSION_SK);
@@ -507,12 +551,13 @@ impl SessionStore for DynamoStore {
         .await
     }
 
-    async fn update_session(&self, session: &mut Session) -> Result<(), StoreError> {
+    async fn update_session_emitting(&self, session: &mut Session, events: &[Event]) -> Result<(), StoreError> {
         traced("store.update_session", BACKEND, async {
             let expected = session.version;
             let mut next = session.clone();
             next.version = expected + 1;
-            self.put(SESSION, "update a session", session_item(&next)?, Expect::Version(expected)).await?;
+            let item = session_item(&next)?;
+            self.put_emitting(SESSION, "update a session", item, Expect::Version(expected), events).await?;
             session.version = next.version;
             Ok(())
         })
@@ -522,9 +567,9 @@ impl SessionStore for DynamoStore {
 
 #[async_trait]
 impl ExecutionStore for DynamoStore {
-    async fn create_execution(&self, execution: &Execution) -> Result<(), StoreError> {
+    async fn create_execution_emitting(&self, execution: &Execution, events: &[Event]) -> Result<(), StoreError> {
         traced("store.create_execution", BACKEND, async {
-            self.write_execution("create an execution", execution, Expect::Absent).await
+            self.write_execution("create an execution", execution, Expect::Absent, events).await
         })
         .await
     }
@@ -550,12 +595,12 @@ impl ExecutionStore for DynamoStore {
         .await
     }
 
-    async fn update_execution(&self, execution: &mut Execution) -> Result<(), StoreError> {
+    async fn update_execution_emitting(&self, execution: &mut Execution, events: &[Event]) -> Result<(), StoreError> {
         traced("store.update_execution", BACKEND, async {
             let expected = execution.version;
             let mut next = execution.clone();
             next.version = expected + 1;
-            self.write_execution("update an execution", &next, Expect::Version(expected)).await?;
+            self.write_execution("update an execution", &next, Expect::Version(expected), events).await?;
             execution.version = next.version;
             Ok(())
         })
@@ -708,6 +753,61 @@ impl GrantStore for DynamoStore {
                 }
                 Err(e) => Err(self.sdk_error("revoke a grant", e)),
             }
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl OutboxStore for DynamoStore {
+    async fn pending_events(&self, limit: usize) -> Result<Vec<Event>, StoreError> {
+        traced("store.pending_events", BACKEND, async {
+            const OPERATION: &str = "list undelivered events";
+            let now = self.clock.now();
+            let mut events = Vec::new();
+            let mut start = None;
+            // Pages until `limit` live events: items past their TTL that
+            // DynamoDB has not deleted yet are skipped.
+            loop {
+                let page = self
+                    .client
+                    .query()
+                    .table_name(&self.table)
+                    .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                    .expression_attribute_values(":pk", s(records::OUTBOX_PK))
+                    .expression_attribute_values(":prefix", s(records::EVENT_PREFIX))
+                    .consistent_read(true)
+                    .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+                    .set_exclusive_start_key(start)
+                    .send()
+                    .await
+                    .map_err(|e| self.sdk_error(OPERATION, e))?;
+                for item in page.items() {
+                    if is_live(item, EVENT, now)? {
+                        let stored: records::StoredEvent = records::decode(EVENT, get_b(item, BODY, EVENT)?)?;
+                        events.push(stored.event);
+                    }
+                }
+                start = page.last_evaluated_key;
+                if events.len() >= limit || start.is_none() {
+                    events.truncate(limit);
+                    return Ok(events);
+                }
+            }
+        })
+        .await
+    }
+
+    async fn delete_event(&self, event: &Event) -> Result<(), StoreError> {
+        traced("store.delete_event", BACKEND, async {
+            self.client
+                .delete_item()
+                .table_name(&self.table)
+                .set_key(Some(item::key(records::OUTBOX_PK.to_owned(), &records::event_sk(event))))
+                .send()
+                .await
+                .map_err(|e| self.sdk_error("delete a delivered event", e))?;
+            Ok(())
         })
         .await
     }
