@@ -3,11 +3,13 @@
 //! the log is captured by a subscriber of this test's thread, which other
 //! tests running at the same time would get in the way of.
 
+#[path = "support/capture.rs"]
+mod capture;
 mod support;
 
-use std::fmt::{self, Write as _};
+use capture::Capture;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use executor_catalog::Catalog;
@@ -22,46 +24,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 use support::oauth::{CLIENT_SECRET, SECRET_VAR, config, set_secrets, start};
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Subscriber};
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
-
-/// Every log line and span field, as text.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<String>>);
-
-struct Fields<'a>(&'a mut String);
-
-impl Visit for Fields<'_> {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        let _ = write!(self.0, " {}={value}", field.name());
-    }
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        let _ = write!(self.0, " {}={value:?}", field.name());
-    }
-}
-
-impl<S: Subscriber> Layer<S> for Capture {
-    fn on_new_span(&self, attrs: &Attributes<'_>, _id: &Id, _ctx: Context<'_, S>) {
-        let mut text = self.0.lock().unwrap();
-        text.push_str(&format!("span {}", attrs.metadata().name()));
-        attrs.record(&mut Fields(&mut text));
-        text.push('\n');
-    }
-    fn on_record(&self, _id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
-        let mut text = self.0.lock().unwrap();
-        text.push_str("record");
-        values.record(&mut Fields(&mut text));
-        text.push('\n');
-    }
-    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        let mut text = self.0.lock().unwrap();
-        text.push_str(&format!("event {} {}", event.metadata().level(), event.metadata().target()));
-        event.record(&mut Fields(&mut text));
-        text.push('\n');
-    }
-}
+use tracing_subscriber::layer::SubscriberExt;
 
 /// Every file under `dir`, as text (the embedded store keeps items as JSON).
 fn stored(dir: &std::path::Path) -> String {

@@ -14,11 +14,13 @@
 //! The upstreams run on a runtime of their own: they see the secrets (they
 //! must), and their logs are not the catalog's.
 
+#[path = "support/capture.rs"]
+mod capture;
 mod support;
 
+use capture::Capture;
 use std::collections::BTreeMap;
-use std::fmt::{self, Write as _};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Once};
 
 use axum::Router;
 use axum::http::StatusCode;
@@ -40,10 +42,7 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
 use support::recording::{Recording, Seen, refused_base, start_recording, start_replying, start_truncating};
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Subscriber};
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::layer::SubscriberExt;
 
 const BEARER: &str = "bearer/+= &%ü~T0k";
 const BASIC_USER: &str = "ops";
@@ -177,42 +176,6 @@ fn telltale() -> Recording {
         StreamableHttpServerConfig::default(),
     );
     start_recording(Router::new().nest_service("/mcp", service))
-}
-
-/// Every span and event of the thread it is installed on, fields and all, as text.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<String>>);
-
-struct Fields<'a>(&'a mut String);
-
-impl Visit for Fields<'_> {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        let _ = write!(self.0, " {}={value}", field.name());
-    }
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        let _ = write!(self.0, " {}={value:?}", field.name());
-    }
-}
-
-impl<S: Subscriber> Layer<S> for Capture {
-    fn on_new_span(&self, attrs: &Attributes<'_>, _id: &Id, _ctx: Context<'_, S>) {
-        let mut text = self.0.lock().unwrap();
-        text.push_str(&format!("span {}", attrs.metadata().name()));
-        attrs.record(&mut Fields(&mut text));
-        text.push('\n');
-    }
-    fn on_record(&self, _id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
-        let mut text = self.0.lock().unwrap();
-        text.push_str("record");
-        values.record(&mut Fields(&mut text));
-        text.push('\n');
-    }
-    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        let mut text = self.0.lock().unwrap();
-        text.push_str(&format!("event {} {}", event.metadata().level(), event.metadata().target()));
-        event.record(&mut Fields(&mut text));
-        text.push('\n');
-    }
 }
 
 /// encodeURIComponent leaves `A-Z a-z 0-9 - _ . ! ~ * ' ( )`.
