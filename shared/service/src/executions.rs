@@ -513,9 +513,7 @@ impl Executions {
         id: &ExecutionId,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
-        let execution = self.load(Access::Owner(owner), id).await?;
-        self.tools_for(&execution, tools)?;
-        settled(&execution)
+        settled(&self.task(owner, id, tools).await?)
     }
 
     /// The execution as it stands now: a pause past its window is expired and
