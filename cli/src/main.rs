@@ -1,6 +1,7 @@
 //! `executor`: `serve` runs the local host (the default: `cargo run`); `keys`
 //! manages API keys and `grants` remembered approvals of the store (through
-//! the running server when it holds the embedded store: `executor_cli::admin`).
+//! the running server when it holds the embedded store: `executor_cli::admin`);
+//! `catalog build` writes the catalog index of the sources' OpenAPI documents.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -163,6 +164,25 @@ enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// The catalog index: what a start needs of big OpenAPI documents, loaded instead of parsing them.
+    Catalog {
+        #[command(subcommand)]
+        command: CatalogCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum CatalogCommand {
+    /// Parse the OpenAPI documents on file that the sources file names and write
+    /// their index; point `index` in the sources file (or EXECUTOR_CATALOG_INDEX) at it.
+    Build {
+        /// The sources file (TOML, see executor.example.toml).
+        #[arg(long)]
+        config: PathBuf,
+        /// Where to write the index.
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -221,6 +241,7 @@ async fn main() -> ExitCode {
         Command::Serve(args) => serve_command(args).await,
         Command::Keys { command, store } => run_admin(commands::Command::Keys(command.into()), &store).await,
         Command::Grants { command, store } => run_admin(commands::Command::Grants(command.into()), &store).await,
+        Command::Catalog { command: CatalogCommand::Build { config, out } } => build_index(&config, &out),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -229,6 +250,20 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `executor catalog build`: the index, and what it holds.
+fn build_index(config: &Path, out: &Path) -> Result<(), String> {
+    let sources = executor_catalog::CatalogConfig::load(config).map_err(|e| e.to_string())?;
+    let built = executor_catalog::index::build(&sources, out).map_err(|e| e.to_string())?;
+    for (namespace, tools) in &built.indexed {
+        println!("{namespace}: {tools} tools indexed");
+    }
+    for namespace in &built.connected_at_start {
+        println!("{namespace}: not an OpenAPI document on file, connected at start");
+    }
+    println!("wrote {}", out.display());
+    Ok(())
 }
 
 enum Opened {

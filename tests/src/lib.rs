@@ -7,6 +7,7 @@
 //! [`faults`] wraps the stores, the alarm schedulers and an upstream service
 //! in fault injection.
 
+pub mod big_spec;
 pub mod counting;
 pub mod faults;
 pub mod mcp_client;

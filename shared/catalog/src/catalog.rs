@@ -28,6 +28,7 @@ use crate::config::{
     ApiKeyLocation, Auth, CatalogConfig, HeaderValue as ConfiguredHeader, SourceConfig, SourceKind, SpecLocation,
 };
 use crate::graphql::{self, GraphqlOperation};
+use crate::index::CatalogIndex;
 use crate::mcp_source::McpUpstream;
 use crate::oauth::{OAuthError, TokenCache, TokenEndpoint};
 use crate::openapi::{self, HttpOperation};
@@ -54,6 +55,8 @@ pub enum CatalogError {
     Outbound(#[from] OutboundError),
     #[error(transparent)]
     Config(#[from] crate::ConfigError),
+    #[error(transparent)]
+    Index(#[from] crate::IndexError),
 }
 
 /// A namespace as the `execute` tool's description lists it.
@@ -153,9 +156,15 @@ impl Catalog {
     pub async fn connect_with_clock(config: &CatalogConfig, clock: Arc<dyn Clock>) -> Result<Self, CatalogError> {
         let outbound = Outbound::new(&config.outbound)?;
         let secrets = Secrets::default();
-        let connected = futures_util::future::join_all(
-            config.sources.iter().map(|s| connect_source(s, &outbound, &secrets, &clock)),
-        )
+        // The index's tools for the documents it holds, checked against them first.
+        let mut indexed = match &config.index {
+            Some(path) => CatalogIndex::open(path)?.tools(config)?,
+            None => Vec::new(),
+        };
+        let connected = futures_util::future::join_all(config.sources.iter().map(|s| {
+            let tools = indexed.iter().position(|(namespace, _)| *namespace == s.namespace);
+            connect_source(s, &outbound, &secrets, &clock, tools.map(|at| indexed.swap_remove(at).1))
+        }))
         .await;
         let mut tools = Vec::new();
         let mut sources = Vec::new();
@@ -403,7 +412,10 @@ impl Tools for Catalog {
         let request: DescribeRequest = self::request(request, "path", "tools.describe.tool({path: string})")?;
         let path = request.path.strip_prefix("tools.").unwrap_or(&request.path);
         match self.tool(path) {
-            Some(tool) => Ok(Value::String(tool.typescript())),
+            Some(tool) => tool
+                .typescript()
+                .map(Value::String)
+                .map_err(|e| ToolError { code: "catalog_index_unreadable".into(), message: e.to_string() }),
             None => Err(self.unknown_tool(path)),
         }
     }
@@ -605,11 +617,13 @@ fn send_error(error: SendError) -> ToolError {
 
 /// A source's tools and connection; an error is the reason it is
 /// unavailable, redacted with everything the source's config and secrets hold.
+/// `indexed`: its tools from the catalog index, so its document is not read.
 async fn connect_source(
     config: &SourceConfig,
     outbound: &Outbound,
     secrets: &Secrets,
     clock: &Arc<dyn Clock>,
+    indexed: Option<Vec<ToolDef>>,
 ) -> Result<(Connection, Vec<ToolDef>), String> {
     // A key written into a configured URL is known before any secret is resolved.
     let mut redactor = Redactor::default();
@@ -644,7 +658,7 @@ async fn connect_source(
         None => Ok(()),
     };
     let connected = match token {
-        Ok(()) => connect_upstream(config, endpoint, credentials.query, &current(), fail).await,
+        Ok(()) => connect_upstream(config, endpoint, credentials.query, &current(), fail, indexed).await,
         Err(reason) => Err(reason),
     };
     match connected {
@@ -659,6 +673,7 @@ async fn connect_upstream(
     query: Vec<(String, String)>,
     redactor: &Redactor,
     fail: impl Fn(&str, String) -> String,
+    indexed: Option<Vec<ToolDef>>,
 ) -> Result<(Upstream, Vec<ToolDef>), String> {
     let outbound = &endpoint.outbound;
     let with_query = |url: &Url| {
@@ -671,15 +686,20 @@ async fn connect_upstream(
     match &config.kind {
         SourceKind::OpenApi { spec, base_url } => {
             outbound.check_url(base_url).map_err(|e| fail("base_url", e.to_string()))?;
-            let text = match spec {
-                SpecLocation::File(path) => tokio::fs::read_to_string(path)
-                    .await
-                    .map_err(|e| fail("spec", format!("cannot read {}: {e}", path.display())))?,
-                SpecLocation::Url(url) => {
-                    fetch_spec(with_query(url), &endpoint, redactor).await.map_err(|e| fail("spec", e))?
+            let tools = match indexed {
+                Some(tools) => tools,
+                None => {
+                    let text = match spec {
+                        SpecLocation::File(path) => tokio::fs::read_to_string(path)
+                            .await
+                            .map_err(|e| fail("spec", format!("cannot read {}: {e}", path.display())))?,
+                        SpecLocation::Url(url) => {
+                            fetch_spec(with_query(url), &endpoint, redactor).await.map_err(|e| fail("spec", e))?
+                        }
+                    };
+                    openapi::load(&config.namespace, &text).map_err(|e| fail("spec", e.to_string()))?
                 }
             };
-            let tools = openapi::load(&config.namespace, &text).map_err(|e| fail("spec", e.to_string()))?;
             let upstream = Upstream::OpenApi(HttpUpstream { base_url: base_url.clone(), query, endpoint });
             Ok((upstream, tools))
         }

@@ -29,6 +29,9 @@ pub struct CatalogConfig {
     pub toolkits: Vec<Toolkit>,
     /// `[quotas]`: limits of single owners, over the `EXECUTOR_QUOTA_*` defaults.
     pub quotas: BTreeMap<Principal, QuotaLimits>,
+    /// The catalog index to load instead of parsing the OpenAPI documents on
+    /// file (`index`, or `EXECUTOR_CATALOG_INDEX`; built by `executor catalog build`).
+    pub index: Option<PathBuf>,
 }
 
 /// Limits on every request the catalog makes (see `outbound.rs`).
@@ -159,6 +162,7 @@ struct RawConfig {
     /// Owner name (as `keys list` shows it) -> limits.
     #[serde(default)]
     quotas: BTreeMap<String, QuotaLimits>,
+    index: Option<PathBuf>,
 }
 
 // Fields are checked one by one (not by serde), so an error names the toolkit.
@@ -235,17 +239,23 @@ impl CatalogConfig {
     }
 
     /// The sources file named by `flag` or `EXECUTOR_CONFIG`, validated; with
-    /// neither, no sources, toolkits or quota overrides.
+    /// neither, no sources, toolkits or quota overrides. `EXECUTOR_CATALOG_INDEX`
+    /// names the index in place of the file's `index`.
     pub fn load_located(flag: Option<PathBuf>) -> Result<Self, ConfigError> {
-        match Self::locate(flag) {
-            Some(path) => Self::load(&path),
-            None => Ok(Self {
+        let mut config = match Self::locate(flag) {
+            Some(path) => Self::load(&path)?,
+            None => Self {
                 outbound: OutboundConfig::default(),
                 sources: Vec::new(),
                 toolkits: Vec::new(),
                 quotas: BTreeMap::new(),
-            }),
+                index: None,
+            },
+        };
+        if let Some(index) = std::env::var_os(crate::index::INDEX_ENV).filter(|v| !v.is_empty()) {
+            config.index = Some(PathBuf::from(index));
         }
+        Ok(config)
     }
 
     /// Read and validate a sources file. Relative spec paths are relative to the file.
@@ -303,7 +313,9 @@ impl CatalogConfig {
             })?;
             quotas.insert(principal, limits);
         }
-        Ok(Self { outbound, sources, toolkits, quotas })
+        // Relative to the file, as spec paths are.
+        let index = raw.index.map(|index| base_dir.join(index));
+        Ok(Self { outbound, sources, toolkits, quotas, index })
     }
 }
 

@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::naming::deduplicate;
-use crate::tool::{Target, ToolDef};
+use crate::tool::{Schemas, Target, ToolDef};
 
 /// The argument holding a caller's own selection set.
 pub const SELECT_ARGUMENT: &str = "select";
@@ -325,9 +325,11 @@ fn tool(
             OperationKind::Query => Effect::Read,
             OperationKind::Mutation => Effect::Write,
         },
-        input: input.to_string(),
-        output: Some(field.type_ref.schema(0).to_string()),
-        root: Some(root.clone()),
+        schemas: Schemas::Text {
+            input: input.to_string(),
+            output: Some(field.type_ref.schema(0).to_string()),
+            root: Some(root.clone()),
+        },
         target: Target::Graphql(Arc::new(GraphqlOperation { kind, field: field.name.clone(), args, selection })),
     }
 }
@@ -625,14 +627,14 @@ mod tests {
     #[test]
     fn typescript_declares_arguments_and_the_default_selection() {
         let tools = load("gh", &schema()).unwrap();
-        let ts = tools.iter().find(|t| t.path == "gh.mutation.createIssue").unwrap().typescript();
+        let ts = tools.iter().find(|t| t.path == "gh.mutation.createIssue").unwrap().typescript().unwrap();
         assert!(ts.contains("type Input = { input: IssueInput; /** The GraphQL selection set"), "{ts}");
         assert!(ts.contains("type Output = Issue;"), "{ts}");
         assert!(ts.contains("type IssueInput = { body?: string; title: string };"), "{ts}");
         assert!(ts.contains(r#"state: State"#) && ts.contains(r#"type State = "OPEN" | "CLOSED";"#), "{ts}");
         let issue = ts.lines().find(|l| l.starts_with("type Issue =")).unwrap();
         assert_eq!(issue, "type Issue = { createdAt: unknown; id: string; state: State; title: string | null };");
-        let count = tools.iter().find(|t| t.path == "gh.query.count").unwrap().typescript();
+        let count = tools.iter().find(|t| t.path == "gh.query.count").unwrap().typescript().unwrap();
         assert!(count.contains("type Output = number;") && !count.contains("select"), "{count}");
     }
 

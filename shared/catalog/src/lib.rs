@@ -12,6 +12,7 @@ mod approval_text;
 mod catalog;
 pub mod config;
 mod graphql;
+pub mod index;
 mod mcp_client;
 mod mcp_source;
 mod naming;
@@ -27,6 +28,7 @@ mod typescript;
 
 pub use catalog::{Catalog, CatalogError, NamespaceInfo};
 pub use config::{CONFIG_ENV, CatalogConfig, ConfigError};
+pub use index::{INDEX_ENV, IndexError};
 pub use outbound::{AddressRules, OutboundError};
 pub use redact::REDACTED;
 pub use secrets::{SecretError, SecretRef};

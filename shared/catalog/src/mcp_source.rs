@@ -16,7 +16,7 @@ use crate::mcp_client::{CallToolResult, McpClient};
 use crate::naming::{deduplicate, sanitize};
 use crate::outbound::Outbound;
 use crate::redact::Redactor;
-use crate::tool::{Target, ToolDef};
+use crate::tool::{Schemas, Target, ToolDef};
 
 pub struct McpUpstream {
     client: McpClient,
@@ -53,9 +53,11 @@ impl McpUpstream {
                     Some(true) => Effect::Read,
                     _ => Effect::Write,
                 },
-                input: Value::Object(tool.input_schema).to_string(),
-                output: tool.output_schema.map(|s| Value::Object(s).to_string()),
-                root: None,
+                schemas: Schemas::Text {
+                    input: Value::Object(tool.input_schema).to_string(),
+                    output: tool.output_schema.map(|s| Value::Object(s).to_string()),
+                    root: None,
+                },
                 target: Target::Mcp {
                     hints: tool.annotations.as_ref().map(|a| a.hints()).unwrap_or_default(),
                     name: tool.name,

@@ -21,13 +21,13 @@ use std::sync::Arc;
 use executor_core::Effect;
 use icu_normalizer::ComposingNormalizerBorrowed;
 use percent_encoding::{AsciiSet, CONTROLS, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use url::Url;
 
 use crate::naming::{deduplicate, sanitize};
-use crate::tool::{Target, ToolDef};
+use crate::tool::{Schemas, Target, ToolDef};
 
 /// Hops through `$ref` chains (a ref to a ref to ...) before giving up, which
 /// also stops cycles of refs that point at each other.
@@ -47,7 +47,8 @@ pub enum SpecError {
     NoPaths,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ParamLocation {
     Path,
     Query,
@@ -74,7 +75,7 @@ impl ParamLocation {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Param {
     /// The name upstream expects.
     pub name: String,
@@ -85,7 +86,7 @@ pub struct Param {
 }
 
 /// What a call needs to become an HTTP request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HttpOperation {
     /// Upper case, e.g. `GET`.
     pub method: String,
@@ -167,15 +168,7 @@ fn build(
     // Sorted, so naming never depends on the document's key order.
     built.sort_by(|a, b| a.0.cmp(&b.0));
     let names = deduplicate(built.iter().map(|(_, wanted, _)| wanted.clone()));
-    Ok(built
-        .into_iter()
-        .zip(names)
-        .map(|((_, _, mut tool), path)| {
-            tool.path = path;
-            tool.root = Some(root.clone());
-            tool
-        })
-        .collect())
+    Ok(built.into_iter().zip(names).map(|((_, _, tool), path)| ToolDef { path, ..tool }).collect())
 }
 
 fn group(operation: &Value, path: &str) -> String {
@@ -202,8 +195,17 @@ pub fn resolve<'a>(doc: &'a Value, mut value: &'a Value) -> Option<&'a Value> {
     None
 }
 
-/// The tool of one operation; its path and `$ref` root are set by [`build`].
-fn build_tool(doc: &Value, namespace: &str, path: &str, method: &str, item: &Value, operation: &Value) -> ToolDef {
+/// The tool of one operation; its path is set by [`build`]. `root` holds the
+/// components its `$ref`s point into.
+fn build_tool(
+    root: &Arc<Value>,
+    namespace: &str,
+    path: &str,
+    method: &str,
+    item: &Value,
+    operation: &Value,
+) -> ToolDef {
+    let doc = &**root;
     // Operation parameters override path-item ones with the same name and location.
     let declared = |v: &Value| v.get("parameters").and_then(Value::as_array).cloned().unwrap_or_default();
     let mut raw: Vec<&Value> = Vec::new();
@@ -271,9 +273,7 @@ fn build_tool(doc: &Value, namespace: &str, path: &str, method: &str, item: &Val
         namespace: namespace.to_owned(),
         description,
         effect,
-        input,
-        output,
-        root: None,
+        schemas: Schemas::Text { input, output, root: Some(root.clone()) },
         target: Target::Http(Arc::new(HttpOperation {
             method: method_upper,
             path: path.to_owned(),
@@ -531,6 +531,14 @@ components:
     Issue: {type: object, properties: {title: {type: string}, parent: {$ref: "#/components/schemas/Issue"}}}
 "##;
 
+    /// Input, output and root of a tool loaded from a document.
+    fn text(tool: &ToolDef) -> (&str, Option<&str>, Option<&Value>) {
+        match &tool.schemas {
+            Schemas::Text { input, output, root } => (input, output.as_deref(), root.as_deref()),
+            Schemas::Indexed { .. } => unreachable!("a document's tools carry their schemas"),
+        }
+    }
+
     fn http(tool: &ToolDef) -> &HttpOperation {
         match &tool.target {
             Target::Http(op) => op,
@@ -545,7 +553,7 @@ components:
         let json_text = yaml_serde::from_str::<Value>(SPEC).unwrap().to_string();
         let from_json = load("gh", &json_text).unwrap();
         let summary = |tools: &[ToolDef]| -> Vec<(String, String, Option<String>)> {
-            tools.iter().map(|t| (t.path.clone(), t.input.clone(), t.output.clone())).collect()
+            tools.iter().map(|t| (t.path.clone(), text(t).0.to_owned(), text(t).1.map(str::to_owned))).collect()
         };
         assert_eq!(summary(&tools), summary(&from_json));
         let paths: Vec<(&str, Effect)> = tools.iter().map(|t| (t.path.as_str(), t.effect)).collect();
@@ -560,11 +568,11 @@ components:
             ]
         );
         assert!(tools[1].description.ends_with("GET /repos/{owner}/{repo}/issues"));
-        let input: Value = serde_json::from_str(&tools[2].input).unwrap();
+        let input: Value = serde_json::from_str(text(&tools[2]).0).unwrap();
         assert_eq!(input["required"], json!(["owner", "repo", "body"]));
-        let output: Value = serde_json::from_str(tools[1].output.as_deref().unwrap()).unwrap();
+        let output: Value = serde_json::from_str(text(&tools[1]).1.unwrap()).unwrap();
         assert_eq!(output["items"]["$ref"], "#/components/schemas/Issue");
-        let root = tools[0].root.as_deref().unwrap();
+        let root = text(&tools[0]).2.unwrap();
         assert!(root.pointer("/components/schemas/Issue").is_some() && root.get("paths").is_none());
     }
 

@@ -121,7 +121,7 @@ impl Entry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::Target;
+    use crate::tool::{Schemas, Target};
     use executor_core::Effect;
 
     fn tool(path: &str, description: &str) -> ToolDef {
@@ -130,9 +130,7 @@ mod tests {
             namespace: path.split('.').next().unwrap().into(),
             description: description.into(),
             effect: Effect::Read,
-            input: "{}".into(),
-            output: None,
-            root: None,
+            schemas: Schemas::Text { input: "{}".into(), output: None, root: None },
             target: Target::Mcp { name: path.into(), hints: Vec::new() },
         }
     }

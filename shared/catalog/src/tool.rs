@@ -6,6 +6,7 @@ use executor_core::Effect;
 use serde_json::Value;
 
 use crate::graphql::GraphqlOperation;
+use crate::index::{IndexError, IndexedSource, Span};
 use crate::openapi::HttpOperation;
 use crate::typescript::{self, SchemaIn};
 
@@ -17,16 +18,26 @@ pub struct ToolDef {
     pub namespace: String,
     pub description: String,
     pub effect: Effect,
-    /// JSON Schema of the arguments, as JSON text: parsed `Value`s take about
-    /// ten times the memory, and schemas are only read by `describe`.
-    pub input: String,
-    /// JSON Schema of the data, as JSON text.
-    pub output: Option<String>,
-    /// What `$ref`s in `input`/`output` point into: the OpenAPI document's
-    /// `components`, or the GraphQL schema's named types, shared by all of
-    /// the source's tools. `None`: each schema is its own root (MCP).
-    pub root: Option<Arc<Value>>,
+    pub schemas: Schemas,
     pub target: Target,
+}
+
+/// The tool's JSON Schemas, read only by `describe`.
+#[derive(Debug, Clone)]
+pub enum Schemas {
+    /// As JSON text: parsed `Value`s take about ten times the memory.
+    Text {
+        /// The arguments.
+        input: String,
+        /// The data.
+        output: Option<String>,
+        /// What `$ref`s in `input`/`output` point into: the OpenAPI document's
+        /// `components`, or the GraphQL schema's named types, shared by all of
+        /// the source's tools. `None`: each schema is its own root (MCP).
+        root: Option<Arc<Value>>,
+    },
+    /// In a catalog index file, read on the first `describe` of the tool.
+    Indexed { source: Arc<IndexedSource>, input: Span, output: Option<Span> },
 }
 
 /// How to make the call.
@@ -48,12 +59,20 @@ impl ToolDef {
         self.path.rsplit('.').next().unwrap_or(&self.path)
     }
 
-    pub fn typescript(&self) -> String {
+    /// The TypeScript declarations `describe` answers with. Fails only when
+    /// the schemas are in a catalog index that cannot be read any more.
+    pub fn typescript(&self) -> Result<String, IndexError> {
         let parse = |text: &str| serde_json::from_str(text).unwrap_or(Value::Null);
-        let (input, output) = (parse(&self.input), self.output.as_deref().map(parse));
-        let input = SchemaIn { schema: &input, root: self.root.as_deref().unwrap_or(&input) };
-        let output = output.as_ref().map(|schema| SchemaIn { schema, root: self.root.as_deref().unwrap_or(schema) });
+        let (input, output, root) = match &self.schemas {
+            Schemas::Text { input, output, root } => (parse(input), output.as_deref().map(parse), root.clone()),
+            Schemas::Indexed { source, input, output } => {
+                let output = output.map(|span| source.read(span)).transpose()?;
+                (parse(&source.read(*input)?), output.as_deref().map(parse), Some(source.root()?))
+            }
+        };
+        let input = SchemaIn { schema: &input, root: root.as_deref().unwrap_or(&input) };
+        let output = output.as_ref().map(|schema| SchemaIn { schema, root: root.as_deref().unwrap_or(schema) });
         let http = matches!(self.target, Target::Http(_));
-        typescript::declarations(&format!("tools.{}", self.path), &self.description, input, output, http)
+        Ok(typescript::declarations(&format!("tools.{}", self.path), &self.description, input, output, http))
     }
 }

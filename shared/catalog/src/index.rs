@@ -1,0 +1,309 @@
+//! The catalog index (`executor catalog build`): what a start needs of the
+//! OpenAPI documents on file, so a process loads it instead of parsing them.
+//!
+//! A 30 MB document takes hundreds of milliseconds and more than a hundred
+//! megabytes to parse; most of it is schemas, which only `describe` reads.
+//! The index holds, per source, the tools' names, descriptions, effects and
+//! HTTP operations (everything search, policy and calls use) in a small head,
+//! and the schemas as a detail section read by byte range on the first
+//! `describe` of a tool. Layout:
+//!
+//! ```text
+//! executor-catalog-index 1\n
+//! <length of the head in bytes>\n
+//! <head: JSON>
+//! <details: JSON texts, addressed by (offset, length) from here>
+//! ```
+//!
+//! Each source records the SHA-256 of its document; a start whose document
+//! has another hash refuses the index, so a stale index never serves tools
+//! the document no longer has.
+
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use executor_core::Effect;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::config::{CatalogConfig, SourceKind, SpecLocation};
+use crate::openapi::{self, HttpOperation};
+use crate::tool::{Schemas, Target, ToolDef};
+
+/// The environment variable naming the index, over the sources file's `index`.
+pub const INDEX_ENV: &str = "EXECUTOR_CATALOG_INDEX";
+const MAGIC: &[u8] = b"executor-catalog-index 1\n";
+/// The longest head length line read: digits and a newline.
+const MAX_LENGTH_LINE: u64 = 24;
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error(
+        "cannot read the catalog index {file}: {error}; build it with `executor catalog build --config <sources file> \
+         --out {file}`"
+    )]
+    Read { file: PathBuf, error: std::io::Error },
+    #[error(
+        "{file} is not a catalog index this executor reads ({problem}); rebuild it with `executor catalog build \
+         --config <sources file> --out {file}`"
+    )]
+    Format { file: PathBuf, problem: String },
+    #[error(
+        "the catalog index {file} is stale: {problem}; rebuild it with `executor catalog build --config <sources \
+         file> --out {file}`"
+    )]
+    Stale { file: PathBuf, problem: String },
+    #[error("cannot index source `{namespace}`: {problem}; fix the source in the sources file, then build again")]
+    Source { namespace: String, problem: String },
+    #[error("cannot write the catalog index {file}: {error}")]
+    Write { file: PathBuf, error: std::io::Error },
+}
+
+/// A byte range of the detail section: offset and length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Span(u64, u64);
+
+#[derive(Serialize, Deserialize)]
+struct Head {
+    sources: Vec<HeadSource>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct HeadSource {
+    namespace: String,
+    /// Of the document's bytes, lower-case hex.
+    sha256: String,
+    /// `{"components": ...}`, what the tools' `$ref`s point into.
+    root: Span,
+    tools: Vec<HeadTool>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct HeadTool {
+    path: String,
+    description: String,
+    effect: Effect,
+    operation: HttpOperation,
+    input: Span,
+    output: Option<Span>,
+}
+
+/// What `executor catalog build` wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Built {
+    /// Each indexed source's namespace and its number of tools.
+    pub indexed: Vec<(String, usize)>,
+    /// Sources the index does not hold (documents at URLs, MCP and GraphQL
+    /// sources): they are connected at start as without an index.
+    pub connected_at_start: Vec<String>,
+}
+
+/// Whether a source's tools come from the index: an OpenAPI document on file.
+fn indexed_spec(kind: &SourceKind) -> Option<&Path> {
+    match kind {
+        SourceKind::OpenApi { spec: SpecLocation::File(path), .. } => Some(path),
+        _ => None,
+    }
+}
+
+/// Parse every OpenAPI document on file that `config` names and write their
+/// index to `out` (through a temporary file beside it, so a running process
+/// that has the old one open keeps reading the old one).
+pub fn build(config: &CatalogConfig, out: &Path) -> Result<Built, IndexError> {
+    let mut head = Head { sources: Vec::new() };
+    let mut details = Vec::new();
+    let mut built = Built { indexed: Vec::new(), connected_at_start: Vec::new() };
+    let mut put = |text: &str| {
+        let span = Span(details.len() as u64, text.len() as u64);
+        details.extend_from_slice(text.as_bytes());
+        span
+    };
+    for source in &config.sources {
+        let Some(spec) = indexed_spec(&source.kind) else {
+            built.connected_at_start.push(source.namespace.clone());
+            continue;
+        };
+        let problem = |problem: String| IndexError::Source { namespace: source.namespace.clone(), problem };
+        let text = std::fs::read_to_string(spec)
+            .map_err(|e| problem(format!("cannot read the spec {}: {e}", spec.display())))?;
+        let tools = openapi::load(&source.namespace, &text).map_err(|e| problem(e.to_string()))?;
+        let mut root = None;
+        let mut indexed = Vec::with_capacity(tools.len());
+        for tool in tools {
+            let (Schemas::Text { input, output, root: tool_root }, Target::Http(operation)) =
+                (tool.schemas, tool.target)
+            else {
+                unreachable!("an OpenAPI document's tools carry their schemas and call over HTTP")
+            };
+            root = root.or(tool_root);
+            indexed.push(HeadTool {
+                path: tool.path,
+                description: tool.description,
+                effect: tool.effect,
+                operation: Arc::unwrap_or_clone(operation),
+                input: put(&input),
+                output: output.as_deref().map(&mut put),
+            });
+        }
+        // Every tool of a document shares its components; a document without operations needs none.
+        let root = put(&root.map_or_else(|| "null".to_owned(), |root| root.to_string()));
+        built.indexed.push((source.namespace.clone(), indexed.len()));
+        head.sources.push(HeadSource {
+            namespace: source.namespace.clone(),
+            sha256: sha256(&mut text.as_bytes()).map_err(|e| problem(e.to_string()))?,
+            root,
+            tools: indexed,
+        });
+    }
+    let head = serde_json::to_vec(&head).expect("the head is plain data");
+    let write_error = |error| IndexError::Write { file: out.to_owned(), error };
+    let mut temporary = out.as_os_str().to_owned();
+    temporary.push(".tmp");
+    let temporary = PathBuf::from(temporary);
+    let mut bytes = Vec::with_capacity(MAGIC.len() + MAX_LENGTH_LINE as usize + head.len() + details.len());
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(format!("{}\n", head.len()).as_bytes());
+    bytes.extend_from_slice(&head);
+    bytes.extend_from_slice(&details);
+    std::fs::write(&temporary, bytes).map_err(write_error)?;
+    std::fs::rename(&temporary, out).map_err(write_error)?;
+    Ok(built)
+}
+
+fn sha256(reader: &mut impl Read) -> std::io::Result<String> {
+    let mut hasher = Sha256::new();
+    std::io::copy(reader, &mut hasher)?;
+    Ok(format!("{:x}", hasher.finalize()))
+}
+
+/// An open index: the head in memory, the details on disk.
+pub struct CatalogIndex {
+    file: Arc<IndexFile>,
+    sources: Vec<HeadSource>,
+}
+
+/// The index file, kept open for the details.
+#[derive(Debug)]
+struct IndexFile {
+    path: PathBuf,
+    file: Mutex<std::fs::File>,
+    /// Where the detail section starts.
+    details: u64,
+}
+
+/// One indexed source's details: the tools' schemas and, once read, their `$ref` root.
+#[derive(Debug)]
+pub struct IndexedSource {
+    file: Arc<IndexFile>,
+    root_span: Span,
+    root: OnceLock<Arc<Value>>,
+}
+
+impl IndexedSource {
+    /// A JSON text of the detail section.
+    pub fn read(&self, Span(offset, length): Span) -> Result<String, IndexError> {
+        let file = &self.file;
+        let mut bytes = vec![0; length as usize];
+        // A poisoned lock only means another read failed: the file is as it was.
+        let mut handle = file.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        handle
+            .seek(SeekFrom::Start(file.details + offset))
+            .and_then(|_| handle.read_exact(&mut bytes))
+            .map_err(|error| IndexError::Read { file: file.path.clone(), error })?;
+        String::from_utf8(bytes)
+            .map_err(|_| IndexError::Format { file: file.path.clone(), problem: "a schema is not UTF-8".into() })
+    }
+
+    /// The components the schemas' `$ref`s point into, read on first use.
+    pub fn root(&self) -> Result<Arc<Value>, IndexError> {
+        if let Some(root) = self.root.get() {
+            return Ok(root.clone());
+        }
+        let text = self.read(self.root_span)?;
+        let root = serde_json::from_str(&text)
+            .map_err(|e| IndexError::Format { file: self.file.path.clone(), problem: format!("components: {e}") })?;
+        Ok(self.root.get_or_init(|| Arc::new(root)).clone())
+    }
+}
+
+impl CatalogIndex {
+    /// Read the head of the index at `path`; the details stay on disk.
+    pub fn open(path: &Path) -> Result<Self, IndexError> {
+        let read_error = |error| IndexError::Read { file: path.to_owned(), error };
+        let format = |problem: &str| IndexError::Format { file: path.to_owned(), problem: problem.to_owned() };
+        let file = std::fs::File::open(path).map_err(read_error)?;
+        let mut reader = BufReader::new(&file);
+        let mut magic = vec![0; MAGIC.len()];
+        reader.read_exact(&mut magic).map_err(|_| format("no index header"))?;
+        if magic != MAGIC {
+            return Err(format("no index header, or one of another version"));
+        }
+        let mut line = String::new();
+        (&mut reader).take(MAX_LENGTH_LINE).read_line(&mut line).map_err(read_error)?;
+        let length: u64 = line.trim_end().parse().map_err(|_| format("no head length"))?;
+        let mut head = Vec::new();
+        (&mut reader).take(length).read_to_end(&mut head).map_err(read_error)?;
+        if head.len() as u64 != length {
+            return Err(format("the file ends inside the head"));
+        }
+        let head: Head = serde_json::from_slice(&head).map_err(|e| format(&format!("head: {e}")))?;
+        let details = (MAGIC.len() + line.len()) as u64 + length;
+        let file = Mutex::new(file);
+        Ok(Self { file: Arc::new(IndexFile { path: path.to_owned(), file, details }), sources: head.sources })
+    }
+
+    /// The index must hold exactly the OpenAPI documents on file that `config`
+    /// names, each with the hash of its document as it is now; then their tools.
+    /// Checking means reading each document once (about 15 ms for 30 MB),
+    /// never parsing it.
+    pub fn tools(self, config: &CatalogConfig) -> Result<Vec<(String, Vec<ToolDef>)>, IndexError> {
+        let stale = |problem: String| IndexError::Stale { file: self.file.path.clone(), problem };
+        let specs: Vec<(&str, &Path)> = config
+            .sources
+            .iter()
+            .filter_map(|s| indexed_spec(&s.kind).map(|spec| (s.namespace.as_str(), spec)))
+            .collect();
+        if let Some(extra) = self.sources.iter().find(|s| !specs.iter().any(|(namespace, _)| *namespace == s.namespace))
+        {
+            return Err(stale(format!(
+                "it holds source `{}`, which the sources file does not name as an OpenAPI document on file",
+                extra.namespace
+            )));
+        }
+        let mut out = Vec::with_capacity(specs.len());
+        let mut sources = self.sources;
+        for (namespace, spec) in specs {
+            let Some(at) = sources.iter().position(|s| s.namespace == namespace) else {
+                return Err(stale(format!("it has no source `{namespace}`")));
+            };
+            let source = sources.swap_remove(at);
+            let hash = std::fs::File::open(spec).and_then(|mut file| sha256(&mut file)).map_err(|e| {
+                stale(format!("cannot read the spec {} of source `{namespace}` to check it: {e}", spec.display()))
+            })?;
+            if hash != source.sha256 {
+                return Err(stale(format!(
+                    "the spec {} of source `{namespace}` changed since the index was built",
+                    spec.display()
+                )));
+            }
+            let details =
+                Arc::new(IndexedSource { file: self.file.clone(), root_span: source.root, root: OnceLock::new() });
+            let tools = source
+                .tools
+                .into_iter()
+                .map(|tool| ToolDef {
+                    path: tool.path,
+                    namespace: namespace.to_owned(),
+                    description: tool.description,
+                    effect: tool.effect,
+                    schemas: Schemas::Indexed { source: details.clone(), input: tool.input, output: tool.output },
+                    target: Target::Http(Arc::new(tool.operation)),
+                })
+                .collect();
+            out.push((namespace.to_owned(), tools));
+        }
+        Ok(out)
+    }
+}
