@@ -116,6 +116,7 @@ impl LimitArgs {
 const SERVE_ENVIRONMENT: &str = "\
 Environment (checked before anything is created; a bad value names the variable):
   EXECUTOR_CONFIG                     the sources file (as --config)
+  EXECUTOR_CATALOG_INDEX              the catalog index (`executor catalog build`) [default: the sources file's index]
   EXECUTOR_PUBLIC_URL                 the URL clients reach this server at (as --public-url)
   EXECUTOR_SESSION_TIMEOUT_MS         idle time before a session ends [default: 1800000]
   EXECUTOR_PAUSED_LEASE_MS            extra idle time for a session with paused work [default: 600000]

@@ -8,7 +8,10 @@ import * as path from 'node:path';
 import { parse } from 'smol-toml';
 
 export interface Sources {
-  /** The files to ship, relative to the sources file's directory: the file itself and its local specs. */
+  /**
+   * The files to ship, relative to the sources file's directory: the file
+   * itself, its local specs and its catalog index (`index`).
+   */
   files: string[];
   /** Every `arn:...:secretsmanager:...` value in the file (auth, headers). */
   secretRefs: string[];
@@ -26,25 +29,30 @@ export function readSources(dir: string, file: string): Sources {
     throw new Error(`config: ${where} is not valid TOML: ${(e as Error).message}`);
   }
   const files = [file];
+  // The function sees the layer's copy under /opt/executor, so a file must sit
+  // below the sources file's directory, where the relative path still holds.
+  const shipped = (what: string, name: string, hint: string) => {
+    const relative = path.normalize(name);
+    if (path.isAbsolute(name) || relative.startsWith('..')) {
+      throw new Error(
+        `config: ${what} ${JSON.stringify(name)} must be a path below ${dir}${hint} to be deployed with the sources file`,
+      );
+    }
+    if (!fs.statSync(path.join(dir, relative), { throwIfNoEntry: false })?.isFile()) {
+      throw new Error(`config: ${what} file ${path.join(dir, relative)} does not exist`);
+    }
+    files.push(relative);
+  };
   const sources = Array.isArray(toml.sources) ? (toml.sources as Record<string, unknown>[]) : [];
   for (const source of sources) {
     const spec = source.spec;
     if (typeof spec !== 'string' || /^https?:\/\//.test(spec)) continue;
-    // The function sees the layer's copy under /opt/executor, so the spec must
-    // sit below the sources file's directory, where the relative path still holds.
-    const relative = path.normalize(spec);
-    if (path.isAbsolute(spec) || relative.startsWith('..')) {
-      throw new Error(
-        `config: source ${String(source.namespace)}: spec ${JSON.stringify(spec)} must be a path below ` +
-          `${dir} (or an http(s) URL) to be deployed with the sources file`,
-      );
-    }
-    if (!fs.statSync(path.join(dir, relative), { throwIfNoEntry: false })?.isFile()) {
-      throw new Error(
-        `config: source ${String(source.namespace)}: spec file ${path.join(dir, relative)} does not exist`,
-      );
-    }
-    files.push(relative);
+    shipped(`source ${String(source.namespace)}: spec`, spec, ' (or an http(s) URL)');
+  }
+  // The catalog index (`executor catalog build`), built before deploying: the
+  // functions load it instead of parsing the specs, and refuse it if stale.
+  if (typeof toml.index === 'string') {
+    shipped('catalog index', toml.index, '');
   }
   const secretRefs = new Set<string>();
   const collect = (value: unknown) => {

@@ -175,6 +175,22 @@ base_url = "https://billing.example/api"
     ]);
   });
 
+  test('the catalog index it names ships with it; one that is missing fails the synth', () => {
+    const withIndex = `index = "build/catalog.index"\n${GITHUB}`;
+    const config = sourcesDir(withIndex, { 'specs/github.yaml': '', 'build/catalog.index': '' });
+    assert.deepEqual(readSources(path.dirname(config), 'executor.toml').files, [
+      'executor.toml',
+      'specs/github.yaml',
+      'build/catalog.index',
+    ]);
+    assert.throws(
+      () => readSources(path.dirname(sourcesDir(withIndex, { 'specs/github.yaml': '' })), 'executor.toml'),
+      /catalog index file .*build\/catalog.index does not exist/,
+    );
+    const outside = sourcesDir(withIndex.replace('build/catalog.index', '../catalog.index'), { 'specs/github.yaml': '' });
+    assert.throws(() => readSources(path.dirname(outside), 'executor.toml'), /catalog index "..\/catalog.index" must be a path below/);
+  });
+
   test('a secret it names must be granted; a partial ARN matches its complete one', () => {
     const config = sourcesDir(GITHUB, { 'specs/github.yaml': '' });
     assert.throws(
