@@ -5,7 +5,9 @@
 //! while the server runs, a command cannot open it. The server therefore
 //! listens on a Unix socket in its data directory, `admin.sock`, and runs the
 //! commands it receives on the store it holds: a key or grant is created or
-//! revoked without stopping the server, and takes effect on the next request.
+//! revoked without stopping the server, and takes effect on the next request
+//! (a revoked key is also dropped from the server's verified keys, through
+//! the `revoked` callback).
 //!
 //! Only the user who runs the server can use it: the socket is mode 0600, and
 //! every connection's peer credentials are checked against the socket's owner
@@ -25,6 +27,7 @@ use tokio::task::JoinHandle;
 
 use crate::commands::run;
 pub use crate::commands::{Command, Reply};
+use crate::keys;
 
 /// The socket's name in the data directory.
 pub const SOCKET: &str = "admin.sock";
@@ -55,10 +58,16 @@ impl Drop for AdminSocket {
     }
 }
 
-/// Listen in `data_dir` for commands and run them on `store`. The
-/// caller holds the store, so no other server uses this directory: a socket
-/// file left there by one that crashed is replaced.
-pub fn listen<S: KeyStore + GrantStore + 'static>(data_dir: &Path, store: Arc<S>) -> io::Result<AdminSocket> {
+/// Listen in `data_dir` for commands and run them on `store`, calling
+/// `revoked` after a key was revoked. The caller holds the store, so no other
+/// server uses this directory: a socket file left there by one that crashed
+/// is replaced.
+pub fn listen<S: KeyStore + GrantStore + 'static>(
+    data_dir: &Path,
+    store: Arc<S>,
+    revoked: impl Fn() + Send + Sync + 'static,
+) -> io::Result<AdminSocket> {
+    let revoked: Arc<dyn Fn() + Send + Sync> = Arc::new(revoked);
     let path = data_dir.join(SOCKET);
     match std::fs::remove_file(&path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
@@ -80,7 +89,7 @@ pub fn listen<S: KeyStore + GrantStore + 'static>(data_dir: &Path, store: Arc<S>
             };
             match stream.peer_cred() {
                 Ok(peer) if peer.uid() == owner => {
-                    tokio::spawn(serve(stream, store.clone()));
+                    tokio::spawn(serve(stream, store.clone(), revoked.clone()));
                 }
                 _ => tracing::warn!("refused a connection to the admin socket from another user"),
             }
@@ -90,7 +99,7 @@ pub fn listen<S: KeyStore + GrantStore + 'static>(data_dir: &Path, store: Arc<S>
 }
 
 /// One command, one answer.
-async fn serve<S: KeyStore + GrantStore>(stream: UnixStream, store: Arc<S>) {
+async fn serve<S: KeyStore + GrantStore>(stream: UnixStream, store: Arc<S>, revoked: Arc<dyn Fn() + Send + Sync>) {
     let (read, mut write) = stream.into_split();
     let mut line = String::new();
     if BufReader::new(read.take(MAX_LINE)).read_line(&mut line).await.is_err() {
@@ -100,6 +109,9 @@ async fn serve<S: KeyStore + GrantStore>(stream: UnixStream, store: Arc<S>) {
         Ok(command) => run(&*store, command).await,
         Err(e) => Err(format!("not an admin command ({e}); use an `executor` of the same version as the server")),
     };
+    if let Ok(Reply::Keys(keys::Reply::Revoked { .. })) = &answer {
+        revoked();
+    }
     let mut text = serde_json::to_string(&answer).unwrap_or_default();
     text.push('\n');
     let _ = write.write_all(text.as_bytes()).await;

@@ -365,10 +365,6 @@ async fn run_serve<S: Store + 'static>(
     let limits = limits.limits();
     #[cfg(feature = "conformance")]
     eprintln!("executor: conformance build: requests without a token are served as owner `conformance`");
-    #[cfg(unix)]
-    let _admin = embedded.then(|| admin_socket(&data_dir, store.clone())).flatten();
-    #[cfg(not(unix))]
-    let _ = embedded;
     let mut namespaces = Vec::new();
     for source in catalog.namespaces() {
         match &source.error {
@@ -398,7 +394,7 @@ async fn run_serve<S: Store + 'static>(
         config.request_state_key = Some(serve::request_state_key(&data_dir).map_err(|e| e.to_string())?);
     }
     let key = owner.as_ref().zip(first.as_ref().map(|(_, t)| t.as_str()));
-    println!("{}", serve::welcome(bound, config.public_url.as_deref(), key));
+    let welcome = serve::welcome(bound, config.public_url.as_deref(), key);
     let catalog = Arc::new(catalog);
     config.quotas.owners = sources.quotas;
     for view in Catalog::toolkit_views(&catalog, &sources.toolkits) {
@@ -409,7 +405,14 @@ async fn run_serve<S: Store + 'static>(
             tools: Arc::new(view),
         });
     }
-    let host = serve::host(store, catalog, &namespaces, config).await.map_err(|e| e.to_string())?;
+    let host = serve::host(store.clone(), catalog, &namespaces, config).await.map_err(|e| e.to_string())?;
+    // After the host, so that a key revoked through it is forgotten by the host at once.
+    #[cfg(unix)]
+    let _admin = embedded.then(|| admin_socket(&data_dir, store, &host)).flatten();
+    #[cfg(not(unix))]
+    let _ = embedded;
+    // Once everything listens: the admin socket too.
+    println!("{welcome}");
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
         eprintln!("executor: shutting down");
@@ -442,8 +445,10 @@ fn make_room_for_connections(max_connections: usize) {
 fn admin_socket<S: executor_store::KeyStore + executor_store::GrantStore + 'static>(
     data_dir: &Path,
     store: Arc<S>,
+    host: &executor_service::Host,
 ) -> Option<admin::AdminSocket> {
-    admin::listen(data_dir, store)
+    let host = host.clone();
+    admin::listen(data_dir, store, move || host.forget_keys())
         .inspect_err(|e| {
             eprintln!(
                 "executor: no admin socket in {} ({e}): `executor keys` and `executor grants` cannot reach this \

@@ -32,6 +32,7 @@ return { listed: seen.ok, added: added.ok };"#;
 struct Rig {
     proxy: CountingProxy,
     host: Host,
+    store: Arc<DynamoStore>,
     clock: Arc<ManualClock>,
     token: String,
     _upstream: Upstream,
@@ -75,9 +76,10 @@ impl Rig {
             clock: clock.clone(),
             ..HostConfig::default()
         };
-        let host = Host::new(Arc::new(store), catalog, &namespaces, Sandbox::new(Limits::default()), scheduler, config);
+        let store = Arc::new(store);
+        let host = Host::new(store.clone(), catalog, &namespaces, Sandbox::new(Limits::default()), scheduler, config);
         proxy.take();
-        Self { proxy, host, clock, token, _upstream: upstream, _dir: dir }
+        Self { proxy, host, store, clock, token, _upstream: upstream, _dir: dir }
     }
 
     /// The calls since the last look: `{operation: count}` and (write units, read units).
@@ -155,15 +157,51 @@ async fn key_checks() {
     let answer = rig.rpc(None, "model", list.clone()).await;
     assert_eq!(answer.status, 200);
     assert_eq!(rig.calls(), (expect(&[("GetItem", 1)]), (0, 1)), "a valid key: one read");
+    assert_eq!(rig.rpc(None, "model", list.clone()).await.status, 200);
+    assert_eq!(rig.calls(), (expect(&[]), (0, 0)), "the same key again: verified, no read");
 
-    let request = Request::post("/mcp")
-        .header("host", "127.0.0.1")
-        .header("authorization", "Bearer not-a-key")
-        .header("content-type", "application/json")
-        .body(Bytes::from(list.to_string()))
-        .unwrap();
-    assert_eq!(rig.send(request).await.status(), 401);
+    let request = || {
+        Request::post("/mcp")
+            .header("host", "127.0.0.1")
+            .header("authorization", "Bearer not-a-key")
+            .header("content-type", "application/json")
+            .body(Bytes::from(list.to_string()))
+            .unwrap()
+    };
+    assert_eq!(rig.send(request()).await.status(), 401);
     assert_eq!(rig.calls(), (expect(&[("GetItem", 1)]), (0, 1)), "an unknown key: one read");
+    assert_eq!(rig.send(request()).await.status(), 401);
+    assert_eq!(rig.calls(), (expect(&[("GetItem", 1)]), (0, 1)), "an unknown key is never remembered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_key_stops_within_the_verification_ttl_or_at_once_when_the_host_hears_of_it() {
+    let rig = Rig::start().await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    assert_eq!(rig.rpc(None, "model", list.clone()).await.status, 200);
+    // Revoked in the table, as `executor keys revoke --store dynamodb` does from another machine.
+    let hash = executor_core::TokenHash::of_token(&rig.token);
+    executor_store::KeyStore::revoke_key(&*rig.store, &hash).await.unwrap();
+    rig.clock.advance(executor_service::KEY_CACHE_TTL - Duration::from_millis(1));
+    assert_eq!(rig.rpc(None, "model", list.clone()).await.status, 200, "still verified, within the TTL");
+    rig.clock.advance(Duration::from_millis(1));
+    assert_eq!(rig.rpc(None, "model", list.clone()).await.status, 401, "read again at the TTL: revoked");
+
+    // A host told of a revocation (the admin socket of `executor serve` does) reads the key again at once.
+    let other = executor_cli::keys::create(&*rig.store, "bob").await.unwrap();
+    let as_bob = |body: &Value| {
+        Request::post("/mcp")
+            .header("host", "127.0.0.1")
+            .header("authorization", format!("Bearer {other}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(Bytes::from(body.to_string()))
+            .unwrap()
+    };
+    assert_eq!(rig.send(as_bob(&list)).await.status(), 200);
+    executor_store::KeyStore::revoke_key(&*rig.store, &executor_core::TokenHash::of_token(&other)).await.unwrap();
+    rig.host.forget_keys();
+    assert_eq!(rig.send(as_bob(&list)).await.status(), 401, "forgotten: read again, and revoked");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -173,12 +211,12 @@ async fn session_start_and_execute_on_a_live_session() {
     assert_eq!(rig.calls(), (expect(&[("CreateSchedule", 1), ("GetItem", 1), ("PutItem", 1)]), (1, 1)), "initialize");
 
     assert_eq!(rig.execute(Some(&session), "return 1 + 2").await["result"], 3);
-    assert_eq!(rig.calls(), (expect(&[("GetItem", 2)]), (0, 2)), "execute: the key and the session");
+    assert_eq!(rig.calls(), (expect(&[("GetItem", 1)]), (0, 1)), "execute: the session (the key is verified)");
 
     // Past the activity interval the session's activity is written, once.
     rig.clock.advance(Duration::from_secs(31));
     assert_eq!(rig.execute(Some(&session), "return 1 + 2").await["result"], 3);
-    assert_eq!(rig.calls(), (expect(&[("GetItem", 2), ("PutItem", 1)]), (1, 2)), "execute with an activity write");
+    assert_eq!(rig.calls(), (expect(&[("GetItem", 1), ("PutItem", 1)]), (1, 1)), "execute with an activity write");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -199,13 +237,13 @@ async fn pause_and_model_resume() {
     let calls = rig.proxy.take();
     assert_eq!(
         operations(&calls),
-        expect(&[("GetItem", 2), ("Query", 1), ("TransactWriteItems", 1)]),
-        "pause: the key, the session, the owner's grants (a call needs approval), one transaction"
+        expect(&[("GetItem", 1), ("Query", 1), ("TransactWriteItems", 1)]),
+        "pause: the session, the owner's grants (a call needs approval), one transaction"
     );
     let pause = calls.iter().find(|c| c.operation == "TransactWriteItems").unwrap();
     let written: Vec<&str> = pause.writes.iter().map(|w| w.action).collect();
     assert_eq!(written, ["put", "put"], "the execution and its session's paused marker: {pause:?}");
-    assert_eq!(units(&calls), (6, 3), "units (write, read)");
+    assert_eq!(units(&calls), (6, 2), "units (write, read)");
 
     let id = paused["executionId"].as_str().unwrap();
     let resumed = rig.call(Some(&session), "model", "resume", json!({"executionId": id, "action": "accept"})).await;
@@ -213,10 +251,10 @@ async fn pause_and_model_resume() {
     let calls = rig.proxy.take();
     assert_eq!(
         operations(&calls),
-        expect(&[("GetItem", 3), ("TransactWriteItems", 2)]),
-        "resume: the key, the session, the execution; the claim and the settle"
+        expect(&[("GetItem", 2), ("TransactWriteItems", 2)]),
+        "resume: the session, the execution; the claim and the settle"
     );
-    assert_eq!(units(&calls), (10, 3), "units (write, read)");
+    assert_eq!(units(&calls), (10, 2), "units (write, read)");
     let (claim, settle) = transactions(&calls);
     assert_eq!(actions(claim), [("put", "EXEC"), ("delete", "PAUSED")], "the claim");
     assert_eq!(actions(settle), [("put", "EXEC")], "the settle writes the execution only");
@@ -325,8 +363,8 @@ return [first.ok, second.ok, third.ok];"#;
     let calls = rig.proxy.take();
     assert_eq!(
         operations(&calls),
-        expect(&[("GetItem", 2), ("Query", 1), ("TransactGetItems", 1), ("TransactWriteItems", 2)]),
-        "the key, the execution item (it says: chunked), the execution and its chunks; the claim; \
+        expect(&[("GetItem", 1), ("Query", 1), ("TransactGetItems", 1), ("TransactWriteItems", 2)]),
+        "the execution item (it says: chunked), the execution and its chunks; the claim; \
          the grants (the third call needs approval); the pause"
     );
     let read = calls.iter().find(|c| c.operation == "TransactGetItems").unwrap();

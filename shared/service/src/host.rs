@@ -133,7 +133,8 @@ impl Host {
             })
             .collect();
         let mcp = endpoint(McpServer::new(executions.clone(), tools.clone(), namespaces, native));
-        let auth = Arc::new(Authenticator::new(store.clone(), config.oidc.clone().map(Oidc::new)));
+        let auth =
+            Arc::new(Authenticator::new(store.clone(), config.oidc.clone().map(Oidc::new), config.clock.clone()));
         let sessions = Arc::new(Sessions::new(
             store,
             alarms.clone(),
@@ -176,6 +177,13 @@ impl Host {
     /// function) calls.
     pub fn alarms(&self) -> Arc<Alarms> {
         self.alarms.clone()
+    }
+
+    /// Read every API key from the store again from the next request on:
+    /// call it when a key was revoked, so it stops working at once rather
+    /// than when its verification expires (`auth::KEY_CACHE_TTL`).
+    pub fn forget_keys(&self) {
+        self.auth.forget_keys();
     }
 
     pub fn max_body_bytes(&self) -> usize {

@@ -28,6 +28,7 @@ mod toolkits;
 mod visible;
 
 pub use alarms::Alarms;
+pub use auth::KEY_CACHE_TTL;
 pub use config::{ConfigError, EventsSetupError, HostConfig};
 pub use continuations::{CONTINUATION_PATH, ContinuationError, Continuations};
 pub use executions::{ExecutionResult, Executions, ResumeError};
