@@ -79,7 +79,7 @@ async fn the_index_serves_what_the_documents_do() {
     let upstream = start_replying(|seen| axum::Json(json!({"echo": seen.target()})).into_response());
     for seed in [1, 2, 3] {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("big.json"), big_spec::openapi_json(120_000, seed)).unwrap();
+        std::fs::write(dir.path().join("big.json"), big_spec::openapi_json(400_000, seed)).unwrap();
         std::fs::write(dir.path().join("small.json"), big_spec::openapi_json(1, seed + 100)).unwrap();
         let parsed_config = config(dir.path(), "parsed.toml", &sources(&upstream.base, None));
         let built = index::build(&parsed_config, &dir.path().join("catalog.index")).unwrap();
