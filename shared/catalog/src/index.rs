@@ -5,8 +5,10 @@
 //! megabytes to parse; most of it is schemas, which only `describe` reads.
 //! The index holds, per source, the tools' names, descriptions, effects and
 //! HTTP operations (everything search, policy and calls use) in a small head,
-//! and the schemas as a detail section read by byte range on the first
-//! `describe` of a tool. Layout:
+//! and the schemas in a detail section read by byte range: a tool's own on
+//! its `describe`, and each entry of the document's `components` (one per
+//! schema, parameter, ...) the first time a description's `$ref` reaches it,
+//! so a `describe` never loads every schema of a big document. Layout:
 //!
 //! ```text
 //! executor-catalog-index 1\n
@@ -19,6 +21,7 @@
 //! has another hash refuses the index, so a stale index never serves tools
 //! the document no longer has.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -31,6 +34,7 @@ use sha2::{Digest, Sha256};
 use crate::config::{CatalogConfig, SourceKind, SpecLocation};
 use crate::openapi::{self, HttpOperation};
 use crate::tool::{Schemas, Target, ToolDef};
+use crate::typescript::Refs;
 
 /// The environment variable naming the index, over the sources file's `index`.
 pub const INDEX_ENV: &str = "EXECUTOR_CATALOG_INDEX";
@@ -75,8 +79,9 @@ struct HeadSource {
     namespace: String,
     /// Of the document's bytes, lower-case hex.
     sha256: String,
-    /// `{"components": ...}`, what the tools' `$ref`s point into.
-    root: Span,
+    /// The document's `components`, entry by entry (`schemas` -> `Pet` -> its
+    /// JSON text): what the tools' `$ref`s point into.
+    components: BTreeMap<String, BTreeMap<String, Span>>,
     tools: Vec<HeadTool>,
 }
 
@@ -129,7 +134,7 @@ pub fn build(config: &CatalogConfig, out: &Path) -> Result<Built, IndexError> {
         let text = std::fs::read_to_string(spec)
             .map_err(|e| problem(format!("cannot read the spec {}: {e}", spec.display())))?;
         let tools = openapi::load(&source.namespace, &text).map_err(|e| problem(e.to_string()))?;
-        let mut root = None;
+        let mut root: Option<Arc<Value>> = None;
         let mut indexed = Vec::with_capacity(tools.len());
         for tool in tools {
             let (Schemas::Text { input, output, root: tool_root }, Target::Http(operation)) =
@@ -148,12 +153,18 @@ pub fn build(config: &CatalogConfig, out: &Path) -> Result<Built, IndexError> {
             });
         }
         // Every tool of a document shares its components; a document without operations needs none.
-        let root = put(&root.map_or_else(|| "null".to_owned(), |root| root.to_string()));
+        let mut components = BTreeMap::new();
+        let sections = root.as_deref().and_then(|root| root.get("components")).and_then(Value::as_object);
+        for (section, entries) in sections.into_iter().flatten() {
+            let Some(entries) = entries.as_object() else { continue };
+            let spans = entries.iter().map(|(name, entry)| (name.clone(), put(&entry.to_string()))).collect();
+            components.insert(section.clone(), spans);
+        }
         built.indexed.push((source.namespace.clone(), indexed.len()));
         head.sources.push(HeadSource {
             namespace: source.namespace.clone(),
             sha256: sha256(&mut text.as_bytes()).map_err(|e| problem(e.to_string()))?,
-            root,
+            components,
             tools: indexed,
         });
     }
@@ -193,12 +204,18 @@ struct IndexFile {
     details: u64,
 }
 
-/// One indexed source's details: the tools' schemas and, once read, their `$ref` root.
+/// One indexed source's details: the tools' schemas and the components
+/// their `$ref`s point into, each read on first use and then kept.
 #[derive(Debug)]
 pub struct IndexedSource {
     file: Arc<IndexFile>,
-    root_span: Span,
-    root: OnceLock<Arc<Value>>,
+    components: BTreeMap<String, BTreeMap<String, Component>>,
+}
+
+#[derive(Debug)]
+struct Component {
+    span: Span,
+    value: OnceLock<Value>,
 }
 
 impl IndexedSource {
@@ -215,16 +232,26 @@ impl IndexedSource {
         String::from_utf8(bytes)
             .map_err(|_| IndexError::Format { file: file.path.clone(), problem: "a schema is not UTF-8".into() })
     }
+}
 
-    /// The components the schemas' `$ref`s point into, read on first use.
-    pub fn root(&self) -> Result<Arc<Value>, IndexError> {
-        if let Some(root) = self.root.get() {
-            return Ok(root.clone());
+/// `#/components/<section>/<name>[/<inside>]`, as the document would answer
+/// it. A component that cannot be read (the index file went bad under a
+/// running process) is unknown, as a dangling `$ref` is.
+impl Refs for IndexedSource {
+    fn target(&self, reference: &str) -> Option<&Value> {
+        let unescape = |segment: &str| segment.replace("~1", "/").replace("~0", "~");
+        let mut segments = reference.strip_prefix("#/components/")?.splitn(3, '/');
+        let (section, name, inside) = (segments.next()?, segments.next()?, segments.next());
+        let component = self.components.get(&unescape(section))?.get(&unescape(name))?;
+        if component.value.get().is_none() {
+            let text = self.read(component.span).ok()?;
+            let _ = component.value.set(serde_json::from_str(&text).ok()?);
         }
-        let text = self.read(self.root_span)?;
-        let root = serde_json::from_str(&text)
-            .map_err(|e| IndexError::Format { file: self.file.path.clone(), problem: format!("components: {e}") })?;
-        Ok(self.root.get_or_init(|| Arc::new(root)).clone())
+        let value = component.value.get()?;
+        match inside {
+            None => Some(value),
+            Some(inside) => value.pointer(&format!("/{inside}")),
+        }
     }
 }
 
@@ -288,8 +315,18 @@ impl CatalogIndex {
                     spec.display()
                 )));
             }
-            let details =
-                Arc::new(IndexedSource { file: self.file.clone(), root_span: source.root, root: OnceLock::new() });
+            let components = source
+                .components
+                .into_iter()
+                .map(|(section, entries)| {
+                    let entries = entries
+                        .into_iter()
+                        .map(|(name, span)| (name, Component { span, value: OnceLock::new() }))
+                        .collect();
+                    (section, entries)
+                })
+                .collect();
+            let details = Arc::new(IndexedSource { file: self.file.clone(), components });
             let tools = source
                 .tools
                 .into_iter()

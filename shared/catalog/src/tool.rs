@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::graphql::GraphqlOperation;
 use crate::index::{IndexError, IndexedSource, Span};
 use crate::openapi::HttpOperation;
-use crate::typescript::{self, SchemaIn};
+use crate::typescript::{self, Refs, SchemaIn};
 
 #[derive(Debug, Clone)]
 pub struct ToolDef {
@@ -63,15 +63,17 @@ impl ToolDef {
     /// the schemas are in a catalog index that cannot be read any more.
     pub fn typescript(&self) -> Result<String, IndexError> {
         let parse = |text: &str| serde_json::from_str(text).unwrap_or(Value::Null);
-        let (input, output, root) = match &self.schemas {
-            Schemas::Text { input, output, root } => (parse(input), output.as_deref().map(parse), root.clone()),
+        let (input, output, root): (Value, Option<Value>, Option<&dyn Refs>) = match &self.schemas {
+            Schemas::Text { input, output, root } => {
+                (parse(input), output.as_deref().map(parse), root.as_deref().map(|root| root as &dyn Refs))
+            }
             Schemas::Indexed { source, input, output } => {
                 let output = output.map(|span| source.read(span)).transpose()?;
-                (parse(&source.read(*input)?), output.as_deref().map(parse), Some(source.root()?))
+                (parse(&source.read(*input)?), output.as_deref().map(parse), Some(&**source as &dyn Refs))
             }
         };
-        let input = SchemaIn { schema: &input, root: root.as_deref().unwrap_or(&input) };
-        let output = output.as_ref().map(|schema| SchemaIn { schema, root: root.as_deref().unwrap_or(schema) });
+        let input = SchemaIn { schema: &input, root: root.unwrap_or(&input) };
+        let output = output.as_ref().map(|schema| SchemaIn { schema, root: root.unwrap_or(schema) });
         let http = matches!(self.target, Target::Http(_));
         Ok(typescript::declarations(&format!("tools.{}", self.path), &self.description, input, output, http))
     }

@@ -18,10 +18,22 @@ const MAX_DEPTH: usize = 24;
 const MAX_NAMED: usize = 64;
 
 /// A schema and the document its `$ref`s point into.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct SchemaIn<'a> {
     pub schema: &'a Value,
-    pub root: &'a Value,
+    pub root: &'a dyn Refs,
+}
+
+/// What local `$ref`s (`#/...`) point at.
+pub trait Refs {
+    fn target(&self, reference: &str) -> Option<&Value>;
+}
+
+/// A whole document in memory.
+impl Refs for Value {
+    fn target(&self, reference: &str) -> Option<&Value> {
+        reference.strip_prefix('#').and_then(|pointer| self.pointer(pointer))
+    }
 }
 
 /// `type Input = …; type Output = …;` then the referenced named types.
@@ -54,7 +66,7 @@ pub fn declarations(
 }
 
 struct Renderer<'a> {
-    root: &'a Value,
+    root: &'a dyn Refs,
     /// `$ref` pointer -> type name, in discovery order.
     names: BTreeMap<String, String>,
     /// Declarations of named types, by name, once rendered.
@@ -63,7 +75,7 @@ struct Renderer<'a> {
 }
 
 impl<'a> Renderer<'a> {
-    fn new(root: &'a Value) -> Self {
+    fn new(root: &'a dyn Refs) -> Self {
         Self { root, names: BTreeMap::new(), declared: Vec::new(), queue: Vec::new() }
     }
 
@@ -82,7 +94,7 @@ impl<'a> Renderer<'a> {
         if let Some(name) = self.names.get(reference) {
             return name.clone();
         }
-        let target = reference.strip_prefix('#').and_then(|pointer| self.root.pointer(pointer));
+        let target = self.root.target(reference);
         let (Some(target), true) = (target, self.names.len() < MAX_NAMED) else { return "unknown".into() };
         let base = sanitize(reference.rsplit('/').next().unwrap_or("Ref"));
         let mut name = base.clone();
