@@ -28,7 +28,6 @@ use crate::config::{
     ApiKeyLocation, Auth, CatalogConfig, HeaderValue as ConfiguredHeader, SourceConfig, SourceKind, SpecLocation,
 };
 use crate::graphql::{self, GraphqlOperation};
-use crate::index::CatalogIndex;
 use crate::mcp_source::McpUpstream;
 use crate::oauth::{OAuthError, TokenCache, TokenEndpoint};
 use crate::openapi::{self, HttpOperation};
@@ -158,7 +157,7 @@ impl Catalog {
         let secrets = Secrets::default();
         // The index's tools for the documents it holds, checked against them first.
         let mut indexed = match &config.index {
-            Some(path) => CatalogIndex::open(path)?.tools(config)?,
+            Some(path) => crate::index::load(path, config)?,
             None => Vec::new(),
         };
         let connected = futures_util::future::join_all(config.sources.iter().map(|s| {
