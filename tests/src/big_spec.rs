@@ -1,7 +1,7 @@
 //! Generated OpenAPI documents of any size, for the catalog index's tests and
 //! the cold-start bench: no download, the same bytes for the same seed.
 //!
-//! Shaped like big real APIs, whose bytes are mostly schemas (about 5 KB per
+//! Shaped like big real APIs, whose bytes are mostly schemas (about 3.7 KB per
 //! operation here): resources with five operations each (list, create, get,
 //! update, delete), tags (or not), operation ids (or not, and sometimes the
 //! same twice), path-item and operation parameters in path, query and header,
@@ -160,7 +160,7 @@ fn resource_paths(rng: &mut Rng, resource: &str, i: usize) -> ((Value, Value), V
     one["parameters"] = json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"},
                                 "description": "The resource's id"}]);
     let mut properties = Map::new();
-    // About 100 properties: real big documents hold 5-12 KB per operation, mostly schemas.
+    // About 100 properties: real big documents hold several KB per operation, mostly schemas.
     for p in 0..(60 + rng.below(100)) {
         let words = 8 + rng.below(16) as usize;
         let description = rng.sentence(words);
