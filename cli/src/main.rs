@@ -299,8 +299,7 @@ async fn serve_command(args: ServeArgs) -> Result<(), String> {
     let config = config.connect_events().await.map_err(|e| e.to_string())?;
     let telemetry = executor_telemetry::Telemetry::local().map_err(|e| e.to_string())?;
     let sources = executor_catalog::CatalogConfig::load_located(args.config.clone()).map_err(|e| e.to_string())?;
-    let catalog = Catalog::connect(&sources).await.map_err(|e| e.to_string())?;
-    let settings = Settings { config, telemetry, sources, catalog };
+    let settings = Settings { config, telemetry, sources };
     match open(&args.store).await? {
         Opened::Embedded(store) => run_serve(args, store, true, settings).await,
         Opened::Dynamo(store) => run_serve(args, store, false, settings).await,
@@ -311,9 +310,8 @@ async fn serve_command(args: ServeArgs) -> Result<(), String> {
 struct Settings {
     config: executor_service::HostConfig,
     telemetry: executor_telemetry::Telemetry,
-    /// The sources file: its toolkits and quotas.
+    /// The sources file: its sources, toolkits and quotas.
     sources: executor_catalog::CatalogConfig,
-    catalog: Catalog,
 }
 
 /// `embedded`: `store` is the embedded store, which `executor keys` can then
@@ -325,7 +323,15 @@ async fn run_serve<S: Store + 'static>(
     settings: Settings,
 ) -> Result<(), String> {
     let ServeArgs { addr, store: StoreArgs { data_dir, .. }, limits, .. } = args;
-    let Settings { mut config, telemetry, sources, catalog } = settings;
+    let Settings { mut config, telemetry, sources } = settings;
+    // Connected once the store is open: per-owner OAuth sources keep their owners' tokens there.
+    let vault = match serve::token_key(&data_dir, &sources).await? {
+        Some(key) => Some(executor_catalog::Vault { store: store.clone(), key }),
+        None => None,
+    };
+    let clock = config.clock.clone();
+    let catalog = Catalog::connect_with_vault(&sources, clock, vault).await.map_err(|e| e.to_string())?;
+    config.connections = catalog.connections();
     let limits = limits.limits();
     #[cfg(feature = "conformance")]
     eprintln!("executor: conformance build: requests without a token are served as owner `conformance`");

@@ -75,7 +75,8 @@ impl ToolkitView {
 fn action(policy: &Policy) -> PolicyAction {
     match policy {
         Policy::Run => PolicyAction::Run,
-        Policy::NeedsApproval { .. } => PolicyAction::Approve,
+        // Either waits for a person before it runs.
+        Policy::NeedsApproval { .. } | Policy::NeedsConnect { .. } => PolicyAction::Approve,
         Policy::Blocked { .. } => PolicyAction::Block,
     }
 }
