@@ -325,10 +325,8 @@ async fn run_serve<S: Store + 'static>(
     let ServeArgs { addr, store: StoreArgs { data_dir, .. }, limits, .. } = args;
     let Settings { mut config, telemetry, sources } = settings;
     // Connected once the store is open: per-owner OAuth sources keep their owners' tokens there.
-    let vault = match serve::token_key(&data_dir, &sources).await? {
-        Some(key) => Some(executor_catalog::Vault { store: store.clone(), key }),
-        None => None,
-    };
+    let vault =
+        serve::token_key(&data_dir, &sources).await?.map(|key| executor_catalog::Vault { store: store.clone(), key });
     let clock = config.clock.clone();
     let catalog = Catalog::connect_with_vault(&sources, clock, vault).await.map_err(|e| e.to_string())?;
     config.connections = catalog.connections();

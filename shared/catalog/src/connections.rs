@@ -144,6 +144,9 @@ struct OwnerSource {
     redactor: Redactor,
 }
 
+/// Held while one owner's tokens for one source are read and, if need be, refreshed.
+type Flight = Arc<tokio::sync::Mutex<()>>;
+
 /// The per-owner sources of a catalog and their owners' tokens.
 pub struct OwnerTokens {
     sources: RwLock<HashMap<String, Arc<OwnerSource>>>,
@@ -152,7 +155,7 @@ pub struct OwnerTokens {
     outbound: Outbound,
     clock: Arc<dyn Clock>,
     /// One lock per owner and source: the in-process single flight.
-    flights: Mutex<HashMap<(Principal, String), Arc<tokio::sync::Mutex<()>>>>,
+    flights: Mutex<HashMap<(Principal, String), Flight>>,
     issued: Mutex<VecDeque<Arc<str>>>,
 }
 
@@ -222,7 +225,7 @@ impl OwnerTokens {
         }
     }
 
-    fn flight(&self, owner: &Principal, source: &str) -> Arc<tokio::sync::Mutex<()>> {
+    fn flight(&self, owner: &Principal, source: &str) -> Flight {
         let mut flights = self.flights.lock().unwrap_or_else(|e| e.into_inner());
         flights.entry((owner.clone(), source.to_owned())).or_default().clone()
     }
