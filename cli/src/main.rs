@@ -123,6 +123,7 @@ Environment (checked before anything is created; a bad value names the variable)
   EXECUTOR_GRANT_TTL_MS               how long an Always-allow grant lasts [default: 2592000000, 30 days]
   EXECUTOR_ELICITATION_MODE           model, browser or native, without ?elicitation_mode= [default: model]
   EXECUTOR_REQUEST_STATE_KEY          native-mode HMAC key, 32 bytes or more [default: <data dir>/request-state.key]
+  EXECUTOR_TOKEN_KEY_SECRET_ARN       secret sealing owners' OAuth tokens (ARN or env:NAME) [default: <data dir>/token.key]
   EXECUTOR_RESPONSE_BUDGET_MS         how long execute/resume wait before answering running [default: 20000]
   EXECUTOR_MAX_EXECUTION_MS           the longest a run may take, tool calls included [default: 300000]
   EXECUTOR_MAX_CONCURRENT_EXECUTIONS  sandbox runs at once; more get `busy` [default: 16]
