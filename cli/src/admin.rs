@@ -18,7 +18,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use executor_store::{GrantStore, KeyStore};
+use executor_store::{ConnectionStore, GrantStore, KeyStore};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::task::JoinHandle;
@@ -58,7 +58,10 @@ impl Drop for AdminSocket {
 /// Listen in `data_dir` for commands and run them on `store`. The
 /// caller holds the store, so no other server uses this directory: a socket
 /// file left there by one that crashed is replaced.
-pub fn listen<S: KeyStore + GrantStore + 'static>(data_dir: &Path, store: Arc<S>) -> io::Result<AdminSocket> {
+pub fn listen<S: KeyStore + GrantStore + ConnectionStore + 'static>(
+    data_dir: &Path,
+    store: Arc<S>,
+) -> io::Result<AdminSocket> {
     let path = data_dir.join(SOCKET);
     match std::fs::remove_file(&path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
@@ -90,7 +93,7 @@ pub fn listen<S: KeyStore + GrantStore + 'static>(data_dir: &Path, store: Arc<S>
 }
 
 /// One command, one answer.
-async fn serve<S: KeyStore + GrantStore>(stream: UnixStream, store: Arc<S>) {
+async fn serve<S: KeyStore + GrantStore + ConnectionStore>(stream: UnixStream, store: Arc<S>) {
     let (read, mut write) = stream.into_split();
     let mut line = String::new();
     if BufReader::new(read.take(MAX_LINE)).read_line(&mut line).await.is_err() {

@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use executor_catalog::Catalog;
 #[cfg(unix)]
 use executor_cli::admin;
-use executor_cli::{commands, grants, keys, serve};
+use executor_cli::{commands, connections, grants, keys, serve};
 use executor_store::{DynamoStore, EmbeddedStore, Store};
 
 #[derive(Parser)]
@@ -164,6 +164,39 @@ enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// List and remove owners' OAuth connections (sources with auth type `oauth2`).
+    Connections {
+        #[command(subcommand)]
+        command: ConnectionsCommand,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConnectionsCommand {
+    /// List OWNER's connections: source, when connected, the access token's expiry, scopes (never tokens).
+    List {
+        /// Whose connections: an API key's owner (or an OIDC identity as the server records it).
+        #[arg(long)]
+        owner: String,
+    },
+    /// Forget OWNER's connection to SOURCE; their next call to it asks them to connect again.
+    Disconnect {
+        #[arg(long)]
+        owner: String,
+        /// The source's namespace.
+        source: String,
+    },
+}
+
+impl From<ConnectionsCommand> for connections::Command {
+    fn from(command: ConnectionsCommand) -> Self {
+        match command {
+            ConnectionsCommand::List { owner } => Self::ConnectionsList { owner },
+            ConnectionsCommand::Disconnect { owner, source } => Self::ConnectionsDisconnect { owner, source },
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -222,6 +255,9 @@ async fn main() -> ExitCode {
         Command::Serve(args) => serve_command(args).await,
         Command::Keys { command, store } => run_admin(commands::Command::Keys(command.into()), &store).await,
         Command::Grants { command, store } => run_admin(commands::Command::Grants(command.into()), &store).await,
+        Command::Connections { command, store } => {
+            run_admin(commands::Command::Connections(command.into()), &store).await
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -408,7 +444,9 @@ fn make_room_for_connections(max_connections: usize) {
 /// Listen for `executor keys` in the data directory; without the socket the
 /// server still serves, and says what that means.
 #[cfg(unix)]
-fn admin_socket<S: executor_store::KeyStore + executor_store::GrantStore + 'static>(
+fn admin_socket<
+    S: executor_store::KeyStore + executor_store::GrantStore + executor_store::ConnectionStore + 'static,
+>(
     data_dir: &Path,
     store: Arc<S>,
 ) -> Option<admin::AdminSocket> {
