@@ -20,7 +20,7 @@ use executor_catalog::{Catalog, CatalogConfig, TokenKey, Vault};
 use executor_cli::{keys, serve};
 use executor_core::ManualClock;
 use executor_service::HostConfig;
-use executor_store::EmbeddedStore;
+use executor_store::{EmbeddedStore, Store};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion,
 };
@@ -37,7 +37,7 @@ const LIST: &str = "const r = await tools.crm.contacts.list({}); return r.data";
 
 /// One `executor serve` host over `store`, with its own catalog (its own
 /// token cache and single-flight locks: another process, as far as tokens go).
-async fn host(store: &Arc<EmbeddedStore>, sources: &CatalogConfig, clock: Arc<ManualClock>) -> String {
+async fn host<S: Store + 'static>(store: &Arc<S>, sources: &CatalogConfig, clock: Arc<ManualClock>) -> String {
     let vault = Vault { store: store.clone(), key: TokenKey::from_bytes(&[9u8; 32]).unwrap() };
     let catalog = Catalog::connect_with_vault(sources, clock.clone(), Some(vault)).await.unwrap();
     assert_eq!(catalog.namespaces()[0].error, None, "the spec loads without any owner's token");
@@ -200,12 +200,12 @@ async fn connected_alice(base: &str, alice: &str, server: &AuthServer) {
     assert_eq!(AuthServer::count(&server.crm_calls), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_refreshes_send_one_refresh_request_in_a_process_and_across_processes() {
+/// Two hosts on one store: 20 executions at once after the access token
+/// expired make one refresh request, in one host and across both; no spent
+/// refresh token is ever sent again. The issuing server, for its token texts.
+async fn refresh_race<S: Store + 'static>(store: Arc<S>) -> AuthServer {
     let (server, base_url) = start().await;
     let dir = tempfile::tempdir().unwrap();
-    let data = tempfile::tempdir().unwrap();
-    let store = Arc::new(EmbeddedStore::open(data.path()).unwrap());
     let alice = keys::create(&*store, "alice").await.unwrap();
     let clock = Arc::new(ManualClock::starting_now());
     let sources = config(&base_url, dir.path());
@@ -234,6 +234,45 @@ async fn concurrent_refreshes_send_one_refresh_request_in_a_process_and_across_p
     assert_eq!(AuthServer::count(&server.replays), 0, "no spent refresh token was sent again");
     assert_eq!(server.revoked_families(), 0, "the family was never revoked");
     assert_eq!(AuthServer::count(&server.crm_calls), 41);
+    assert_eq!(server.secrets().len(), 6, "three access and three refresh tokens were issued");
+    server
+}
+
+fn assert_no_token_in(server: &AuthServer, stored: &str) {
+    assert!(stored.contains("CONN#crm") || stored.contains("connection"), "the items were read: {stored:.300}");
+    for secret in server.secrets() {
+        assert!(!stored.contains(&secret), "{secret} is in a stored item in clear");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refresh_races_on_the_embedded_store() {
+    let (store, dir) = executor_tests::embedded_store();
+    let server = refresh_race(Arc::new(store)).await;
+    let mut stored = Vec::new();
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        stored.extend(std::fs::read(entry.unwrap().path()).unwrap_or_default());
+    }
+    assert_no_token_in(&server, &String::from_utf8_lossy(&stored));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refresh_races_on_dynamodb() {
+    let (store, client) = executor_tests::dynamo_store().await;
+    let table = store.table().to_owned();
+    let server = refresh_race(Arc::new(store)).await;
+    let items = client.scan().table_name(&table).send().await.unwrap();
+    // Attribute values as text, binary bodies decoded.
+    let stored: Vec<String> = items
+        .items()
+        .iter()
+        .flat_map(|item| item.values())
+        .map(|value| match value.as_b() {
+            Ok(bytes) => String::from_utf8_lossy(bytes.as_ref()).into_owned(),
+            Err(_) => format!("{value:?}"),
+        })
+        .collect();
+    assert_no_token_in(&server, &stored.join("\n"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
