@@ -50,7 +50,11 @@ async fn host<S: Store + 'static>(store: &Arc<S>, sources: &CatalogConfig, clock
 }
 
 async fn client(base: &str, token: &str) -> RunningService<RoleClient, InitializeRequestParams> {
-    let url = format!("{base}/mcp?elicitation_mode=model");
+    client_in(base, token, "model").await
+}
+
+async fn client_in(base: &str, token: &str, mode: &str) -> RunningService<RoleClient, InitializeRequestParams> {
+    let url = format!("{base}/mcp?elicitation_mode={mode}");
     let transport = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token.to_owned());
     let info = InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("agent", "1"))
         .with_protocol_version(ProtocolVersion::V_2025_06_18);
@@ -307,4 +311,33 @@ async fn a_dead_refresh_token_or_a_disconnect_asks_to_connect_again() {
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("connection_not_found"), "{body}");
     connect_pause(&agent).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_browser_mode_the_approval_page_links_to_the_connection() {
+    let (server, base_url) = start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let store = Arc::new(EmbeddedStore::open(data.path()).unwrap());
+    let alice = keys::create(&*store, "alice").await.unwrap();
+    let base = host(&store, &config(&base_url, dir.path()), Arc::new(ManualClock::starting_now())).await;
+    let agent = client_in(&base, &alice, "browser").await;
+    let paused = call(&agent, "execute", json!({ "code": LIST })).await;
+    assert_eq!(paused["status"], "user_approval_required", "{paused}");
+    let id = paused["executionId"].as_str().unwrap();
+
+    let http = executor_http_client::builder().build().unwrap();
+    let page = http.get(paused["approvalUrl"].as_str().unwrap()).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains("Connect crm"), "{page}");
+    let marker = format!("href=\"/oauth/connect/{id}?token=");
+    let start = page.find(&marker).unwrap_or_else(|| panic!("no connect link in {page}")) + "href=\"".len();
+    let link = page[start..].split('"').next().unwrap();
+    assert_eq!(AuthServer::count(&server.crm_calls), 0);
+
+    assert!(connect_by_http(&format!("{base}{link}")).await.contains("Connected to crm."));
+    assert_eq!(AuthServer::count(&server.crm_calls), 1);
+    let resumed = call(&agent, "resume", json!({ "executionId": id })).await;
+    assert_eq!(resumed["status"], "completed", "{resumed}");
+    assert_eq!(resumed["result"], json!([{"name": "Ada"}]));
+    assert_eq!(AuthServer::count(&server.crm_calls), 1);
 }

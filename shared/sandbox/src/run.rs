@@ -540,6 +540,30 @@ mod tests {
     }
 
     #[test]
+    fn a_call_waiting_for_a_connection_waits_until_there_is_one() {
+        let connect = || Policy::NeedsConnect { source: "crm".into(), message: "connect crm".into() };
+        let waits = Action::Await { message: "connect crm".into(), connect: Some("crm".into()) };
+        let batch = [call(0, "crm.list", json!({}))];
+        let fresh = Journal::new(Timestamp::from_millis(0), 1);
+        let accepted = BTreeMap::from([(0, ApprovalAction::Accept)]);
+        // New: it waits, and a decision ahead of time does not connect anything.
+        assert_eq!(plan(&fresh, &BTreeMap::new(), &batch, None, |_, _| connect()).unwrap(), [waits.clone()]);
+        assert_eq!(plan(&fresh, &accepted, &batch, None, |_, _| connect()).unwrap(), [waits.clone()]);
+        // Pending: accepted while still not connected, it waits again; once
+        // connected it is planned by the policy, so a write still asks for approval.
+        let mut journal = Journal::new(Timestamp::from_millis(0), 1);
+        journal.add_pending(PendingCall::connect(0, "crm.list", json!({}), "connect crm", "crm"));
+        assert_eq!(plan(&journal, &BTreeMap::new(), &batch, None, |_, _| Policy::Run).unwrap(), [waits.clone()]);
+        assert_eq!(plan(&journal, &accepted, &batch, None, |_, _| connect()).unwrap(), [waits]);
+        assert_eq!(plan(&journal, &accepted, &batch, None, |_, _| Policy::Run).unwrap(), [Action::Call]);
+        let approve = |_: &str, _: &Value| Policy::NeedsApproval { message: "write?".into() };
+        let asks = Action::Await { message: "write?".into(), connect: None };
+        assert_eq!(plan(&journal, &accepted, &batch, None, approve).unwrap(), [asks]);
+        let declined = BTreeMap::from([(0, ApprovalAction::Decline)]);
+        assert_eq!(plan(&journal, &declined, &batch, None, |_, _| connect()).unwrap(), [Action::Decline]);
+    }
+
+    #[test]
     fn deliveries_wrap_tool_results_but_not_builtins() {
         let ok = StepOutcome::Ok { data: json!(1) };
         let http = StepOutcome::HttpOk { data: json!({"id": 3}), status: 201 };
