@@ -547,13 +547,19 @@ mod tests {
         let fresh = Journal::new(Timestamp::from_millis(0), 1);
         let accepted = BTreeMap::from([(0, ApprovalAction::Accept)]);
         // New: it waits, and a decision ahead of time does not connect anything.
-        assert_eq!(plan(&fresh, &BTreeMap::new(), &batch, None, |_, _| connect()).unwrap(), [waits.clone()]);
-        assert_eq!(plan(&fresh, &accepted, &batch, None, |_, _| connect()).unwrap(), [waits.clone()]);
+        assert_eq!(
+            plan(&fresh, &BTreeMap::new(), &batch, None, |_, _| connect()).unwrap(),
+            std::slice::from_ref(&waits)
+        );
+        assert_eq!(plan(&fresh, &accepted, &batch, None, |_, _| connect()).unwrap(), std::slice::from_ref(&waits));
         // Pending: accepted while still not connected, it waits again; once
         // connected it is planned by the policy, so a write still asks for approval.
         let mut journal = Journal::new(Timestamp::from_millis(0), 1);
         journal.add_pending(PendingCall::connect(0, "crm.list", json!({}), "connect crm", "crm"));
-        assert_eq!(plan(&journal, &BTreeMap::new(), &batch, None, |_, _| Policy::Run).unwrap(), [waits.clone()]);
+        assert_eq!(
+            plan(&journal, &BTreeMap::new(), &batch, None, |_, _| Policy::Run).unwrap(),
+            std::slice::from_ref(&waits)
+        );
         assert_eq!(plan(&journal, &accepted, &batch, None, |_, _| connect()).unwrap(), [waits]);
         assert_eq!(plan(&journal, &accepted, &batch, None, |_, _| Policy::Run).unwrap(), [Action::Call]);
         let approve = |_: &str, _: &Value| Policy::NeedsApproval { message: "write?".into() };
