@@ -699,16 +699,13 @@ async fn connect_source(
         .token
         .take()
         .map(|endpoint| Arc::new(TokenCache::new(endpoint, outbound.clone(), clock.clone(), redactor.clone())));
-    let owners = match (credentials.per_owner.take(), owners) {
-        (None, _) => None,
+    let (owners, per_owner) = match (credentials.per_owner.take(), owners) {
+        (None, _) => (None, None),
         (Some(_), None) => {
             let why = "per-owner OAuth needs a token store and key, which this host was started without".into();
             return Err(redactor.redact(&fail("auth", why)));
         }
-        (Some((oauth, endpoint)), Some(owners)) => {
-            owners.register(&config.namespace, oauth, endpoint, redactor.clone());
-            Some(owners.clone())
-        }
+        (Some(per_owner), Some(owners)) => (Some(owners.clone()), Some(per_owner)),
     };
     let redactor = Arc::new(redactor);
     // With tokens, what leaves is redacted of them too.
@@ -729,7 +726,13 @@ async fn connect_source(
         Err(reason) => Err(reason),
     };
     match connected {
-        Ok((upstream, tools)) => Ok((Connection { upstream, redactor, tokens, owners }, tools)),
+        Ok((upstream, tools)) => {
+            // Only a source that loaded asks its callers to connect.
+            if let (Some(owners), Some((oauth, endpoint))) = (&owners, per_owner) {
+                owners.register(&config.namespace, oauth, endpoint, (*redactor).clone());
+            }
+            Ok((Connection { upstream, redactor, tokens, owners }, tools))
+        }
         Err(reason) => Err(current().redact(&reason)),
     }
 }
