@@ -438,6 +438,10 @@ impl Tools for Catalog {
         self.search_visible(request, &|_| true).await
     }
 
+    fn offers(&self, path: &str) -> bool {
+        self.tool(path).is_some()
+    }
+
     async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {
         let usage = "tools.search({query: string, namespace?: string, limit?: number, offset?: number})";
         self.search_tools(self::request(request, "query", usage)?, visible)

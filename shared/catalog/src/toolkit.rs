@@ -148,6 +148,10 @@ impl Tools for ToolkitView {
         Some(&self.toolkit.name)
     }
 
+    fn offers(&self, path: &str) -> bool {
+        self.toolkit.includes(path) && self.inner.offers(path)
+    }
+
     async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {
         let mut found =
             self.inner.search_visible(request, &|path| self.toolkit.includes(path) && visible(path)).await?;

@@ -311,6 +311,9 @@ async fn a_dead_refresh_token_or_a_disconnect_asks_to_connect_again() {
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("connection_not_found"), "{body}");
     connect_pause(&agent).await;
+    // A tool the source does not have is unknown, not a reason to connect.
+    let typo = call(&agent, "execute", json!({ "code": "return await tools.crm.contacts.lst({})" })).await;
+    assert_eq!(typo["result"]["error"]["code"], "unknown_tool", "{typo}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

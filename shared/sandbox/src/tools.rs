@@ -100,6 +100,12 @@ pub trait Tools: Send + Sync {
     /// `tools.describe.tool({path})`: TypeScript declarations of the tool.
     async fn describe(&self, request: Value) -> ToolOutcome;
 
+    /// Whether this view has a tool at `path` (a toolkit's view hides the
+    /// tools outside it). Views that cannot tell say yes.
+    fn offers(&self, _path: &str) -> bool {
+        true
+    }
+
     /// The toolkit this view of the tools is, if it is one (a toolkit's
     /// executions are resumed with that toolkit's view).
     fn toolkit(&self) -> Option<&ToolkitName> {

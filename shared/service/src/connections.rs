@@ -57,7 +57,9 @@ impl Connected {
 #[async_trait]
 impl Tools for Connected {
     fn policy(&self, path: &str, args: &Value) -> Policy {
+        // Only for a tool this view has: a hidden or unknown one answers as if it did not exist.
         if let Some(source) = self.connections.source_of(path)
+            && self.inner.offers(path)
             && !self.connected.get().is_some_and(|sources| sources.contains(&source))
         {
             let message = format!(
@@ -104,6 +106,10 @@ impl Tools for Connected {
 
     fn toolkit(&self) -> Option<&ToolkitName> {
         self.inner.toolkit()
+    }
+
+    fn offers(&self, path: &str) -> bool {
+        self.inner.offers(path)
     }
 
     async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {
