@@ -574,7 +574,8 @@ mod tests {
     fn the_example_file_is_valid() {
         let config = load(include_str!("../../../executor.example.toml")).unwrap();
         let namespaces: Vec<&str> = config.sources.iter().map(|s| s.namespace.as_str()).collect();
-        assert_eq!(namespaces, ["github", "billing", "docs", "tracker"]);
+        assert_eq!(namespaces, ["github", "billing", "docs", "tracker", "crm"]);
+        assert!(matches!(&config.sources[4].auth, Some(Auth::OAuth2(o)) if o.refresh_scope.is_some()));
         assert!(matches!(config.sources[3].kind, SourceKind::Graphql { schema: Some(_), .. }));
         assert!(
             matches!(&config.sources[3].auth, Some(Auth::OAuth2ClientCredentials { scopes, .. }) if scopes.len() == 2)
