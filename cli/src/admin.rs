@@ -20,7 +20,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use executor_store::{GrantStore, KeyStore};
+use executor_store::{ConnectionStore, GrantStore, KeyStore};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::task::JoinHandle;
@@ -62,7 +62,7 @@ impl Drop for AdminSocket {
 /// `revoked` after a key was revoked. The caller holds the store, so no other
 /// server uses this directory: a socket file left there by one that crashed
 /// is replaced.
-pub fn listen<S: KeyStore + GrantStore + 'static>(
+pub fn listen<S: KeyStore + GrantStore + ConnectionStore + 'static>(
     data_dir: &Path,
     store: Arc<S>,
     revoked: impl Fn() + Send + Sync + 'static,
@@ -99,7 +99,7 @@ pub fn listen<S: KeyStore + GrantStore + 'static>(
 }
 
 /// One command, one answer.
-async fn serve<S: KeyStore + GrantStore>(stream: UnixStream, store: Arc<S>, revoked: Arc<dyn Fn() + Send + Sync>) {
+async fn serve<S: KeyStore + GrantStore + ConnectionStore>(stream: UnixStream, store: Arc<S>, revoked: Arc<dyn Fn() + Send + Sync>) {
     let (read, mut write) = stream.into_split();
     let mut line = String::new();
     if BufReader::new(read.take(MAX_LINE)).read_line(&mut line).await.is_err() {

@@ -1,12 +1,12 @@
-//! The admin commands (`executor keys`, `executor grants`) as one type, so the
+//! The admin commands (`executor keys`, `executor grants`, `executor connections`) as one type, so the
 //! same command runs here or in the server that holds the store (`crate::admin`).
 
 use std::fmt;
 
-use executor_store::{GrantStore, KeyStore};
+use executor_store::{ConnectionStore, GrantStore, KeyStore};
 use serde::{Deserialize, Serialize};
 
-use crate::{grants, keys};
+use crate::{connections, grants, keys};
 
 /// A command the socket takes: its `command` tag tells which.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -14,6 +14,7 @@ use crate::{grants, keys};
 pub enum Command {
     Keys(keys::Command),
     Grants(grants::Command),
+    Connections(connections::Command),
 }
 
 /// What a command did.
@@ -22,6 +23,7 @@ pub enum Command {
 pub enum Reply {
     Keys(keys::Reply),
     Grants(grants::Reply),
+    Connections(connections::Reply),
 }
 
 impl fmt::Display for Reply {
@@ -29,14 +31,18 @@ impl fmt::Display for Reply {
         match self {
             Self::Keys(reply) => reply.fmt(f),
             Self::Grants(reply) => reply.fmt(f),
+            Self::Connections(reply) => reply.fmt(f),
         }
     }
 }
 
 /// Run `command` on `store`: here, or in the server that holds the store.
-pub async fn run(store: &(impl KeyStore + GrantStore), command: Command) -> Result<Reply, String> {
+pub async fn run(store: &(impl KeyStore + GrantStore + ConnectionStore), command: Command) -> Result<Reply, String> {
     match command {
         Command::Keys(command) => keys::run(store, command).await.map(Reply::Keys).map_err(|e| e.to_string()),
         Command::Grants(command) => grants::run(store, command).await.map(Reply::Grants).map_err(|e| e.to_string()),
+        Command::Connections(command) => {
+            connections::run(store, command).await.map(Reply::Connections).map_err(|e| e.to_string())
+        }
     }
 }

@@ -3,6 +3,7 @@
 #[cfg(unix)]
 pub mod admin;
 pub mod commands;
+pub mod connections;
 pub mod grants;
 pub mod keys;
 pub mod serve;

@@ -13,7 +13,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use executor_catalog::Catalog;
 #[cfg(unix)]
 use executor_cli::admin;
-use executor_cli::{commands, grants, keys, serve};
+use executor_cli::{commands, connections, grants, keys, serve};
 use executor_store::{DynamoStore, EmbeddedStore, Store};
 
 #[derive(Parser)]
@@ -125,6 +125,7 @@ Environment (checked before anything is created; a bad value names the variable)
   EXECUTOR_GRANT_TTL_MS               how long an Always-allow grant lasts [default: 2592000000, 30 days]
   EXECUTOR_ELICITATION_MODE           model, browser or native, without ?elicitation_mode= [default: model]
   EXECUTOR_REQUEST_STATE_KEY          native-mode HMAC key, 32 bytes or more [default: <data dir>/request-state.key]
+  EXECUTOR_TOKEN_KEY_SECRET_ARN       secret sealing owners' OAuth tokens (ARN or env:NAME) [default: <data dir>/token.key]
   EXECUTOR_RESPONSE_BUDGET_MS         how long execute/resume wait before answering running [default: 20000]
   EXECUTOR_MAX_EXECUTION_MS           the longest a run may take, tool calls included [default: 300000]
   EXECUTOR_MAX_CONCURRENT_EXECUTIONS  sandbox runs at once; more get `busy` [default: 16]
@@ -170,6 +171,13 @@ enum Command {
         #[command(subcommand)]
         command: CatalogCommand,
     },
+    /// List and remove owners' OAuth connections (sources with auth type `oauth2`).
+    Connections {
+        #[command(subcommand)]
+        command: ConnectionsCommand,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
 }
 
 #[derive(Subcommand)]
@@ -184,6 +192,32 @@ enum CatalogCommand {
         #[arg(long)]
         out: PathBuf,
     },
+}
+
+#[derive(Subcommand)]
+enum ConnectionsCommand {
+    /// List OWNER's connections: source, when connected, the access token's expiry, scopes (never tokens).
+    List {
+        /// Whose connections: an API key's owner (or an OIDC identity as the server records it).
+        #[arg(long)]
+        owner: String,
+    },
+    /// Forget OWNER's connection to SOURCE; their next call to it asks them to connect again.
+    Disconnect {
+        #[arg(long)]
+        owner: String,
+        /// The source's namespace.
+        source: String,
+    },
+}
+
+impl From<ConnectionsCommand> for connections::Command {
+    fn from(command: ConnectionsCommand) -> Self {
+        match command {
+            ConnectionsCommand::List { owner } => Self::ConnectionsList { owner },
+            ConnectionsCommand::Disconnect { owner, source } => Self::ConnectionsDisconnect { owner, source },
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -243,6 +277,9 @@ async fn main() -> ExitCode {
         Command::Keys { command, store } => run_admin(commands::Command::Keys(command.into()), &store).await,
         Command::Grants { command, store } => run_admin(commands::Command::Grants(command.into()), &store).await,
         Command::Catalog { command: CatalogCommand::Build { config, out } } => build_index(&config, &out),
+        Command::Connections { command, store } => {
+            run_admin(commands::Command::Connections(command.into()), &store).await
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -335,8 +372,7 @@ async fn serve_command(args: ServeArgs) -> Result<(), String> {
     let config = config.connect_events().await.map_err(|e| e.to_string())?;
     let telemetry = executor_telemetry::Telemetry::local().map_err(|e| e.to_string())?;
     let sources = executor_catalog::CatalogConfig::load_located(args.config.clone()).map_err(|e| e.to_string())?;
-    let catalog = Catalog::connect(&sources).await.map_err(|e| e.to_string())?;
-    let settings = Settings { config, telemetry, sources, catalog };
+    let settings = Settings { config, telemetry, sources };
     match open(&args.store).await? {
         Opened::Embedded(store) => run_serve(args, store, true, settings).await,
         Opened::Dynamo(store) => run_serve(args, store, false, settings).await,
@@ -347,9 +383,8 @@ async fn serve_command(args: ServeArgs) -> Result<(), String> {
 struct Settings {
     config: executor_service::HostConfig,
     telemetry: executor_telemetry::Telemetry,
-    /// The sources file: its toolkits and quotas.
+    /// The sources file: its sources, toolkits and quotas.
     sources: executor_catalog::CatalogConfig,
-    catalog: Catalog,
 }
 
 /// `embedded`: `store` is the embedded store, which `executor keys` can then
@@ -361,7 +396,13 @@ async fn run_serve<S: Store + 'static>(
     settings: Settings,
 ) -> Result<(), String> {
     let ServeArgs { addr, store: StoreArgs { data_dir, .. }, limits, .. } = args;
-    let Settings { mut config, telemetry, sources, catalog } = settings;
+    let Settings { mut config, telemetry, sources } = settings;
+    // Connected once the store is open: per-owner OAuth sources keep their owners' tokens there.
+    let vault =
+        serve::token_key(&data_dir, &sources).await?.map(|key| executor_catalog::Vault { store: store.clone(), key });
+    let clock = config.clock.clone();
+    let catalog = Catalog::connect_with_vault(&sources, clock, vault).await.map_err(|e| e.to_string())?;
+    config.connections = catalog.connections();
     let limits = limits.limits();
     #[cfg(feature = "conformance")]
     eprintln!("executor: conformance build: requests without a token are served as owner `conformance`");
@@ -442,7 +483,9 @@ fn make_room_for_connections(max_connections: usize) {
 /// Listen for `executor keys` in the data directory; without the socket the
 /// server still serves, and says what that means.
 #[cfg(unix)]
-fn admin_socket<S: executor_store::KeyStore + executor_store::GrantStore + 'static>(
+fn admin_socket<
+    S: executor_store::KeyStore + executor_store::GrantStore + executor_store::ConnectionStore + 'static,
+>(
     data_dir: &Path,
     store: Arc<S>,
     host: &executor_service::Host,

@@ -15,6 +15,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use executor_catalog::{CatalogConfig, TokenKey};
 use executor_core::Principal;
 use executor_sandbox::{Limits, Sandbox, Tools};
 use executor_scheduler::{AlarmScheduler, InProcessScheduler};
@@ -431,11 +432,32 @@ pub async fn host<S: Store + 'static>(
 /// The key that seals native-mode request states, kept in `data_dir` so that
 /// they stay valid across restarts (created on first use, readable by the owner only).
 pub fn request_state_key(data_dir: &Path) -> std::io::Result<RequestStateKey> {
-    let path = data_dir.join("request-state.key");
+    key_file(data_dir, "request-state.key", RequestStateKey::new)
+}
+
+/// The key that seals owners' OAuth tokens, when a source connects per
+/// owner: `EXECUTOR_TOKEN_KEY_SECRET_ARN`'s secret when set, else
+/// `token.key` in `data_dir` (created on first use, readable by the owner only).
+pub async fn token_key(data_dir: &Path, sources: &CatalogConfig) -> Result<Option<TokenKey>, String> {
+    let per_owner = sources.sources.iter().any(|s| matches!(s.auth, Some(executor_catalog::config::Auth::OAuth2(_))));
+    if !per_owner {
+        return Ok(None);
+    }
+    if let Some(key) = TokenKey::from_env().await? {
+        return Ok(Some(key));
+    }
+    let key = key_file(data_dir, "token.key", |bytes| TokenKey::from_bytes(&bytes)).map_err(|e| e.to_string())?;
+    Ok(Some(key))
+}
+
+/// 32 random bytes kept hex-encoded in `data_dir/name`, made on first use
+/// (mode 0600), then read back as `K` by `make`.
+fn key_file<K>(data_dir: &Path, name: &str, make: impl Fn(Vec<u8>) -> Option<K>) -> std::io::Result<K> {
+    let path = data_dir.join(name);
     let invalid =
         || std::io::Error::other(format!("{} is not a valid key; delete it to make a new one", path.display()));
     match std::fs::read_to_string(&path) {
-        Ok(text) => hex::decode(text.trim()).ok().and_then(RequestStateKey::new).ok_or_else(invalid),
+        Ok(text) => hex::decode(text.trim()).ok().and_then(&make).ok_or_else(invalid),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let mut key = [0u8; 32];
             getrandom::fill(&mut key).map_err(std::io::Error::other)?;
@@ -445,7 +467,7 @@ pub fn request_state_key(data_dir: &Path) -> std::io::Result<RequestStateKey> {
             #[cfg(unix)]
             std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
             std::io::Write::write_all(&mut options.open(&path)?, hex::encode(key).as_bytes())?;
-            RequestStateKey::new(key.to_vec()).ok_or_else(invalid)
+            make(key.to_vec()).ok_or_else(invalid)
         }
         Err(e) => Err(e),
     }

@@ -22,12 +22,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use executor_core::{
-    ApiKey, Event, Execution, ExecutionId, Grant, GrantId, Principal, Session, SessionId, Timestamp, TokenHash,
+    ApiKey, Event, Execution, ExecutionId, Grant, GrantId, OAuthState, Principal, Session, SessionId, SourceConnection,
+    Timestamp, TokenHash,
 };
 use executor_scheduler::AlarmScheduler;
 use executor_store::{
-    Access, ExecutionStore, GrantStore, KeyStore, OutboxStore, QuotaOutcome, QuotaStore, QuotaTake, SessionStore,
-    StoreError,
+    Access, ConnectionStore, ExecutionStore, GrantStore, KeyStore, OutboxStore, QuotaOutcome, QuotaStore, QuotaTake,
+    SessionStore, StoreError,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -306,6 +307,42 @@ impl<T: GrantStore> GrantStore for Faulty<T> {
 
     async fn revoke_grant(&self, access: Access<'_>, id: &GrantId) -> Result<Grant, StoreError> {
         self.faults.run("revoke_grant", self.inner.revoke_grant(access, id)).await
+    }
+}
+
+#[async_trait]
+impl<T: ConnectionStore> ConnectionStore for Faulty<T> {
+    async fn get_connection(&self, owner: &Principal, source: &str) -> Result<SourceConnection, StoreError> {
+        self.faults.run("get_connection", self.inner.get_connection(owner, source)).await
+    }
+
+    async fn list_connections(&self, owner: &Principal) -> Result<Vec<SourceConnection>, StoreError> {
+        self.faults.run("list_connections", self.inner.list_connections(owner)).await
+    }
+
+    async fn save_connection(
+        &self,
+        connection: &mut SourceConnection,
+        expected: Option<u64>,
+    ) -> Result<(), StoreError> {
+        self.faults.run("save_connection", self.inner.save_connection(connection, expected)).await
+    }
+
+    async fn delete_connection(
+        &self,
+        owner: &Principal,
+        source: &str,
+        expected: Option<u64>,
+    ) -> Result<(), StoreError> {
+        self.faults.run("delete_connection", self.inner.delete_connection(owner, source, expected)).await
+    }
+
+    async fn create_oauth_state(&self, state: &OAuthState) -> Result<(), StoreError> {
+        self.faults.run("create_oauth_state", self.inner.create_oauth_state(state)).await
+    }
+
+    async fn take_oauth_state(&self, hash: &TokenHash) -> Result<OAuthState, StoreError> {
+        self.faults.run("take_oauth_state", self.inner.take_oauth_state(hash)).await
     }
 }
 

@@ -7,8 +7,9 @@ use std::time::{Duration, SystemTime};
 
 use executor_core::{
     ApiKey, ApprovalAction, ClientInfo, ElicitationMode, Event, Execution, ExecutionEvent, ExecutionId, ExecutionState,
-    ExecutionStatus, Grant, GrantId, GrantedBy, Journal, JournalStep, LinkStatus, PendingCall, Principal, QuotaLimit,
-    Session, SessionId, SessionStatus, StepOutcome, Timestamp, TokenHash, execution_events, session_destroyed,
+    ExecutionStatus, Grant, GrantId, GrantedBy, Journal, JournalStep, LinkStatus, OAuthState, PendingCall, Principal,
+    QuotaLimit, Session, SessionId, SessionStatus, SourceConnection, StepOutcome, Timestamp, TokenHash,
+    execution_events, session_destroyed,
 };
 use executor_store::{Access, HourlyTake, MAX_SNAPSHOT_BYTES, QuotaOutcome, QuotaTake, SlotTake, Store, StoreError};
 use serde_json::json;
@@ -38,6 +39,10 @@ executor_tests::on_both_stores!(
     session_writes_store_their_events,
     pending_events_are_oldest_first_and_limited,
     expired_events_read_as_absent,
+    connections_are_one_per_owner_and_source,
+    connection_writes_are_conditional_on_version,
+    connection_refresh_race_has_exactly_one_winner,
+    oauth_states_are_taken_once,
 );
 
 fn now() -> Timestamp {
@@ -629,4 +634,109 @@ async fn expired_events_read_as_absent<S: Store + 'static>(store: Arc<S>) {
     store.create_execution_emitting(&live, &live_events).await.unwrap();
     assert_eq!(store.pending_events(10).await.unwrap(), live_events, "an event past its use is not delivered");
     assert_eq!(store.pending_events(1).await.unwrap(), live_events, "and does not hide the live ones");
+}
+
+fn connection(owner: Principal, source: &str, sealed: &str) -> SourceConnection {
+    SourceConnection {
+        owner,
+        source: source.into(),
+        connected_at: now(),
+        scopes: vec!["read".into()],
+        access_expires_at: Some(now().plus(hours(1))),
+        refreshing_until: None,
+        sealed: sealed.into(),
+        expires_at: now().plus(hours(24)),
+        version: 0,
+    }
+}
+
+async fn connections_are_one_per_owner_and_source<S: Store + 'static>(store: Arc<S>) {
+    let mut a = connection(alice(), "crm", "sealed-a");
+    store.save_connection(&mut a, None).await.unwrap();
+    assert_eq!(a.version, 1);
+    // A second "first" connection is refused; the first stands.
+    let again = store.save_connection(&mut connection(alice(), "crm", "other"), None).await;
+    assert!(matches!(again, Err(StoreError::AlreadyExists { what: "connection" })), "{again:?}");
+    let mut b = connection(alice(), "wiki", "sealed-b");
+    let mut c = connection(bob(), "crm", "sealed-c");
+    store.save_connection(&mut b, None).await.unwrap();
+    store.save_connection(&mut c, None).await.unwrap();
+    assert_eq!(store.get_connection(&alice(), "crm").await.unwrap(), a);
+    assert_eq!(store.get_connection(&bob(), "crm").await.unwrap(), c);
+    let mut listed = store.list_connections(&alice()).await.unwrap();
+    listed.sort_by(|x, y| x.source.cmp(&y.source));
+    assert_eq!(listed, vec![a.clone(), b]);
+    // Deleting is per owner and source.
+    store.delete_connection(&alice(), "crm", None).await.unwrap();
+    assert_not_found(store.get_connection(&alice(), "crm").await);
+    assert_not_found(store.delete_connection(&alice(), "crm", None).await);
+    assert_eq!(store.get_connection(&bob(), "crm").await.unwrap(), c);
+    // An expired connection reads as absent and may be made again.
+    let mut old = connection(alice(), "old", "x");
+    old.expires_at = Timestamp::from_millis(now().as_millis() - 5_000);
+    store.save_connection(&mut old, None).await.unwrap();
+    assert_not_found(store.get_connection(&alice(), "old").await);
+    store.save_connection(&mut connection(alice(), "old", "y"), None).await.unwrap();
+}
+
+async fn connection_writes_are_conditional_on_version<S: Store + 'static>(store: Arc<S>) {
+    let mut first = connection(alice(), "crm", "v1");
+    store.save_connection(&mut first, None).await.unwrap();
+    let mut refreshed = SourceConnection { sealed: "v2".into(), ..first.clone() };
+    store.save_connection(&mut refreshed, Some(1)).await.unwrap();
+    assert_eq!(refreshed.version, 2);
+    // A writer that read version 1 loses, and changes nothing.
+    let stale = store.save_connection(&mut SourceConnection { sealed: "late".into(), ..first.clone() }, Some(1)).await;
+    assert!(matches!(stale, Err(StoreError::Conflict { .. })), "{stale:?}");
+    assert_eq!(store.get_connection(&alice(), "crm").await.unwrap().sealed, "v2");
+    // A conditional delete of a version that is gone deletes nothing.
+    let stale = store.delete_connection(&alice(), "crm", Some(1)).await;
+    assert!(matches!(stale, Err(StoreError::Conflict { .. })), "{stale:?}");
+    store.delete_connection(&alice(), "crm", Some(2)).await.unwrap();
+    assert_not_found(store.get_connection(&alice(), "crm").await);
+    let gone = store.save_connection(&mut refreshed, Some(2)).await;
+    assert!(matches!(gone, Err(StoreError::NotFound { .. })), "{gone:?}");
+}
+
+async fn connection_refresh_race_has_exactly_one_winner<S: Store + 'static>(store: Arc<S>) {
+    let mut first = connection(alice(), "crm", "v1");
+    store.save_connection(&mut first, None).await.unwrap();
+    let racers = (0..8).map(|i| {
+        let store = store.clone();
+        let mut claim = SourceConnection { refreshing_until: Some(now().plus(hours(1))), ..first.clone() };
+        claim.sealed = format!("racer-{i}");
+        tokio::spawn(async move { store.save_connection(&mut claim, Some(1)).await })
+    });
+    let results = futures_util::future::join_all(racers).await;
+    let won = results.iter().filter(|r| matches!(r, Ok(Ok(())))).count();
+    assert_eq!(won, 1, "{results:?}");
+    let lost = results.iter().filter(|r| matches!(r, Ok(Err(StoreError::Conflict { .. })))).count();
+    assert_eq!(lost, 7, "every other racer is told it lost: {results:?}");
+    assert_eq!(store.get_connection(&alice(), "crm").await.unwrap().version, 2);
+}
+
+async fn oauth_states_are_taken_once<S: Store + 'static>(store: Arc<S>) {
+    let state = OAuthState {
+        hash: TokenHash::of_token("state-1"),
+        owner: alice(),
+        source: "crm".into(),
+        execution_id: eid("e1"),
+        step: 3,
+        link: TokenHash::of_token("link"),
+        sealed_verifier: "sealed".into(),
+        expires_at: now().plus(hours(1)),
+    };
+    store.create_oauth_state(&state).await.unwrap();
+    let again = store.create_oauth_state(&state).await;
+    assert!(matches!(again, Err(StoreError::AlreadyExists { .. })), "{again:?}");
+    assert_eq!(store.take_oauth_state(&state.hash).await.unwrap(), state);
+    assert_not_found(store.take_oauth_state(&state.hash).await);
+    assert_not_found(store.take_oauth_state(&TokenHash::of_token("never")).await);
+    let expired = OAuthState {
+        hash: TokenHash::of_token("state-2"),
+        expires_at: Timestamp::from_millis(now().as_millis() - 5_000),
+        ..state
+    };
+    store.create_oauth_state(&expired).await.unwrap();
+    assert_not_found(store.take_oauth_state(&expired.hash).await);
 }

@@ -66,6 +66,7 @@ export class ExecutorStack extends Stack {
   readonly alarmFunction: lambda.Function;
   readonly configLayer?: lambda.LayerVersion;
   readonly requestStateKey: secretsmanager.Secret;
+  readonly tokenKey: secretsmanager.Secret;
   readonly api: apigw.HttpApi;
   readonly observability?: Observability;
   readonly initialKey?: InitialKey;
@@ -233,6 +234,23 @@ export class ExecutorStack extends Stack {
         'redeploying.',
     });
 
+    // Per-owner OAuth (auth type `oauth2`): owners' tokens are stored sealed
+    // with a key derived from this secret's text, which both HTTP functions
+    // read once per cold start (EXECUTOR_TOKEN_KEY_SECRET_ARN names it; the
+    // template and the environment never hold its value).
+    this.tokenKey = new secretsmanager.Secret(this, 'TokenKey', {
+      description: "Executor: key sealing owners' OAuth tokens at rest (EXECUTOR_TOKEN_KEY_SECRET_ARN)",
+      generateSecretString: { passwordLength: 64, excludePunctuation: true },
+      removalPolicy: removal,
+    });
+    Validations.of(this.tokenKey).acknowledge({
+      id: 'AwsSolutions-SMG4',
+      reason:
+        'A new value would make every stored OAuth connection unreadable (owners would connect again), so it ' +
+        'is not rotated on a schedule; replace it deliberately.',
+    });
+    const tokenKey = { EXECUTOR_TOKEN_KEY_SECRET_ARN: this.tokenKey.secretArn };
+
     this.mcpFunction = this.rustFunction('McpFunction', 'mcp', o, {
       description: 'Executor: MCP endpoint (/mcp, /mcp/toolkits/{name}, /.well-known, /healthz)',
       // QuickJS gets 64 MiB per execution; Lambda's CPU share grows with
@@ -245,11 +263,12 @@ export class ExecutorStack extends Stack {
       environment: {
         ...web,
         ...scheduling,
+        ...tokenKey,
         EXECUTOR_REQUEST_STATE_KEY: this.requestStateKey.secretValue.unsafeUnwrap(),
       },
     });
     this.approvalFunction = this.rustFunction('ApprovalFunction', 'approval', o, {
-      description: 'Executor: approval pages and API (/approvals, /api), continuations of long runs',
+      description: 'Executor: approval pages and API (/approvals, /api, /oauth), continuations of long runs',
       // Runs the approved execution's continuation: same sandbox as MCP.
       memorySize: 1024,
       timeout: CONTINUATION_TIMEOUT,
@@ -258,7 +277,12 @@ export class ExecutorStack extends Stack {
       layers,
       // The shared HTTP shell reads the scheduler wiring at start-up, but
       // approvals never arm or cancel alarms: no Scheduler permissions.
-      environment: { ...web, ...scheduling, EXECUTOR_MAX_EXECUTION_MS: String(MAX_EXECUTION.toMilliseconds()) },
+      environment: {
+        ...web,
+        ...scheduling,
+        ...tokenKey,
+        EXECUTOR_MAX_EXECUTION_MS: String(MAX_EXECUTION.toMilliseconds()),
+      },
     });
     // Long runs: the MCP function hands a run past its response budget to the
     // approval function, invoked asynchronously. No retries: the store decides
@@ -293,6 +317,25 @@ export class ExecutorStack extends Stack {
         resources: [this.table.tableArn],
         conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['GRANTS#*'] } },
       });
+    // Per-owner OAuth: an owner's connections (`CONNS#<owner>`) are listed
+    // before their code calls such a source, written on a refresh (a claim,
+    // then the new tokens) or dropped after a refused one, wherever tools run;
+    // the approval function also stores them at the callback and deletes them
+    // for `DELETE /api/connections/{source}`. Authorizations in progress
+    // (`OAUTH#<hash>`) are put and taken only by the approval function's
+    // `/oauth/connect` and `/oauth/callback`.
+    const connections = (sid: string) =>
+      new iam.PolicyStatement({
+        sid,
+        actions: ['dynamodb:PutItem', 'dynamodb:DeleteItem', 'dynamodb:Query'],
+        resources: [this.table.tableArn],
+        conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['CONNS#*'] } },
+      });
+    const readTokenKey = new iam.PolicyStatement({
+      sid: 'ReadTokenKey',
+      actions: ['secretsmanager:GetSecretValue'],
+      resources: [this.tokenKey.secretArn],
+    });
     const readTable = (sid: string) =>
       new iam.PolicyStatement({ sid, actions: ['dynamodb:GetItem'], resources: [this.table.tableArn] });
     const writeSessionsAndExecutions = (sid: string, actions: string[]) =>
@@ -322,6 +365,8 @@ export class ExecutorStack extends Stack {
         conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['QUOTA#*'] } },
       }),
       grantsOnly('Grants', ['dynamodb:PutItem', 'dynamodb:Query']),
+      connections('Connections'),
+      readTokenKey,
       new iam.PolicyStatement({
         sid: 'ContinueLongRuns',
         actions: ['lambda:InvokeFunction'],
@@ -335,6 +380,14 @@ export class ExecutorStack extends Stack {
       readTable('ReadTable'),
       writeSessionsAndExecutions('WriteExecutions', ['dynamodb:PutItem', 'dynamodb:DeleteItem']),
       grantsOnly('Grants', ['dynamodb:PutItem', 'dynamodb:Query', 'dynamodb:DeleteItem']),
+      connections('Connections'),
+      new iam.PolicyStatement({
+        sid: 'OAuthStates',
+        actions: ['dynamodb:PutItem', 'dynamodb:DeleteItem'],
+        resources: [this.table.tableArn],
+        conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['OAUTH#*'] } },
+      }),
+      readTokenKey,
     ]);
     // Alarm (shared/service/src/alarms.rs): session read and updated, paused
     // markers queried, paused executions read and expired. Never an API key.
@@ -454,6 +507,8 @@ export class ExecutorStack extends Stack {
       ['/healthz', mcp],
       ['/approvals/{proxy+}', approval],
       ['/api/{proxy+}', approval],
+      // Per-owner OAuth: the connect link and the authorization server's redirect back.
+      ['/oauth/{proxy+}', approval],
     ];
     for (const [routePath, integration] of routes) {
       // ANY: the functions answer each method themselves (405, CORS preflight).
@@ -462,7 +517,8 @@ export class ExecutorStack extends Stack {
           id: 'AwsSolutions-APIG4',
           reason:
             'The functions authenticate every request themselves: API keys (hashed in the table) or OIDC ' +
-            'JWTs on /mcp and /api, single-use approval tokens on /approvals; /healthz and the RFC 9728 ' +
+            'JWTs on /mcp and /api, single-use approval tokens on /approvals and /oauth/connect, single-use ' +
+            'OAuth states on /oauth/callback; /healthz and the RFC 9728 ' +
             'metadata under /.well-known are public by design. An API Gateway authorizer cannot check API keys.',
         });
       }

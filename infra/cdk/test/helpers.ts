@@ -81,6 +81,7 @@ export function names(stack: ExecutorStack): Map<string, string> {
     ['Api', stack.api],
     ['ConfigLayer', stack.configLayer],
     ['RequestStateKey', stack.requestStateKey],
+    ['TokenKey', stack.tokenKey],
     ['Domain', stack.node.tryFindChild('Domain')],
     ['InitialKeySecret', stack.initialKey?.secret],
     ['InitialKeyFunction', stack.initialKey?.function],

@@ -16,9 +16,10 @@ const REVIEWED: Record<string, number> = {
   // Schedules are named per session at run time; the group's `/*` is the narrowest resource.
   'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/ExecutorStack-sessions/executor-session-*]': 2,
   // The functions authenticate requests themselves (API keys cannot be checked by an authorizer).
-  'AwsSolutions-APIG4': 6,
-  // The request-state key is resolved into the MCP function's environment at deploy time: rotation would not reach it.
-  'AwsSolutions-SMG4': 1,
+  'AwsSolutions-APIG4': 7,
+  // The request-state key is resolved into the MCP function's environment at deploy time: rotation would not reach
+  // it; a new token key would make every stored OAuth connection unreadable.
+  'AwsSolutions-SMG4': 2,
 };
 
 /** With every option set. */
@@ -27,7 +28,7 @@ const REVIEWED_ALL_OPTIONS: Record<string, number> = {
   // X-Ray's and Lambda's network-interface actions have no resource-level permissions: one per function role.
   'AwsSolutions-IAM5[Resource::*]': 3,
   // The initial key's token must match its hash in the table: rotated by initialKeyGeneration.
-  'AwsSolutions-SMG4': 2,
+  'AwsSolutions-SMG4': 3,
 };
 
 function acknowledged(scope: IConstruct): Map<string, string[]> {

@@ -15,6 +15,20 @@ const ALARM_FUNCTION_ARN = arn('lambda', 'function:ExecutorStack-alarm');
 const SCHEDULES_ARN = arn('scheduler', 'schedule/ExecutorStack-sessions/executor-session-*');
 const KEYS_CONDITION = { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['SESSION#*', 'EXEC#*'] } };
 const GRANTS_CONDITION = { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['GRANTS#*'] } };
+const CONNECTIONS = {
+  Sid: 'Connections',
+  Effect: 'Allow',
+  Action: ['dynamodb:DeleteItem', 'dynamodb:PutItem', 'dynamodb:Query'],
+  Resource: ['${Table.Arn}'],
+  Condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['CONNS#*'] } },
+};
+// Only the one generated secret: the OAuth token key.
+const READ_TOKEN_KEY = {
+  Sid: 'ReadTokenKey',
+  Effect: 'Allow',
+  Action: 'secretsmanager:GetSecretValue',
+  Resource: '${TokenKey}',
+};
 
 describe('resources', () => {
   test('counts', () => {
@@ -23,17 +37,17 @@ describe('resources', () => {
       'AWS::Scheduler::ScheduleGroup': 1,
       'AWS::Lambda::Function': 3,
       'AWS::Lambda::EventInvokeConfig': 1, // the approval function's continuations: no retries
-      'AWS::Lambda::Permission': 6, // one per route
+      'AWS::Lambda::Permission': 7, // one per route
       'AWS::Lambda::LayerVersion': 0, // only with a sources file
       'AWS::IAM::Role': 4, // three functions and the scheduler
       'AWS::IAM::Policy': 4,
       'AWS::Logs::LogGroup': 4, // three functions and the API's access log
       'AWS::ApiGatewayV2::Api': 1,
       'AWS::ApiGatewayV2::Stage': 1,
-      'AWS::ApiGatewayV2::Route': 6,
+      'AWS::ApiGatewayV2::Route': 7,
       'AWS::ApiGatewayV2::Integration': 2,
       'AWS::ApiGatewayV2::DomainName': 0,
-      'AWS::SecretsManager::Secret': 1, // the native-mode request-state key
+      'AWS::SecretsManager::Secret': 2, // the native-mode request-state key, the OAuth token key
       'AWS::CloudWatch::Alarm': 8, // docs/deploy.md, "Alarms and dashboard"
       'AWS::CloudWatch::Dashboard': 1,
     };
@@ -133,6 +147,7 @@ describe('environment', () => {
   const REQUEST_STATE_KEY = {
     EXECUTOR_REQUEST_STATE_KEY: '{{resolve:secretsmanager:${RequestStateKey}:SecretString:::}}',
   };
+  const TOKEN_KEY = { EXECUTOR_TOKEN_KEY_SECRET_ARN: '${TokenKey}' };
   const env = (r: Record<string, any>, name: string) => r.Resources[name].Properties.Environment.Variables;
 
   test('each function gets exactly what it reads', () => {
@@ -141,6 +156,7 @@ describe('environment', () => {
       EXECUTOR_PUBLIC_URL: '${Api.ApiEndpoint}',
       ...timing,
       ...scheduling,
+      ...TOKEN_KEY,
       ...REQUEST_STATE_KEY,
       EXECUTOR_APPROVAL_FUNCTION: '${ApprovalFunction}',
       EXECUTOR_MAX_EXECUTION_MS: '300000',
@@ -152,6 +168,7 @@ describe('environment', () => {
       EXECUTOR_PUBLIC_URL: '${Api.ApiEndpoint}',
       ...timing,
       ...scheduling,
+      ...TOKEN_KEY,
       EXECUTOR_MAX_EXECUTION_MS: '300000',
     });
     assert.deepEqual(env(rendered, 'AlarmFunction'), { EXECUTOR_TABLE: '${Table}', ...timing, ...scheduling });
@@ -196,8 +213,19 @@ describe('environment', () => {
       ...oidc,
     };
     const continuations = { EXECUTOR_APPROVAL_FUNCTION: '${ApprovalFunction}', EXECUTOR_MAX_EXECUTION_MS: '300000' };
-    assert.deepEqual(env(r, 'McpFunction'), { ...web, ...scheduling, ...REQUEST_STATE_KEY, ...continuations });
-    assert.deepEqual(env(r, 'ApprovalFunction'), { ...web, ...scheduling, EXECUTOR_MAX_EXECUTION_MS: '300000' });
+    assert.deepEqual(env(r, 'McpFunction'), {
+      ...web,
+      ...scheduling,
+      ...TOKEN_KEY,
+      ...REQUEST_STATE_KEY,
+      ...continuations,
+    });
+    assert.deepEqual(env(r, 'ApprovalFunction'), {
+      ...web,
+      ...scheduling,
+      ...TOKEN_KEY,
+      EXECUTOR_MAX_EXECUTION_MS: '300000',
+    });
     assert.deepEqual(env(r, 'AlarmFunction'), { EXECUTOR_TABLE: '${Table}', ...knobs, ...scheduling });
 
     const domain = r.Resources.Domain.Properties;
@@ -233,6 +261,7 @@ describe('routes', () => {
       'ANY /healthz': '${McpFunction.Arn}',
       'ANY /approvals/{proxy+}': '${ApprovalFunction.Arn}',
       'ANY /api/{proxy+}': '${ApprovalFunction.Arn}',
+      'ANY /oauth/{proxy+}': '${ApprovalFunction.Arn}',
     });
   });
 
@@ -247,6 +276,7 @@ describe('routes', () => {
       );
     }
     assert.deepEqual(permissions.map((p) => p.FunctionName).sort(), [
+      '${ApprovalFunction.Arn}',
       '${ApprovalFunction.Arn}',
       '${ApprovalFunction.Arn}',
       '${McpFunction.Arn}',
@@ -332,6 +362,8 @@ describe('IAM', () => {
           Resource: ['${Table.Arn}'],
           Condition: GRANTS_CONDITION,
         },
+        CONNECTIONS,
+        READ_TOKEN_KEY,
         {
           Sid: 'ContinueLongRuns',
           Effect: 'Allow',
@@ -363,6 +395,15 @@ describe('IAM', () => {
           Resource: ['${Table.Arn}'],
           Condition: GRANTS_CONDITION,
         },
+        CONNECTIONS,
+        {
+          Sid: 'OAuthStates',
+          Effect: 'Allow',
+          Action: ['dynamodb:DeleteItem', 'dynamodb:PutItem'],
+          Resource: ['${Table.Arn}'],
+          Condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['OAUTH#*'] } },
+        },
+        READ_TOKEN_KEY,
       ]),
     );
   });
@@ -526,6 +567,12 @@ describe('the Rust code still matches the grants', () => {
     assert.match(records, /format!\("EXEC#\{id\}"\)/);
     assert.match(records, /format!\("QUOTA#\{owner\}"\)/);
     assert.match(records, /format!\("GRANTS#\{owner\}"\)/);
+    assert.match(records, /format!\("CONNS#\{owner\}"\)/);
+    assert.match(records, /format!\("OAUTH#\{\}", hash\.as_str\(\)\)/);
+  });
+
+  test('the token key variable the hosts read', () => {
+    assert.match(rust('shared/catalog/src/connections.rs'), /TOKEN_KEY_ENV: &str = "EXECUTOR_TOKEN_KEY_SECRET_ARN"/);
   });
 
   test('schedule names (scheduler resource)', () => {

@@ -25,8 +25,10 @@ use url::Url;
 
 use crate::approval_text;
 use crate::config::{
-    ApiKeyLocation, Auth, CatalogConfig, HeaderValue as ConfiguredHeader, SourceConfig, SourceKind, SpecLocation,
+    ApiKeyLocation, Auth, CatalogConfig, HeaderValue as ConfiguredHeader, OAuth2Config, SourceConfig, SourceKind,
+    SpecLocation,
 };
+use crate::connections::{OwnerTokenError, OwnerTokens, TokenKey};
 use crate::graphql::{self, GraphqlOperation};
 use crate::mcp_source::McpUpstream;
 use crate::oauth::{OAuthError, TokenCache, TokenEndpoint};
@@ -76,6 +78,14 @@ pub struct Catalog {
     /// Built on the first search: processes that only call tools never pay for it.
     index: OnceLock<SearchIndex>,
     sources: Vec<Source>,
+    /// The per-owner OAuth sources and their owners' tokens, when any source is one.
+    owners: Option<Arc<OwnerTokens>>,
+}
+
+/// Where per-owner OAuth tokens are kept: the store, and the key that seals them.
+pub struct Vault {
+    pub store: Arc<dyn executor_store::ConnectionStore>,
+    pub key: TokenKey,
 }
 
 struct Source {
@@ -91,11 +101,16 @@ struct Connection {
     redactor: Arc<Redactor>,
     /// The source's OAuth token, when it has one.
     tokens: Option<Arc<TokenCache>>,
+    /// Its owners' tokens, for a per-owner OAuth source.
+    owners: Option<Arc<OwnerTokens>>,
 }
 
 impl Connection {
     /// Every secret value this source uses, the tokens issued to it included.
     fn redactor(&self) -> Arc<Redactor> {
+        if let Some(owners) = &self.owners {
+            return Arc::new(owners.redactor(&self.redactor));
+        }
         self.tokens.as_ref().map_or_else(|| self.redactor.clone(), |tokens| tokens.redactor())
     }
 }
@@ -124,6 +139,8 @@ struct Endpoint {
     headers: Vec<(HeaderName, HeaderValue)>,
     outbound: Outbound,
     tokens: Option<Arc<TokenCache>>,
+    /// A per-owner source: its owners' tokens and its namespace.
+    owners: Option<(Arc<OwnerTokens>, String)>,
 }
 
 /// Why a request was not answered.
@@ -133,6 +150,8 @@ enum SendError {
     Outbound(#[from] OutboundError),
     #[error("no access token: {0}")]
     Token(#[from] OAuthError),
+    #[error("no access token: {0}")]
+    Owner(#[from] OwnerTokenError),
 }
 
 /// A source's credentials and extra headers, resolved.
@@ -142,6 +161,8 @@ struct Credentials {
     query: Vec<(String, String)>,
     /// Where its OAuth tokens come from.
     token: Option<TokenEndpoint>,
+    /// A per-owner OAuth source's authorization server and client.
+    per_owner: Option<(OAuth2Config, TokenEndpoint)>,
 }
 
 impl Catalog {
@@ -153,6 +174,16 @@ impl Catalog {
 
     /// [`Catalog::connect`], with the clock that decides when OAuth tokens expire.
     pub async fn connect_with_clock(config: &CatalogConfig, clock: Arc<dyn Clock>) -> Result<Self, CatalogError> {
+        Self::connect_with_vault(config, clock, None).await
+    }
+
+    /// [`Catalog::connect_with_clock`], keeping per-owner OAuth tokens in
+    /// `vault`. Without one, per-owner (`oauth2`) sources are unavailable.
+    pub async fn connect_with_vault(
+        config: &CatalogConfig,
+        clock: Arc<dyn Clock>,
+        vault: Option<Vault>,
+    ) -> Result<Self, CatalogError> {
         let outbound = Outbound::new(&config.outbound)?;
         let secrets = Secrets::default();
         // The index's tools for the documents it holds, checked against them first.
@@ -160,9 +191,11 @@ impl Catalog {
             Some(path) => crate::index::load(path, config)?,
             None => Vec::new(),
         };
+        let owners =
+            vault.map(|vault| Arc::new(OwnerTokens::new(vault.store, vault.key, outbound.clone(), clock.clone())));
         let connected = futures_util::future::join_all(config.sources.iter().map(|s| {
             let tools = indexed.iter().position(|(namespace, _)| *namespace == s.namespace);
-            connect_source(s, &outbound, &secrets, &clock, tools.map(|at| indexed.swap_remove(at).1))
+            connect_source(s, &outbound, &secrets, &clock, tools.map(|at| indexed.swap_remove(at).1), owners.as_ref())
         }))
         .await;
         let mut tools = Vec::new();
@@ -184,7 +217,14 @@ impl Catalog {
         }
         tools.sort_by(|a, b| a.path.cmp(&b.path));
         let by_path = tools.iter().enumerate().map(|(i, t)| (t.path.clone(), i)).collect();
-        Ok(Self { tools, by_path, index: OnceLock::new(), sources })
+        let owners = owners.filter(|owners| owners.has_sources());
+        Ok(Self { tools, by_path, index: OnceLock::new(), sources, owners })
+    }
+
+    /// Per-owner connections to its `oauth2` sources, when it has any: the
+    /// host's connect flow and `/api/connections` go through them.
+    pub fn connections(&self) -> Option<Arc<dyn executor_sandbox::Connections>> {
+        self.owners.clone().map(|owners| owners as Arc<dyn executor_sandbox::Connections>)
     }
 
     /// The catalog of the sources file named by `flag` or `EXECUTOR_CONFIG`; with
@@ -385,6 +425,10 @@ impl Tools for Catalog {
         let Some(Source { connection: Ok(connection), .. }) = self.source(&tool.namespace) else {
             return Err(self.unknown_tool(path));
         };
+        if connection.owners.is_some() && ctx.owner.is_none() {
+            let message = format!("tools.{path} uses its caller's own connection, and this call has no caller");
+            return Err(ToolError { code: "auth_error".into(), message });
+        }
         let redactor = &*connection.redactor();
         let outcome = match (&tool.target, &connection.upstream) {
             (Target::Http(op), Upstream::OpenApi(http)) => http.call(op, args, tool.effect, ctx, redactor).await,
@@ -400,6 +444,10 @@ impl Tools for Catalog {
 
     async fn search(&self, request: Value) -> ToolOutcome {
         self.search_visible(request, &|_| true).await
+    }
+
+    fn offers(&self, path: &str) -> bool {
+        self.tool(path).is_some()
     }
 
     async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {
@@ -457,7 +505,7 @@ impl HttpUpstream {
             }
             request
         };
-        let answer = self.endpoint.send(request).await.map_err(send_error)?;
+        let answer = self.endpoint.send(request, ctx.owner.as_ref()).await.map_err(send_error)?;
         let status = answer.status;
         if (200..300).contains(&status) {
             let text = String::from_utf8_lossy(&answer.body);
@@ -489,28 +537,36 @@ impl GraphqlUpstream {
         format!("GraphQL {} `{}` at {}", op.kind.as_str(), op.field, display_url(&self.url))
     }
 
-    /// POST `{query, variables}` as JSON; `idempotency_key` for writes.
-    async fn post(&self, body: &Value, idempotency_key: Option<&str>) -> Result<crate::outbound::Answer, SendError> {
+    /// POST `{query, variables}` as JSON; `idempotency_key` for writes; as `owner` for a per-owner source.
+    async fn post(
+        &self,
+        body: &Value,
+        idempotency_key: Option<&str>,
+        owner: Option<&executor_core::Principal>,
+    ) -> Result<crate::outbound::Answer, SendError> {
         let body = body.to_string();
         self.endpoint
-            .send(|outbound| {
-                let request = outbound
-                    .request(reqwest::Method::POST, self.url.clone())
-                    .header(reqwest::header::CONTENT_TYPE, "application/json")
-                    .header(reqwest::header::ACCEPT, "application/graphql-response+json, application/json")
-                    .body(body.clone());
-                match idempotency_key {
-                    Some(key) => request.header("Idempotency-Key", key),
-                    None => request,
-                }
-            })
+            .send(
+                |outbound| {
+                    let request = outbound
+                        .request(reqwest::Method::POST, self.url.clone())
+                        .header(reqwest::header::CONTENT_TYPE, "application/json")
+                        .header(reqwest::header::ACCEPT, "application/graphql-response+json, application/json")
+                        .body(body.clone());
+                    match idempotency_key {
+                        Some(key) => request.header("Idempotency-Key", key),
+                        None => request,
+                    }
+                },
+                owner,
+            )
             .await
     }
 
     /// The schema, asked of the service with the source's credentials.
     async fn introspect(&self, redactor: &Redactor) -> Result<String, String> {
         let answer =
-            self.post(&json!({"query": graphql::INTROSPECTION_QUERY}), None).await.map_err(|e| e.to_string())?;
+            self.post(&json!({"query": graphql::INTROSPECTION_QUERY}), None, None).await.map_err(|e| e.to_string())?;
         match answer.status {
             200..300 => Ok(String::from_utf8_lossy(&answer.body).into_owned()),
             status => Err(format!(
@@ -531,7 +587,7 @@ impl GraphqlUpstream {
         let request = op.request(&args).map_err(|e| invalid(e.to_string()))?;
         let body = json!({"query": request.query, "variables": request.variables});
         let key = (op.kind == graphql::OperationKind::Mutation).then(|| ctx.idempotency_key());
-        let answer = self.post(&body, key.as_deref()).await.map_err(send_error)?;
+        let answer = self.post(&body, key.as_deref(), ctx.owner.as_ref()).await.map_err(send_error)?;
         #[derive(Deserialize)]
         struct Response {
             data: Option<Value>,
@@ -568,10 +624,17 @@ impl Endpoint {
     /// Send the request `build` makes, with the source's credentials. With
     /// an OAuth token, a 401 gets one more attempt with a new token: the
     /// token may have been revoked before it expired.
+    /// A per-owner source's requests carry `owner`'s token; without an owner
+    /// (the spec, fetched at start) they carry none.
     async fn send(
         &self,
         build: impl Fn(&Outbound) -> reqwest::RequestBuilder,
+        owner: Option<&executor_core::Principal>,
     ) -> Result<crate::outbound::Answer, SendError> {
+        if let (Some((owners, source)), Some(owner)) = (&self.owners, owner) {
+            let token = owners.access_token(owner, source).await?;
+            return Ok(self.send_with(&build, Some(&token)).await?);
+        }
         let Some(tokens) = &self.tokens else { return Ok(self.send_with(&build, None).await?) };
         let token = tokens.token().await?;
         let answer = self.send_with(&build, Some(&token)).await?;
@@ -609,7 +672,7 @@ fn send_error(error: SendError) -> ToolError {
         SendError::Outbound(OutboundError::Timeout { .. }) => "timeout",
         SendError::Outbound(OutboundError::TooLarge { .. }) => "response_too_large",
         SendError::Outbound(OutboundError::Failed { .. }) => "upstream_error",
-        SendError::Token(_) => "auth_error",
+        SendError::Token(_) | SendError::Owner(_) => "auth_error",
     };
     ToolError { code: code.into(), message: error.to_string() }
 }
@@ -623,6 +686,7 @@ async fn connect_source(
     secrets: &Secrets,
     clock: &Arc<dyn Clock>,
     indexed: Option<Vec<ToolDef>>,
+    owners: Option<&Arc<OwnerTokens>>,
 ) -> Result<(Connection, Vec<ToolDef>), String> {
     // A key written into a configured URL is known before any secret is resolved.
     let mut redactor = Redactor::default();
@@ -635,8 +699,13 @@ async fn connect_source(
         }
         SourceKind::Mcp { url } | SourceKind::Graphql { url, .. } => redactor.add_url_credentials(url),
     }
-    if let Some(Auth::OAuth2ClientCredentials { token_url, .. }) = &config.auth {
-        redactor.add_url_credentials(token_url);
+    match &config.auth {
+        Some(Auth::OAuth2ClientCredentials { token_url, .. }) => redactor.add_url_credentials(token_url),
+        Some(Auth::OAuth2(oauth)) => {
+            redactor.add_url_credentials(&oauth.token_url);
+            redactor.add_url_credentials(&oauth.authorization_url);
+        }
+        _ => {}
     }
     let fail = |what: &str, why: String| format!("source `{}` ({what}) failed: {why}", config.namespace);
     let mut credentials = match credentials(config, secrets, &mut redactor).await {
@@ -647,10 +716,23 @@ async fn connect_source(
         .token
         .take()
         .map(|endpoint| Arc::new(TokenCache::new(endpoint, outbound.clone(), clock.clone(), redactor.clone())));
+    let (owners, per_owner) = match (credentials.per_owner.take(), owners) {
+        (None, _) => (None, None),
+        (Some(_), None) => {
+            let why = "per-owner OAuth needs a token store and key, which this host was started without".into();
+            return Err(redactor.redact(&fail("auth", why)));
+        }
+        (Some(per_owner), Some(owners)) => (Some(owners.clone()), Some(per_owner)),
+    };
     let redactor = Arc::new(redactor);
     // With tokens, what leaves is redacted of them too.
     let current = || tokens.as_ref().map_or_else(|| redactor.clone(), |tokens| tokens.redactor());
-    let endpoint = Endpoint { headers: credentials.headers, outbound: outbound.clone(), tokens: tokens.clone() };
+    let endpoint = Endpoint {
+        headers: credentials.headers,
+        outbound: outbound.clone(),
+        tokens: tokens.clone(),
+        owners: owners.clone().map(|owners| (owners, config.namespace.clone())),
+    };
     // The first token is asked for now, so credentials the server refuses make the source unavailable.
     let token = match &tokens {
         Some(tokens) => tokens.token().await.map(drop).map_err(|e| fail("auth", e.to_string())),
@@ -661,7 +743,13 @@ async fn connect_source(
         Err(reason) => Err(reason),
     };
     match connected {
-        Ok((upstream, tools)) => Ok((Connection { upstream, redactor, tokens }, tools)),
+        Ok((upstream, tools)) => {
+            // Only a source that loaded asks its callers to connect.
+            if let (Some(owners), Some((oauth, endpoint))) = (&owners, per_owner) {
+                owners.register(&config.namespace, oauth, endpoint, (*redactor).clone());
+            }
+            Ok((Connection { upstream, redactor, tokens, owners }, tools))
+        }
         Err(reason) => Err(current().redact(&reason)),
     }
 }
@@ -728,7 +816,7 @@ async fn connect_upstream(
 /// The spec is fetched with the source's credentials: private APIs often protect it too.
 async fn fetch_spec(url: Url, endpoint: &Endpoint, redactor: &Redactor) -> Result<String, String> {
     let answer = endpoint
-        .send(|outbound| outbound.request(reqwest::Method::GET, url.clone()))
+        .send(|outbound| outbound.request(reqwest::Method::GET, url.clone()), None)
         .await
         .map_err(|e| e.to_string())?;
     match answer.status {
@@ -784,9 +872,28 @@ async fn credentials(config: &SourceConfig, secrets: &Secrets, redactor: &mut Re
             out.token = Some(TokenEndpoint {
                 url: token_url.clone(),
                 client_id: client_id.clone(),
-                client_secret,
+                client_secret: Some(client_secret),
                 scopes: scopes.clone(),
             });
+        }
+        Some(Auth::OAuth2(oauth)) => {
+            let client_secret = match &oauth.client_secret {
+                Some(secret) => {
+                    let secret = secrets.resolve(secret).await.map_err(|e| e.to_string())?;
+                    let encode = |text: &str| url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>();
+                    redactor.add(&secret);
+                    redactor.add_basic(&encode(&oauth.client_id), &encode(&secret));
+                    Some(secret)
+                }
+                None => None,
+            };
+            let endpoint = TokenEndpoint {
+                url: oauth.token_url.clone(),
+                client_id: oauth.client_id.clone(),
+                client_secret,
+                scopes: oauth.requested_scopes(),
+            };
+            out.per_owner = Some((oauth.clone(), endpoint));
         }
     }
     for (name, value) in &config.headers {

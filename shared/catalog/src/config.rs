@@ -123,6 +123,39 @@ pub enum Auth {
         client_secret: SecretRef,
         scopes: Vec<String>,
     },
+    /// The OAuth 2 authorization code grant with PKCE, per owner: each owner
+    /// connects their own account, and the source's requests carry that
+    /// owner's token.
+    OAuth2(OAuth2Config),
+}
+
+/// A per-owner OAuth 2 source's authorization server and client. Not tied to
+/// a source kind: whatever discovers an authorization server can make one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuth2Config {
+    pub authorization_url: Url,
+    pub token_url: Url,
+    pub client_id: String,
+    /// `None`: a public client (PKCE alone proves the exchange).
+    pub client_secret: Option<SecretRef>,
+    pub scopes: Vec<String>,
+    /// The scope that makes the server issue a refresh token (e.g.
+    /// `offline_access`), asked for with `scopes`; without a refresh token
+    /// the owner connects again when the access token expires.
+    pub refresh_scope: Option<String>,
+}
+
+impl OAuth2Config {
+    /// Every scope the authorization asks for.
+    pub fn requested_scopes(&self) -> Vec<String> {
+        let mut scopes = self.scopes.clone();
+        if let Some(extra) = &self.refresh_scope
+            && !scopes.contains(extra)
+        {
+            scopes.push(extra.clone());
+        }
+        scopes
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -230,6 +263,24 @@ enum RawAuth {
         #[serde(default)]
         scopes: Vec<String>,
     },
+    #[serde(rename = "oauth2")]
+    OAuth2 {
+        authorization_url: String,
+        token_url: String,
+        client_id: String,
+        client_secret: Option<String>,
+        #[serde(default)]
+        scopes: Vec<String>,
+        refresh_scope: Option<String>,
+    },
+}
+
+/// Scopes are single words (RFC 6749 3.3), one per entry.
+fn check_scopes<'a>(field: &'static str, scopes: impl IntoIterator<Item = &'a String>) -> Result<(), FieldProblem> {
+    match scopes.into_iter().find(|s| s.is_empty() || s.contains(char::is_whitespace)) {
+        Some(scope) => Err((field, format!("{scope:?} is not a scope: scopes are single words, one per entry"))),
+        None => Ok(()),
+    }
 }
 
 impl CatalogConfig {
@@ -413,18 +464,48 @@ fn validate_source(raw: RawSource, base_dir: &Path) -> Result<SourceConfig, Fiel
             if client_id.is_empty() {
                 return Err(("auth.client_id", "must not be empty".into()));
             }
-            if let Some(scope) = scopes.iter().find(|s| s.is_empty() || s.contains(char::is_whitespace)) {
-                return Err((
-                    "auth.scopes",
-                    format!("{scope:?} is not a scope: scopes are single words, one per entry"),
-                ));
-            }
+            check_scopes("auth.scopes", &scopes)?;
             Some(Auth::OAuth2ClientCredentials {
                 token_url: parse_url("auth.token_url", &token_url)?,
                 client_id,
                 client_secret: secret("auth.client_secret", &client_secret)?,
                 scopes,
             })
+        }
+        Some(RawAuth::OAuth2 { authorization_url, token_url, client_id, client_secret, scopes, refresh_scope }) => {
+            match &kind {
+                SourceKind::Mcp { .. } => {
+                    return Err((
+                        "auth.type",
+                        "`oauth2` is not supported for kind = \"mcp\" yet; use it with \"openapi\" or \"graphql\" \
+                         sources"
+                            .into(),
+                    ));
+                }
+                // Introspection would need an owner's token before any owner has connected.
+                SourceKind::Graphql { schema: None, .. } => {
+                    return Err((
+                        "schema",
+                        "is required with auth type `oauth2`: the schema cannot be introspected before an owner \
+                         connects; save it to a file and name it here"
+                            .into(),
+                    ));
+                }
+                _ => {}
+            }
+            if client_id.is_empty() {
+                return Err(("auth.client_id", "must not be empty".into()));
+            }
+            check_scopes("auth.scopes", &scopes)?;
+            check_scopes("auth.refresh_scope", &refresh_scope)?;
+            Some(Auth::OAuth2(OAuth2Config {
+                authorization_url: parse_url("auth.authorization_url", &authorization_url)?,
+                token_url: parse_url("auth.token_url", &token_url)?,
+                client_id,
+                client_secret: client_secret.map(|s| secret("auth.client_secret", &s)).transpose()?,
+                scopes,
+                refresh_scope,
+            }))
         }
     };
     let mut headers = BTreeMap::new();
@@ -505,7 +586,8 @@ mod tests {
     fn the_example_file_is_valid() {
         let config = load(include_str!("../../../executor.example.toml")).unwrap();
         let namespaces: Vec<&str> = config.sources.iter().map(|s| s.namespace.as_str()).collect();
-        assert_eq!(namespaces, ["github", "billing", "docs", "tracker"]);
+        assert_eq!(namespaces, ["github", "billing", "docs", "tracker", "crm"]);
+        assert!(matches!(&config.sources[4].auth, Some(Auth::OAuth2(o)) if o.refresh_scope.is_some()));
         assert!(matches!(config.sources[3].kind, SourceKind::Graphql { schema: Some(_), .. }));
         assert!(
             matches!(&config.sources[3].auth, Some(Auth::OAuth2ClientCredentials { scopes, .. }) if scopes.len() == 2)
@@ -542,6 +624,40 @@ mod tests {
     }
 
     #[test]
+    fn a_per_owner_oauth_source_loads() {
+        let config = load(
+            r#"
+            [[sources]]
+            namespace = "crm"
+            kind = "openapi"
+            spec = "crm.json"
+            base_url = "https://crm.test"
+            auth = { type = "oauth2", authorization_url = "https://id.test/authorize", token_url = "https://id.test/token", client_id = "executor", client_secret = "env:CRM_SECRET", scopes = ["contacts.read"], refresh_scope = "offline_access" }
+            "#,
+        )
+        .unwrap();
+        let Some(Auth::OAuth2(oauth)) = &config.sources[0].auth else { panic!("{:?}", config.sources[0].auth) };
+        assert_eq!(oauth.authorization_url.as_str(), "https://id.test/authorize");
+        assert!(oauth.client_secret.is_some());
+        assert_eq!(oauth.requested_scopes(), ["contacts.read", "offline_access"]);
+        // A public client: no secret.
+        let public = load(
+            r#"
+            [[sources]]
+            namespace = "crm"
+            kind = "graphql"
+            url = "https://crm.test/graphql"
+            schema = "crm.graphql"
+            auth = { type = "oauth2", authorization_url = "https://id.test/authorize", token_url = "https://id.test/token", client_id = "executor" }
+            "#,
+        )
+        .unwrap();
+        assert!(
+            matches!(&public.sources[0].auth, Some(Auth::OAuth2(o)) if o.client_secret.is_none() && o.requested_scopes().is_empty())
+        );
+    }
+
+    #[test]
     fn mistakes_name_the_file_the_source_and_the_field() {
         let source = |body: &str| format!("[[sources]]\nnamespace = \"gh\"\n{body}");
         let oauth = |secret: &str, scopes: &str| {
@@ -549,6 +665,12 @@ mod tests {
                 "auth = {{ type = \"oauth2_client_credentials\", token_url = \"https://auth.x.test/token\", client_id = \"c\", client_secret = \"{secret}\", scopes = {scopes} }}"
             )
         };
+        let per_owner = |extra: &str| {
+            format!(
+                "auth = {{ type = \"oauth2\", authorization_url = \"https://a.test/authorize\", token_url = \"https://a.test/token\", client_id = \"c\", {extra} }}"
+            )
+        };
+        let openapi = "kind = \"openapi\"\nspec = \"a.json\"\nbase_url = \"https://x.test\"";
         let cases = [
             (source("kind = \"openapi\"\nbase_url = \"https://x.test\""), "source `gh`, field `spec`: is required"),
             (source("kind = \"mcp\""), "field `url`: is required"),
@@ -616,6 +738,28 @@ mod tests {
                     "kind = \"mcp\"\nurl = \"https://x.test\"\npolicy = { rules = [{ pattern = \"a b\", action = \"run\" }] }",
                 ),
                 "`a b`",
+            ),
+            (
+                source(&format!("kind = \"graphql\"\nurl = \"https://x.test\"\n{}", per_owner("scopes = [\"r\"]"))),
+                "field `schema`: is required with auth type `oauth2`",
+            ),
+            (
+                source(&format!("kind = \"mcp\"\nurl = \"https://x.test\"\n{}", per_owner("scopes = []"))),
+                "field `auth.type`: `oauth2` is not supported for kind = \"mcp\"",
+            ),
+            (
+                source(&format!("{openapi}\n{}", per_owner("refresh_scope = \"offline access\""))),
+                "field `auth.refresh_scope`: \"offline access\" is not a scope",
+            ),
+            (
+                source(&format!("{openapi}\n{}", per_owner("client_secret = \"hunter2\""))),
+                "field `auth.client_secret`: a secret must be a reference",
+            ),
+            (
+                source(&format!(
+                    "{openapi}\nauth = {{ type = \"oauth2\", authorization_url = \"ftp://a.test/?k=hunter2\", token_url = \"https://a.test/t\", client_id = \"c\" }}"
+                )),
+                "field `auth.authorization_url`: `ftp://a.test/` must be an http(s) URL",
             ),
         ];
         for (text, expected) in cases {

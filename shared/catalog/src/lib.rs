@@ -11,6 +11,7 @@
 mod approval_text;
 mod catalog;
 pub mod config;
+mod connections;
 mod graphql;
 pub mod index;
 mod mcp_client;
@@ -26,8 +27,9 @@ mod tool;
 mod toolkit;
 mod typescript;
 
-pub use catalog::{Catalog, CatalogError, NamespaceInfo};
-pub use config::{CONFIG_ENV, CatalogConfig, ConfigError};
+pub use catalog::{Catalog, CatalogError, NamespaceInfo, Vault};
+pub use config::{CONFIG_ENV, CatalogConfig, ConfigError, OAuth2Config};
+pub use connections::{REFRESH_LEASE, TOKEN_KEY_ENV, TokenKey};
 pub use index::{INDEX_ENV, IndexError};
 pub use outbound::{AddressRules, OutboundError};
 pub use redact::REDACTED;

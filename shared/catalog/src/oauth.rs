@@ -2,9 +2,11 @@
 //!
 //! [`TokenEndpoint`] asks an authorization server for a token: the client
 //! authenticates with HTTP basic auth and the grant's form fields are posted.
-//! The client credentials grant (machine to machine) is the one used; a
-//! per-owner grant (a refresh token) would post other fields to the same
-//! endpoint, and keep its tokens per owner rather than in one [`TokenCache`].
+//! The client credentials grant (machine to machine) keeps one token per
+//! source in a [`TokenCache`]; the per-owner grants (authorization code and
+//! refresh token) post other fields to the same endpoint and keep their
+//! tokens per owner (`connections.rs`). A public client (no secret) sends
+//! its `client_id` in the form instead of basic auth.
 //!
 //! [`TokenCache`] holds a source's current token and gets a new one shortly
 //! before it expires, by the catalog's clock, or after the upstream refused
@@ -47,6 +49,9 @@ pub enum OAuthError {
     /// The answer is not shown: it may hold a token.
     #[error("the token endpoint {url} answered without a usable bearer `access_token`: {problem}")]
     Malformed { url: String, problem: String },
+    /// The code or refresh token is spent, expired or revoked: only a new authorization helps.
+    #[error("the token endpoint {url} refused the grant (invalid_grant): the owner must connect again")]
+    InvalidGrant { url: String },
 }
 
 /// A token and when to stop using it.
@@ -58,7 +63,7 @@ pub struct AccessToken {
 }
 
 impl AccessToken {
-    fn fresh(&self, now: Timestamp) -> bool {
+    pub(crate) fn fresh(&self, now: Timestamp) -> bool {
         self.replace_at.is_none_or(|at| now < at)
     }
 }
@@ -69,6 +74,18 @@ struct TokenResponse {
     token_type: Option<String>,
     /// Seconds; some servers send it as a string.
     expires_in: Option<serde_json::Value>,
+    refresh_token: Option<String>,
+    scope: Option<String>,
+}
+
+/// What a per-owner grant issued.
+pub struct Issued {
+    pub access: AccessToken,
+    /// When the access token expires, exactly (not the early replacement time).
+    pub expires_at: Option<Timestamp>,
+    pub refresh_token: Option<String>,
+    /// The scopes granted, when the server said (RFC 6749 5.1).
+    pub scope: Option<String>,
 }
 
 /// An authorization server's token endpoint, and the client's credentials there.
@@ -76,7 +93,8 @@ struct TokenResponse {
 pub struct TokenEndpoint {
     pub url: Url,
     pub client_id: String,
-    pub client_secret: Arc<str>,
+    /// `None`: a public client.
+    pub client_secret: Option<Arc<str>>,
     pub scopes: Vec<String>,
 }
 
@@ -93,6 +111,37 @@ impl TokenEndpoint {
         if !scope.is_empty() {
             form.push(("scope", &scope));
         }
+        self.request(&form, outbound, redactor, now).await.map(|issued| issued.access)
+    }
+
+    /// The authorization code grant (RFC 6749 4.1.3) with its PKCE verifier (RFC 7636 4.5).
+    pub(crate) async fn authorization_code(
+        &self,
+        code: &str,
+        verifier: &str,
+        redirect_uri: &str,
+        outbound: &Outbound,
+        redactor: &Redactor,
+        now: Timestamp,
+    ) -> Result<Issued, OAuthError> {
+        let form = [
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", redirect_uri),
+            ("code_verifier", verifier),
+        ];
+        self.request(&form, outbound, redactor, now).await
+    }
+
+    /// The refresh token grant (RFC 6749 6).
+    pub(crate) async fn refresh(
+        &self,
+        refresh_token: &str,
+        outbound: &Outbound,
+        redactor: &Redactor,
+        now: Timestamp,
+    ) -> Result<Issued, OAuthError> {
+        let form = [("grant_type", "refresh_token"), ("refresh_token", refresh_token)];
         self.request(&form, outbound, redactor, now).await
     }
 
@@ -102,28 +151,42 @@ impl TokenEndpoint {
         outbound: &Outbound,
         redactor: &Redactor,
         now: Timestamp,
-    ) -> Result<AccessToken, OAuthError> {
+    ) -> Result<Issued, OAuthError> {
         let url = display_url(&self.url);
-        // RFC 6749 2.3.1: the id and secret are form-encoded before they are joined.
-        let encode = |text: &str| url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>();
-        let basic = base64::engine::general_purpose::STANDARD.encode(format!(
-            "{}:{}",
-            encode(&self.client_id),
-            encode(&self.client_secret)
-        ));
-        let mut authorization =
-            reqwest::header::HeaderValue::from_str(&format!("Basic {basic}")).expect("base64 is valid in a header");
-        authorization.set_sensitive(true);
-        let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
-        let request = outbound
-            .request(reqwest::Method::POST, self.url.clone())
-            .header(reqwest::header::AUTHORIZATION, authorization)
+        let mut form = form.to_vec();
+        let mut request = outbound.request(reqwest::Method::POST, self.url.clone());
+        match &self.client_secret {
+            Some(secret) => {
+                // RFC 6749 2.3.1: the id and secret are form-encoded before they are joined.
+                let encode = |text: &str| url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>();
+                let basic = base64::engine::general_purpose::STANDARD.encode(format!(
+                    "{}:{}",
+                    encode(&self.client_id),
+                    encode(secret)
+                ));
+                let mut authorization = reqwest::header::HeaderValue::from_str(&format!("Basic {basic}"))
+                    .expect("base64 is valid in a header");
+                authorization.set_sensitive(true);
+                request = request.header(reqwest::header::AUTHORIZATION, authorization);
+            }
+            // A public client names itself in the form (RFC 6749 4.1.3).
+            None => form.push(("client_id", &self.client_id)),
+        }
+        let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(&form).finish();
+        let request = request
             .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
             .header(reqwest::header::ACCEPT, "application/json")
             .body(body);
         let answer =
             outbound.send(request).await.map_err(|error| OAuthError::Unreachable { url: url.clone(), error })?;
         if !(200..300).contains(&answer.status) {
+            #[derive(Deserialize)]
+            struct ErrorResponse {
+                error: String,
+            }
+            if serde_json::from_slice::<ErrorResponse>(&answer.body).is_ok_and(|e| e.error == "invalid_grant") {
+                return Err(OAuthError::InvalidGrant { url });
+            }
             let excerpt = redactor.excerpt(&answer.body, EXCERPT_CHARS);
             return Err(OAuthError::Refused { url, status: answer.status, excerpt });
         }
@@ -132,7 +195,7 @@ impl TokenEndpoint {
 }
 
 /// A token endpoint's successful answer; the problem never quotes it (it may hold a token).
-fn parse(body: &[u8], now: Timestamp) -> Result<AccessToken, &'static str> {
+fn parse(body: &[u8], now: Timestamp) -> Result<Issued, &'static str> {
     let response: TokenResponse = serde_json::from_slice(body).map_err(|_| "not a JSON token response")?;
     if response.token_type.as_deref().is_some_and(|t| !t.eq_ignore_ascii_case("bearer")) {
         return Err("the token_type is not Bearer");
@@ -151,7 +214,12 @@ fn parse(body: &[u8], now: Timestamp) -> Result<AccessToken, &'static str> {
         let lifetime = Duration::from_secs(seconds);
         now.plus(lifetime - REFRESH_MARGIN.min(lifetime / 2))
     });
-    Ok(AccessToken { value: response.access_token.into(), replace_at })
+    Ok(Issued {
+        access: AccessToken { value: response.access_token.into(), replace_at },
+        expires_at: lifetime.map(|seconds| now.plus(Duration::from_secs(seconds))),
+        refresh_token: response.refresh_token.filter(|t| !t.is_empty()),
+        scope: response.scope,
+    })
 }
 
 /// A source's current token (see the module's description).
@@ -232,13 +300,13 @@ mod tests {
     #[test]
     fn token_answers_and_when_they_are_replaced() {
         let now = Timestamp::from_millis(1_000_000);
-        let at = |body: &str| parse(body.as_bytes(), now).map(|t| t.replace_at);
+        let at = |body: &str| parse(body.as_bytes(), now).map(|t| t.access.replace_at);
         let secs = |s: u64| Some(now.plus(Duration::from_secs(s)));
         // Replaced 60 s early, or halfway through a short lifetime; `expires_in` as a number or a string.
         assert_eq!(at(r#"{"access_token": "a", "token_type": "Bearer", "expires_in": 3600}"#), Ok(secs(3540)));
         assert_eq!(at(r#"{"access_token": "a", "token_type": "bearer", "expires_in": "90"}"#), Ok(secs(45)));
         assert_eq!(at(r#"{"access_token": "a"}"#), Ok(None), "no lifetime: kept until refused");
-        let token = parse(br#"{"access_token": "a"}"#, now).unwrap();
+        let token = parse(br#"{"access_token": "a"}"#, now).unwrap().access;
         assert!(token.fresh(now.plus(Duration::from_secs(86_400 * 365))));
         let refused = [
             (r#"{"access_token": "a", "token_type": "mac"}"#, "the token_type is not Bearer"),

@@ -75,7 +75,8 @@ impl ToolkitView {
 fn action(policy: &Policy) -> PolicyAction {
     match policy {
         Policy::Run => PolicyAction::Run,
-        Policy::NeedsApproval { .. } => PolicyAction::Approve,
+        // Either waits for a person before it runs.
+        Policy::NeedsApproval { .. } | Policy::NeedsConnect { .. } => PolicyAction::Approve,
         Policy::Blocked { .. } => PolicyAction::Block,
     }
 }
@@ -145,6 +146,10 @@ impl Tools for ToolkitView {
 
     fn toolkit(&self) -> Option<&ToolkitName> {
         Some(&self.toolkit.name)
+    }
+
+    fn offers(&self, path: &str) -> bool {
+        self.toolkit.includes(path) && self.inner.offers(path)
     }
 
     async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {

@@ -20,7 +20,7 @@ use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
-use support::{Recorded, World, world};
+use support::{Recorded, World, click_in_chromium, world};
 
 const WRITE: &str =
     r#"const created = await tools.shop.items.createItem({ body: { name: "chair" } }); return created.data"#;
@@ -358,35 +358,6 @@ async fn grants_api(local: &Local, token: &str, method: reqwest::Method, id: Opt
     let status = response.status().as_u16();
     let text = response.text().await.unwrap();
     (status, if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap() })
-}
-
-/// Run `node tests/browser/approve.mjs <url> <screenshot> <button>` with
-/// Debian's Chromium: what the script printed, and where the screenshot is.
-async fn click_in_chromium(url: String, screenshot: &str, button: &str) -> (Value, std::path::PathBuf) {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let browser = root.join("tests/browser");
-    assert!(
-        browser.join("node_modules/playwright-core").exists(),
-        "playwright-core is missing: run ./scripts/test, which installs it (npm ci in tests/browser)"
-    );
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    assert!(
-        std::path::Path::new(&chromium).exists(),
-        "Chromium is missing at {chromium}: run ./scripts/test, which installs Debian's chromium package"
-    );
-    let shot = root.join("target/browser").join(screenshot);
-    std::fs::create_dir_all(shot.parent().unwrap()).unwrap();
-    let _ = std::fs::remove_file(&shot);
-    let (script, button, path) = (browser.join("approve.mjs"), button.to_owned(), shot.clone());
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("node").arg(script).arg(url).arg(shot).arg(button).output()
-    })
-    .await
-    .unwrap()
-    .expect("node runs (Node.js is needed for the browser test)");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    (serde_json::from_str(stdout.trim()).unwrap(), path)
 }
 
 /// "Always allow" clicked in headless Chromium: the same code then runs

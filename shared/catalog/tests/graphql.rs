@@ -25,7 +25,7 @@ use support::graphql::GraphqlServer;
 use support::{TOKEN, TOKEN_VAR, set_secrets};
 
 fn ctx(step: u32) -> CallContext {
-    CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step }
+    CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step, owner: None }
 }
 
 /// A catalog with one GraphQL source `tracker`; `extra` adds lines to its table.

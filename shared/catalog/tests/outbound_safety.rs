@@ -101,7 +101,7 @@ async fn setup(extra: &str) -> Setup {
 }
 
 fn ctx(step: u32) -> CallContext {
-    CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step }
+    CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step, owner: None }
 }
 
 #[tokio::test(flavor = "multi_thread")]

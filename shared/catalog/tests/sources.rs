@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use support::{MCP_KEY, Recorded, TOKEN, world};
 
 fn ctx(step: u32) -> CallContext {
-    CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step }
+    CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step, owner: None }
 }
 
 async fn search(catalog: &Catalog, request: Value) -> Vec<String> {

@@ -23,7 +23,7 @@ policy = { rules = [
 "#;
 
 fn ctx() -> CallContext {
-    CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step: 0 }
+    CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step: 0, owner: None }
 }
 
 async fn view(catalog: &std::sync::Arc<Catalog>) -> ToolkitView {

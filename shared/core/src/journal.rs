@@ -107,12 +107,21 @@ pub struct PendingCall {
     pub args_hash: ArgsHash,
     /// What the approver is asked, e.g. "github.issues.create wants to run".
     pub message: String,
+    /// The source (namespace) the owner must connect (OAuth) before the call
+    /// can run: a `connect` pause rather than an approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect: Option<String>,
 }
 
 impl PendingCall {
     pub fn new(step: u32, path: impl Into<String>, args: Value, message: impl Into<String>) -> Self {
         let args_hash = ArgsHash::of(&args);
-        Self { step, path: path.into(), args, args_hash, message: message.into() }
+        Self { step, path: path.into(), args, args_hash, message: message.into(), connect: None }
+    }
+
+    /// A call that waits for its owner to connect `source`.
+    pub fn connect(step: u32, path: impl Into<String>, args: Value, message: impl Into<String>, source: &str) -> Self {
+        Self { connect: Some(source.to_owned()), ..Self::new(step, path, args, message) }
     }
 }
 

@@ -7,6 +7,7 @@
 pub mod alarm;
 pub mod approval;
 pub mod clock;
+pub mod connection;
 pub mod event;
 pub mod execution;
 pub mod grant;
@@ -23,6 +24,7 @@ pub mod toolkit;
 pub use alarm::{AlarmDecision, Timeouts, decide_session_alarm, needs_paused_count};
 pub use approval::{ApprovalLinks, LinkStatus, MAX_OPEN_LINKS};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use connection::{CONNECTION_RETENTION, OAUTH_STATE_TTL, OAuthState, SourceConnection};
 pub use event::{EVENT_SOURCE, Event, EventType, MAX_EVENT_TEXT_BYTES, execution_events, session_destroyed};
 pub use execution::{
     ApprovalAction, Execution, ExecutionEvent, ExecutionFailure, ExecutionState, ExecutionStatus, HEARTBEAT_EVERY,

@@ -11,7 +11,8 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use executor_catalog::{Catalog, CatalogConfig};
+use executor_catalog::{Catalog, CatalogConfig, TokenKey, Vault};
+use executor_core::SystemClock;
 use executor_sandbox::{Limits, Sandbox};
 use executor_scheduler::EventBridgeScheduler;
 use executor_service::{Host, HostConfig, ToolkitEndpoint};
@@ -58,7 +59,10 @@ pub async fn run(routes: Routes) -> Result<(), Error> {
         config.continuations = Some(Arc::new(continuations));
     }
     let sources = CatalogConfig::load_located(None)?;
-    let catalog = Arc::new(Catalog::connect(&sources).await?);
+    // Owners' OAuth tokens are sealed with the key from EXECUTOR_TOKEN_KEY_SECRET_ARN, read once per cold start.
+    let vault = TokenKey::from_env().await?.map(|key| Vault { store: store.clone(), key });
+    let catalog = Arc::new(Catalog::connect_with_vault(&sources, Arc::new(SystemClock), vault).await?);
+    config.connections = catalog.connections();
     // Named with the reason when a source failed to load, never as an empty namespace.
     let namespaces: Vec<String> = catalog.namespaces().iter().map(|n| catalog.label(&n.namespace)).collect();
     config.quotas.owners = sources.quotas;

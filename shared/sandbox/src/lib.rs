@@ -6,6 +6,7 @@
 //! [`Tools`], and a pause comes out as a serialisable [`Snapshot`] that the
 //! service persists.
 
+mod connections;
 mod engine;
 mod error;
 mod limits;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 
 use executor_core::{Clock, SystemClock};
 
+pub use connections::{Authorization, ConnectError, ConnectionInfo, Connections};
 pub use error::SandboxError;
 pub use limits::Limits;
 pub use run::{Outcome, Segment, Snapshot};

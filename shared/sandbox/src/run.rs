@@ -118,8 +118,9 @@ pub(crate) enum Action {
     Decline,
     /// The policy refuses it.
     Block(String),
-    /// Needs a decision that has not been made: pause.
-    Await(String),
+    /// Needs a decision that has not been made: pause. `connect`: the source
+    /// the owner must connect first.
+    Await { message: String, connect: Option<String> },
     /// The decision cancelled the execution.
     Cancel,
 }
@@ -157,8 +158,17 @@ pub(crate) fn plan(
             Ok(match replay {
                 Replay::Recorded(done) => Action::Replay(done.outcome.clone()),
                 Replay::Pending(pending) => match decisions.get(&call.step) {
+                    // Accepting a call that waits for a connection does not make one:
+                    // while the owner has none, it waits again. Once connected, the
+                    // call is planned as new (a write still asks for its approval).
+                    Some(ApprovalAction::Accept) if pending.connect.is_some() => match policy(&call.path, &call.args) {
+                        Policy::Run => Action::Call,
+                        Policy::NeedsApproval { message } => Action::Await { message, connect: None },
+                        Policy::NeedsConnect { source, message } => Action::Await { message, connect: Some(source) },
+                        Policy::Blocked { reason } => Action::Block(reason),
+                    },
                     Some(action) => decided(*action),
-                    None => Action::Await(pending.message.clone()),
+                    None => Action::Await { message: pending.message.clone(), connect: pending.connect.clone() },
                 },
                 Replay::New if is_builtin(&call.path) => Action::Call,
                 Replay::New => match policy(&call.path, &call.args) {
@@ -166,8 +176,9 @@ pub(crate) fn plan(
                     // A decision made ahead of time (by step) applies without pausing.
                     Policy::NeedsApproval { message } => match decisions.get(&call.step) {
                         Some(action) => decided(*action),
-                        None => Action::Await(message),
+                        None => Action::Await { message, connect: None },
                     },
+                    Policy::NeedsConnect { source, message } => Action::Await { message, connect: Some(source) },
                     Policy::Blocked { reason } => Action::Block(reason),
                 },
             })
@@ -334,7 +345,7 @@ fn drive_counting(
             return Outcome::Yielded { snapshot: Snapshot { code, journal }, logs: engine.into_logs(true) };
         }
         let policy = |path: &str, args: &Value| match tools.policy(path, args) {
-            Policy::NeedsApproval { .. } if !prepared.replace(true) => {
+            Policy::NeedsApproval { .. } | Policy::NeedsConnect { .. } if !prepared.replace(true) => {
                 runtime.block_on(tools.prepare_approvals());
                 tools.policy(path, args)
             }
@@ -353,7 +364,7 @@ fn drive_counting(
         let calls = batch.iter().zip(&actions).filter(|(_, a)| **a == Action::Call).map(|(call, _)| {
             steps.called += 1;
             let tools = tools.clone();
-            let ctx = CallContext { execution_id: execution_id.clone(), step: call.step };
+            let ctx = CallContext { execution_id: execution_id.clone(), step: call.step, owner: None };
             let call = call.clone();
             let span = tool_span(&call.path, call.step);
             async move {
@@ -406,7 +417,8 @@ fn drive_counting(
         for (call, action) in batch.iter().zip(&actions) {
             // Calls that were not made still get a span, saying why.
             let not_made = match action {
-                Action::Await(_) => Some("approval_required"),
+                Action::Await { connect: None, .. } => Some("approval_required"),
+                Action::Await { connect: Some(_), .. } => Some("connect_required"),
                 Action::Decline => Some("declined"),
                 Action::Block(_) => Some("blocked"),
                 Action::Replay(_) | Action::Cancel | Action::Call => None,
@@ -416,8 +428,12 @@ fn drive_counting(
             }
             let outcome = match action {
                 Action::Replay(_) | Action::Cancel => continue,
-                Action::Await(message) => {
-                    journal.add_pending(PendingCall::new(call.step, &call.path, call.args.clone(), message));
+                Action::Await { message, connect } => {
+                    let pending = match connect {
+                        Some(source) => PendingCall::connect(call.step, &call.path, call.args.clone(), message, source),
+                        None => PendingCall::new(call.step, &call.path, call.args.clone(), message),
+                    };
+                    journal.add_pending(pending);
                     paused = true;
                     steps.pending += 1;
                     continue;
@@ -506,8 +522,8 @@ mod tests {
                 Action::Replay(StepOutcome::Ok { data: json!([1]) }),
                 Action::Call,
                 Action::Decline,
-                Action::Await("create?".into()),
-                Action::Await("create?".into()),
+                Action::Await { message: "create?".into(), connect: None },
+                Action::Await { message: "create?".into(), connect: None },
                 Action::Block("deletes are off".into()),
                 Action::Call,
                 Action::Call,
@@ -521,6 +537,36 @@ mod tests {
         let ahead = BTreeMap::from([(4, ApprovalAction::Accept), (5, ApprovalAction::Accept)]);
         let planned = plan(&journal, &ahead, &batch[4..6], None, policy).unwrap();
         assert_eq!(planned, [Action::Call, Action::Block("deletes are off".into())], "a decision never unblocks");
+    }
+
+    #[test]
+    fn a_call_waiting_for_a_connection_waits_until_there_is_one() {
+        let connect = || Policy::NeedsConnect { source: "crm".into(), message: "connect crm".into() };
+        let waits = Action::Await { message: "connect crm".into(), connect: Some("crm".into()) };
+        let batch = [call(0, "crm.list", json!({}))];
+        let fresh = Journal::new(Timestamp::from_millis(0), 1);
+        let accepted = BTreeMap::from([(0, ApprovalAction::Accept)]);
+        // New: it waits, and a decision ahead of time does not connect anything.
+        assert_eq!(
+            plan(&fresh, &BTreeMap::new(), &batch, None, |_, _| connect()).unwrap(),
+            std::slice::from_ref(&waits)
+        );
+        assert_eq!(plan(&fresh, &accepted, &batch, None, |_, _| connect()).unwrap(), std::slice::from_ref(&waits));
+        // Pending: accepted while still not connected, it waits again; once
+        // connected it is planned by the policy, so a write still asks for approval.
+        let mut journal = Journal::new(Timestamp::from_millis(0), 1);
+        journal.add_pending(PendingCall::connect(0, "crm.list", json!({}), "connect crm", "crm"));
+        assert_eq!(
+            plan(&journal, &BTreeMap::new(), &batch, None, |_, _| Policy::Run).unwrap(),
+            std::slice::from_ref(&waits)
+        );
+        assert_eq!(plan(&journal, &accepted, &batch, None, |_, _| connect()).unwrap(), [waits]);
+        assert_eq!(plan(&journal, &accepted, &batch, None, |_, _| Policy::Run).unwrap(), [Action::Call]);
+        let approve = |_: &str, _: &Value| Policy::NeedsApproval { message: "write?".into() };
+        let asks = Action::Await { message: "write?".into(), connect: None };
+        assert_eq!(plan(&journal, &accepted, &batch, None, approve).unwrap(), [asks]);
+        let declined = BTreeMap::from([(0, ApprovalAction::Decline)]);
+        assert_eq!(plan(&journal, &declined, &batch, None, |_, _| connect()).unwrap(), [Action::Decline]);
     }
 
     #[test]

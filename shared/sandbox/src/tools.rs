@@ -2,7 +2,7 @@
 //! and the policy that says which calls need a decision. The catalog implements it.
 
 use async_trait::async_trait;
-use executor_core::{ExecutionId, ToolkitName};
+use executor_core::{ExecutionId, Principal, ToolkitName};
 use serde_json::Value;
 
 /// Reserved paths handled by [`Tools::search`] and [`Tools::describe`].
@@ -18,6 +18,12 @@ pub enum Policy {
     Run,
     /// Pause until a person or the model decides; `message` is what they are asked.
     NeedsApproval {
+        message: String,
+    },
+    /// Pause until the owner connects `source` (a per-owner OAuth source they
+    /// have no tokens for); `message` says so.
+    NeedsConnect {
+        source: String,
         message: String,
     },
     /// Never run; the code gets `{ok:false, error:{code:"blocked"}}`.
@@ -56,6 +62,8 @@ impl ToolSuccess {
 pub struct CallContext {
     pub execution_id: ExecutionId,
     pub step: u32,
+    /// Whose code makes the call: per-owner sources use that owner's tokens.
+    pub owner: Option<Principal>,
 }
 
 impl CallContext {
@@ -72,9 +80,9 @@ pub trait Tools: Send + Sync {
     fn policy(&self, path: &str, args: &Value) -> Policy;
 
     /// Called once per run, the first time [`Tools::policy`] says a new call
-    /// needs approval, before that call is planned: a view whose decisions
-    /// depend on stored data (the owner's grants) loads it here, so runs that
-    /// never meet an approval never read it.
+    /// needs approval or a connection, before that call is planned: a view
+    /// whose decisions depend on stored data (the owner's grants and
+    /// connections) loads it here, so runs that never meet one never read it.
     async fn prepare_approvals(&self) {}
 
     /// Make a call. Only called for paths the policy lets run (or that were approved).
@@ -91,6 +99,12 @@ pub trait Tools: Send + Sync {
 
     /// `tools.describe.tool({path})`: TypeScript declarations of the tool.
     async fn describe(&self, request: Value) -> ToolOutcome;
+
+    /// Whether this view has a tool at `path` (a toolkit's view hides the
+    /// tools outside it). Views that cannot tell say yes.
+    fn offers(&self, _path: &str) -> bool {
+        true
+    }
 
     /// The toolkit this view of the tools is, if it is one (a toolkit's
     /// executions are resumed with that toolkit's view).

@@ -24,7 +24,7 @@ pre{white-space:pre-wrap;overflow-wrap:anywhere;overflow-x:auto;background:var(-
 code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,monospace}.line{display:block;white-space:pre}\
 .line.hl{background:var(--hl)}.ln{display:inline-block;width:2.5em;opacity:.55;user-select:none}\
 .time{font-weight:600}.actions{display:flex;gap:.75rem;flex-wrap:wrap;margin:1rem 0}\
-button{flex:1 1 10rem;font:inherit;font-weight:600;padding:.8rem 1rem;border-radius:.5rem;border:0;color:#fff;cursor:pointer}\
+button,a.button{flex:1 1 10rem;font:inherit;font-weight:600;padding:.8rem 1rem;border-radius:.5rem;border:0;color:#fff;cursor:pointer;text-align:center;text-decoration:none}\
 .approve{background:var(--ok)}.always{background:#0b5cad}.decline{background:var(--no)}summary{cursor:pointer;font-weight:600}\
 .muted{opacity:.75;font-size:.9rem}";
 
@@ -111,6 +111,42 @@ pub(crate) fn pending(page: &PendingPage<'_>) -> String {
         details.panel open { summary { "The code" } pre { (code_lines(page.code, &paths)) } }
     };
     document("Approval needed", body)
+}
+
+/// What the page of a call that waits for a connection needs.
+pub(crate) struct ConnectPage<'a> {
+    pub id: &'a ExecutionId,
+    pub source: &'a str,
+    pub call: &'a PendingCall,
+    /// Starts the authorization (the connect link of this pause).
+    pub connect_url: &'a str,
+    pub deadline: Timestamp,
+    pub now: Timestamp,
+    pub token: &'a str,
+    pub csrf: &'a str,
+}
+
+/// The approval link of a call that waits for the owner to connect a source:
+/// a link that connects (then the call runs), or Decline.
+pub(crate) fn connect(page: &ConnectPage<'_>) -> String {
+    let label = format!("Connect {}", page.source);
+    let body = html! {
+        h1 { (Visible(&label)) }
+        p {
+            "Code run by an AI agent wants to call " code { "tools." (Visible(&page.call.path)) }
+            " with your own " b { (Visible(page.source)) } " account, which is not connected yet. Connect it, and \
+             the call runs once you come back."
+        }
+        section { pre { (Visible(&shown(&page.call.message))) } }
+        p.time { "Time left: " (time_left(page.now, page.deadline)) " (until " (Visible(&page.deadline.to_rfc3339())) ")." }
+        div.actions { a.button.approve href=(Visible(page.connect_url)) { (Visible(&label)) } }
+        form method="post" action=(Visible(page.id.as_str())) {
+            input type="hidden" name="token" value=(Visible(page.token));
+            input type="hidden" name="csrf" value=(Visible(page.csrf));
+            div.actions { button.decline name="decision" value="decline" { "Decline" } }
+        }
+    };
+    document(&label, body)
 }
 
 /// A page that only says something: an outcome, "expired", "not found".

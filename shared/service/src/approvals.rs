@@ -168,6 +168,19 @@ impl ApprovalRoutes {
     ) -> Response<Bytes> {
         let ExecutionState::Paused { deadline } = execution.state else { return not_found_page() };
         let pending = &execution.journal.pending;
+        if let Some(source) = pending.first().and_then(|call| call.connect.as_deref()) {
+            let html = approval_page::connect(&approval_page::ConnectPage {
+                id: &execution.id,
+                source,
+                call: &pending[0],
+                connect_url: &format!("{}{}?token={token}", crate::connections::CONNECT_PREFIX, execution.id),
+                deadline,
+                now: self.executions.now(),
+                token,
+                csrf,
+            });
+            return page(StatusCode::OK, html);
+        }
         let mut descriptions = Vec::with_capacity(pending.len());
         for call in pending {
             let described = self.tools.describe(json!({ "path": call.path })).await;
@@ -306,7 +319,7 @@ fn unavailable_page(detail: &str) -> Response<Bytes> {
     page(StatusCode::SERVICE_UNAVAILABLE, approval_page::message("Try again shortly", &text, None))
 }
 
-fn page(status: StatusCode, html: String) -> Response<Bytes> {
+pub(crate) fn page(status: StatusCode, html: String) -> Response<Bytes> {
     let mut response = Response::new(Bytes::from(html));
     *response.status_mut() = status;
     let headers = response.headers_mut();

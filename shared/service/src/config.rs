@@ -63,6 +63,9 @@ pub struct HostConfig {
     /// Where this host is reached when `public_url` is unset (`executor
     /// serve`: its listening address): the base of the approval links in events.
     pub local_url: Option<String>,
+    /// Per-owner OAuth connections (the catalog's `oauth2` sources): their
+    /// calls wait for the owner to connect, `/oauth/...` and `/api/connections`.
+    pub connections: Option<Arc<dyn executor_sandbox::Connections>>,
 }
 
 impl Default for HostConfig {
@@ -89,6 +92,7 @@ impl Default for HostConfig {
             events: EventSettings::default(),
             event_sink: None,
             local_url: None,
+            connections: None,
         }
     }
 }

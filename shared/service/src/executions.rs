@@ -20,7 +20,7 @@ use executor_core::{
     ExecutionStatus, GrantedBy, LinkStatus, PendingCall, Principal, QuotaExceeded, Remember, SessionId, Timeouts,
     Timestamp, TokenHash, ToolkitName, TransitionError,
 };
-use executor_sandbox::{Sandbox, Segment, Snapshot, Tools};
+use executor_sandbox::{Connections, Sandbox, Segment, Snapshot, Tools};
 use executor_store::{Access, ExecutionStore, StoreError};
 use executor_telemetry::{Metric, count};
 use serde_json::Value;
@@ -170,6 +170,8 @@ pub struct Executions {
     stored_outcomes: bool,
     /// Lifecycle events, stored with the changes they describe; `None`: off.
     events: Option<Events>,
+    /// Per-owner OAuth connections: calls to a source the owner has not connected wait for it.
+    connections: Option<Arc<dyn Connections>>,
 }
 
 impl Executions {
@@ -189,7 +191,14 @@ impl Executions {
             continuations: None,
             stored_outcomes: false,
             events: None,
+            connections: None,
         }
+    }
+
+    /// Make calls to per-owner OAuth sources wait until their owner connects.
+    pub fn with_connections(mut self, connections: Option<Arc<dyn Connections>>) -> Self {
+        self.connections = connections;
+        self
     }
 
     /// Emit lifecycle events (docs/events.md) with every status change stored.
@@ -250,10 +259,15 @@ impl Executions {
         self
     }
 
-    /// `tools` as `owner`'s code sees them: with the owner's live grants applied.
+    /// `tools` as `owner`'s code sees them: with the owner's live grants
+    /// applied, and the owner's connections to per-owner sources.
     fn granted(&self, owner: &Principal, tools: Arc<dyn Tools>) -> Arc<dyn Tools> {
-        match &self.grants {
+        let tools = match &self.grants {
             Some(grants) => grants.tools_for(owner, tools),
+            None => tools,
+        };
+        match &self.connections {
+            Some(connections) => crate::connections::tools_for(connections.clone(), owner, tools),
             None => tools,
         }
     }
@@ -422,6 +436,10 @@ impl Executions {
             }
             // The model decides this call only: it can never remember a decision.
             (ElicitationMode::Model, Some(action)) => self.decide(execution, action, None, None, tools).await,
+            // A pause for a connection is answered with a fresh connect link.
+            (ElicitationMode::Model, None) | (ElicitationMode::Native, _) if waits_for_connect(&execution) => {
+                self.await_outcome(execution, None, Duration::ZERO).await
+            }
             (ElicitationMode::Model, None) | (ElicitationMode::Native, _) => settled(&execution),
         }
     }
@@ -477,12 +495,34 @@ impl Executions {
         remember: Remember,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
+        let remember = remembered(remember, GrantedBy::ApprovalPage);
+        self.decide_with_link_hash_remembering(id, &ApprovalToken::hash_of(token), action, remember, tools).await
+    }
+
+    /// Apply a decision through the link whose hash is `hash`: a connect
+    /// callback knows the link its authorization began with, not the link itself.
+    pub(crate) async fn decide_with_link_hash(
+        &self,
+        id: &ExecutionId,
+        hash: &TokenHash,
+        action: ApprovalAction,
+        tools: Arc<dyn Tools>,
+    ) -> Result<ExecutionResult, ResumeError> {
+        self.decide_with_link_hash_remembering(id, hash, action, None, tools).await
+    }
+
+    async fn decide_with_link_hash_remembering(
+        &self,
+        id: &ExecutionId,
+        hash: &TokenHash,
+        action: ApprovalAction,
+        remember: Option<GrantedBy>,
+        tools: Arc<dyn Tools>,
+    ) -> Result<ExecutionResult, ResumeError> {
         let execution = self.load(Access::Internal, id).await?;
         let tools = self.tools_for(&execution, tools)?;
-        let hash = ApprovalToken::hash_of(token);
-        let remember = remembered(remember, GrantedBy::ApprovalPage);
-        match execution.links.status(&hash) {
-            LinkStatus::Open => self.decide(execution, action, Some(hash), remember, tools).await,
+        match execution.links.status(hash) {
+            LinkStatus::Open => self.decide(execution, action, Some(hash.clone()), remember, tools).await,
             LinkStatus::Spent => Err(ResumeError::AlreadySettled(id.clone())),
             LinkStatus::Unknown => Err(ResumeError::NotFound(id.clone())),
         }
@@ -631,14 +671,13 @@ impl Executions {
         remember: Option<GrantedBy>,
         tools: Arc<dyn Tools>,
     ) -> Arc<dyn Tools> {
-        let Some(grants) = &self.grants else { return tools };
-        if let (ApprovalAction::Accept, Some(by)) = (action, remember) {
+        if let (Some(grants), ApprovalAction::Accept, Some(by)) = (&self.grants, action, remember) {
             let pending = execution.journal.pending.iter().map(|call| call.path.as_str());
             if let Err(error) = grants.remember(&execution.owner, pending, by).await {
                 tracing::warn!(executor.execution.id = execution.id.as_str(), %error, "the grant could not be stored");
             }
         }
-        grants.tools_for(&execution.owner, tools)
+        self.granted(&execution.owner, tools)
     }
 
     /// Wait (at most `wait`) while the execution runs or stays at the pause
@@ -664,7 +703,9 @@ impl Executions {
                 }
                 ExecutionState::Paused { .. } if waiting && pending_step(&execution) == watched => {}
                 ExecutionState::Running | ExecutionState::Resuming { .. } if waiting => {}
-                ExecutionState::Paused { .. } if execution.mode == ElicitationMode::Browser => {
+                ExecutionState::Paused { .. }
+                    if execution.mode == ElicitationMode::Browser || waits_for_connect(&execution) =>
+                {
                     let token = ApprovalToken::generate().map_err(no_randomness)?;
                     execution.links.open(token.hash());
                     match self.store.update_execution(&mut execution).await {
@@ -757,13 +798,14 @@ impl Executions {
             execution.expires_at = deadline.plus(RETENTION);
             execution.logs = logs;
             execution.pause_trace = executor_telemetry::traceparent(&Span::current());
-            let token = match execution.mode {
-                ElicitationMode::Browser => {
+            // A connect pause has a link in every mode: it is where the owner connects.
+            let token = match execution.mode == ElicitationMode::Browser || waits_for_connect(execution) {
+                true => {
                     let token = ApprovalToken::generate().map_err(no_randomness)?;
                     execution.links.open(token.hash());
                     Some(token)
                 }
-                ElicitationMode::Model | ElicitationMode::Native => None,
+                false => None,
             };
             self.save(execution, from, token.as_ref()).await?;
             count(Metric::ExecutionsPaused);
@@ -830,6 +872,11 @@ fn not_found(id: &ExecutionId, e: StoreError) -> ResumeError {
 /// Whether something runs the execution now (a new run handed on, or a continuation).
 fn is_running(execution: &Execution) -> bool {
     matches!(execution.state, ExecutionState::Running | ExecutionState::Resuming { .. })
+}
+
+/// Whether the execution's pause waits for its owner to connect a source.
+fn waits_for_connect(execution: &Execution) -> bool {
+    execution.journal.pending.first().is_some_and(|call| call.connect.is_some())
 }
 
 /// Which pause an execution is at: the step of its first pending call.

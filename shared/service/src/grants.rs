@@ -184,6 +184,10 @@ impl Tools for Granted {
         self.inner.toolkit()
     }
 
+    fn offers(&self, path: &str) -> bool {
+        self.inner.offers(path)
+    }
+
     async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {
         self.inner.search_visible(request, visible).await
     }

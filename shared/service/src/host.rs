@@ -30,6 +30,7 @@ use tracing::{Instrument, Span};
 use crate::approvals::ApprovalRoutes;
 use crate::auth::{Authenticator, rpc_refusal, scoped_elsewhere};
 use crate::config::{HostConfig, parse_mode};
+use crate::connections::{CALLBACK_PATH, CONNECT_PREFIX, ConnectRoutes};
 use crate::grants::Grants;
 use crate::mcp_tools::{Caller, McpServer};
 use crate::native::NativeApprovals;
@@ -65,6 +66,8 @@ pub struct Host {
     alarms: Arc<Alarms>,
     approvals: Arc<ApprovalRoutes>,
     grants: Arc<Grants>,
+    /// The connect flow and `/api/connections`, when a source connects per owner.
+    connect: Option<Arc<ConnectRoutes>>,
     mcp: McpEndpoint,
     toolkits: Arc<HashMap<ToolkitName, ToolkitRoute>>,
     config: HostConfig,
@@ -99,9 +102,14 @@ impl Host {
                 .with_toolkits(views)
                 .with_quotas(QuotaGate::new(store.clone(), config.quotas.clone()))
                 .with_grants(grants.clone())
+                .with_connections(config.connections.clone())
                 .with_events(events.clone()),
         );
         let approvals = Arc::new(ApprovalRoutes::new(executions.clone(), tools.clone()));
+        let connect = config
+            .connections
+            .clone()
+            .map(|connections| Arc::new(ConnectRoutes::new(connections, executions.clone(), tools.clone())));
         let alarms =
             Arc::new(Alarms::new(store.clone(), store.clone(), scheduler, config.timeouts).with_events(events.clone()));
         let native = config.request_state_key.as_ref().map(|key| {
@@ -148,6 +156,7 @@ impl Host {
             alarms,
             approvals,
             grants,
+            connect,
             mcp,
             toolkits: Arc::new(toolkits),
             config,
@@ -199,7 +208,7 @@ impl Host {
     /// Every route, as `executor serve` mounts them on one port.
     pub async fn handle(&self, request: Request<Bytes>) -> Response<Bytes> {
         let path = request.uri().path();
-        if path.starts_with("/approvals/") || path.starts_with("/api/") {
+        if path.starts_with("/approvals/") || path.starts_with("/api/") || path.starts_with("/oauth/") {
             self.handle_approvals(request).await
         } else {
             self.handle_mcp(request).await
@@ -271,7 +280,38 @@ impl Host {
             let secure = self.base_url(request.headers()).starts_with("https://");
             return self.approvals.page(&request, secure).await;
         }
+        if path.starts_with(CONNECT_PREFIX) || path == CALLBACK_PATH {
+            let Some(connect) = &self.connect else {
+                return text(StatusCode::NOT_FOUND, "no source connects per owner");
+            };
+            let base_url = self.base_url(request.headers());
+            return match path.starts_with(CONNECT_PREFIX) {
+                true => connect.connect(&request, &base_url).await,
+                false => connect.callback(&request, &base_url).await,
+            };
+        }
         let grants = path == "/api/grants" || path.starts_with("/api/grants/");
+        let connections = path == "/api/connections" || path.starts_with("/api/connections/");
+        if connections {
+            let base_url = self.base_url(request.headers());
+            let auth = self.auth.authenticate_scoped(request.headers(), &base_url, crate::approvals::api_error).await;
+            let (owner, scope) = match auth {
+                Ok(caller) => caller,
+                Err(response) => return response,
+            };
+            // Connections are the owner's own, not a toolkit's: a scoped key cannot manage them.
+            if let Some(name) = scope {
+                return crate::approvals::api_error(StatusCode::FORBIDDEN, &scoped_elsewhere(&name));
+            }
+            return match &self.connect {
+                Some(connect) => connect.api(&request, &owner).await,
+                None if request.method() == Method::GET => json_response(StatusCode::OK, &json!({"connections": []})),
+                None => crate::approvals::api_json(
+                    StatusCode::NOT_FOUND,
+                    &json!({"error": {"code": "connection_not_found", "message": "no source connects per owner"}}),
+                ),
+            };
+        }
         if path.starts_with("/api/executions/") || grants {
             let base_url = self.base_url(request.headers());
             let auth = self.auth.authenticate_scoped(request.headers(), &base_url, crate::approvals::api_error).await;

@@ -8,6 +8,7 @@ mod auth;
 mod config;
 #[cfg(feature = "conformance")]
 mod conformance;
+mod connections;
 mod continuations;
 mod executions;
 mod grants;

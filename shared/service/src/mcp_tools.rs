@@ -137,6 +137,8 @@ impl McpServer {
             Some(native),
             ExecutionResult::Paused { execution_id, pending, mode: ElicitationMode::Native, .. },
         ) = (caller.mode, &self.native, result)
+            // A connection is made in the browser, not answered in the client: its result carries the link.
+            && pending[0].connect.is_none()
         {
             return CallToolResponse::InputRequired(native.ask(&caller.owner, execution_id, pending));
         }

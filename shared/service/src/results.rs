@@ -21,7 +21,14 @@ pub(crate) fn execution(result: &ExecutionResult, base_url: &str) -> (Value, boo
             }
             (json!({ "status": "error", "error": failure, "logs": logs }), true)
         }
-        ExecutionResult::Paused { execution_id, expires_at, link: Some(token), logs, .. } => (
+        ExecutionResult::Paused {
+            execution_id,
+            expires_at,
+            link: Some(token),
+            logs,
+            mode: ElicitationMode::Browser,
+            ..
+        } => (
             json!({
                 "status": "user_approval_required",
                 "executionId": execution_id,
@@ -31,7 +38,29 @@ pub(crate) fn execution(result: &ExecutionResult, base_url: &str) -> (Value, boo
             }),
             false,
         ),
-        ExecutionResult::Paused { execution_id, expires_at, pending, logs, link: None, mode } => {
+        // A call that waits for the owner to connect a source: the link starts that.
+        ExecutionResult::Paused { execution_id, expires_at, pending, logs, link, mode }
+            if pending[0].connect.is_some() =>
+        {
+            let first = &pending[0];
+            let mut interaction = json!({ "kind": "connect", "message": first.message, "tool": first.path });
+            if let Some(token) = link {
+                interaction["connectUrl"] = connect_url(base_url, execution_id, token).into();
+            }
+            (
+                json!({
+                    "status": "waiting_for_interaction",
+                    "executionId": execution_id,
+                    "expiresAt": expires_at.to_rfc3339(),
+                    "interaction": interaction,
+                    "pauseId": first.step.to_string(),
+                    "decidedBy": if *mode == ElicitationMode::Native { "client" } else { "model" },
+                    "logs": logs,
+                }),
+                false,
+            )
+        }
+        ExecutionResult::Paused { execution_id, expires_at, pending, logs, mode, .. } => {
             let first = &pending[0];
             let message = match pending.len() {
                 1 => first.message.clone(),
@@ -64,6 +93,11 @@ pub(crate) fn approval_url(base_url: &str, id: &ExecutionId, token: &ApprovalTok
     format!("{}/approvals/{id}?token={}", base_url.trim_end_matches('/'), token.as_str())
 }
 
+/// Where the owner starts connecting the source a paused call waits for.
+pub(crate) fn connect_url(base_url: &str, id: &ExecutionId, token: &ApprovalToken) -> String {
+    format!("{}/oauth/connect/{id}?token={}", base_url.trim_end_matches('/'), token.as_str())
+}
+
 pub(crate) fn resume_error(error: &ResumeError) -> Value {
     let mut failure = json!({ "code": error.code(), "message": error.to_string() });
     if let ResumeError::Quota(exceeded) = error
@@ -77,6 +111,16 @@ pub(crate) fn resume_error(error: &ResumeError) -> Value {
 /// One line for the model to act on, then the JSON.
 pub(crate) fn text(structured: &Value) -> String {
     let lead = match structured["status"].as_str() {
+        Some("waiting_for_interaction") if structured["interaction"]["kind"] == "connect" => format!(
+            "Paused: {} uses the user's own account, which they have not connected yet. Show the user this link \
+             and ask them to connect there: {} (it expires {}). Once they have, the call runs by itself; then call \
+             `resume` with executionId \"{}\", pauseId \"{}\" and action \"accept\" to get the outcome.",
+            structured["interaction"]["tool"].as_str().unwrap_or("a tool"),
+            structured["interaction"]["connectUrl"].as_str().unwrap_or("(call resume without an action for a link)"),
+            structured["expiresAt"].as_str().unwrap_or("soon"),
+            structured["executionId"].as_str().unwrap_or(""),
+            structured["pauseId"].as_str().unwrap_or(""),
+        ),
         Some("waiting_for_interaction") if structured["decidedBy"] == "client" => format!(
             "Paused: {} needs approval, and the user's MCP client asked them about it. Only their answer there \
              decides it (resume cannot). Call `resume` with executionId \"{}\" and no action to see where it stands; \
@@ -216,6 +260,33 @@ mod tests {
             }),
             false,
             "Approval needed. Show the user this link",
+        ));
+        let connect = PendingCall::connect(4, "crm.contacts.list", json!({}), "Connect crm?", "crm");
+        cases.push((
+            ExecutionResult::Paused {
+                execution_id: id.clone(),
+                expires_at: Timestamp::from_millis(0),
+                pending: vec![connect],
+                logs: vec![],
+                link: Some(token.clone()),
+                mode: ElicitationMode::Model,
+            },
+            json!({
+                "status": "waiting_for_interaction",
+                "executionId": "e1",
+                "expiresAt": "1970-01-01T00:00:00.000Z",
+                "interaction": {
+                    "kind": "connect",
+                    "message": "Connect crm?",
+                    "tool": "crm.contacts.list",
+                    "connectUrl": format!("https://x.example/oauth/connect/e1?token={}", token.as_str()),
+                },
+                "pauseId": "4",
+                "decidedBy": "model",
+                "logs": [],
+            }),
+            false,
+            "Paused: crm.contacts.list uses the user's own account",
         ));
         cases.push((
             ExecutionResult::Running { execution_id: id.clone() },

@@ -10,18 +10,18 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use executor_core::{
-    ApiKey, Clock, Event, Execution, ExecutionId, ExecutionState, Grant, GrantId, Principal, Session, SessionId,
-    SystemClock, Timestamp, TokenHash,
+    ApiKey, Clock, Event, Execution, ExecutionId, ExecutionState, Grant, GrantId, OAuthState, Principal, Session,
+    SessionId, SourceConnection, SystemClock, Timestamp, TokenHash,
 };
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
-use crate::records::{self, API_KEY, EVENT, EXECUTION, GRANT, SESSION};
+use crate::records::{self, API_KEY, CONNECTION, EVENT, EXECUTION, GRANT, OAUTH_STATE, SESSION};
 
 #[path = "embedded_quota.rs"]
 mod quota;
 use crate::traced::traced;
-use crate::{Access, ExecutionStore, GrantStore, KeyStore, OutboxStore, SessionStore, StoreError};
+use crate::{Access, ConnectionStore, ExecutionStore, GrantStore, KeyStore, OutboxStore, SessionStore, StoreError};
 
 /// The backend named in store spans.
 const BACKEND: &str = "redb";
@@ -591,6 +591,151 @@ impl GrantStore for EmbeddedStore {
                 };
                 table.remove((pk.as_str(), sk.as_str()))?;
                 Ok(grant)
+            })
+            .await
+        })
+        .await
+    }
+}
+
+/// The live connection stored under `(pk, sk)`, if any.
+fn live_connection(
+    table: &redb::Table<(&str, &str), &[u8]>,
+    pk: &str,
+    sk: &str,
+    now: Timestamp,
+) -> Result<Option<SourceConnection>, Failure> {
+    let Some(bytes) = table.get((pk, sk))? else { return Ok(None) };
+    let stored: SourceConnection = records::decode(CONNECTION, bytes.value()).map_err(Failure::Store)?;
+    Ok((now < stored.expires_at).then_some(stored))
+}
+
+/// Whether the stored connection is the one a conditional write expects.
+fn expected_connection(stored: Option<&SourceConnection>, expected: Option<u64>) -> Result<(), Failure> {
+    match (stored, expected) {
+        (None, None) => Ok(()),
+        (Some(_), None) => Err(Failure::Store(StoreError::AlreadyExists { what: CONNECTION })),
+        (None, Some(_)) => Err(Failure::Store(StoreError::NotFound { what: CONNECTION })),
+        (Some(stored), Some(v)) if stored.version == v => Ok(()),
+        (Some(_), Some(_)) => Err(Failure::Store(StoreError::Conflict { what: CONNECTION })),
+    }
+}
+
+#[async_trait]
+impl ConnectionStore for EmbeddedStore {
+    async fn get_connection(&self, owner: &Principal, source: &str) -> Result<SourceConnection, StoreError> {
+        traced("store.get_connection", BACKEND, async {
+            let bytes =
+                self.get("read a connection", records::connections_pk(owner), records::connection_sk(source)).await?;
+            let stored: SourceConnection =
+                records::decode(CONNECTION, &bytes.ok_or(StoreError::NotFound { what: CONNECTION })?)?;
+            match self.clock.now() < stored.expires_at {
+                true => Ok(stored),
+                false => Err(StoreError::NotFound { what: CONNECTION }),
+            }
+        })
+        .await
+    }
+
+    async fn list_connections(&self, owner: &Principal) -> Result<Vec<SourceConnection>, StoreError> {
+        traced("store.list_connections", BACKEND, async {
+            let values =
+                self.range("list connections", records::connections_pk(owner), records::CONNECTION_PREFIX).await?;
+            let now = self.clock.now();
+            let mut connections = Vec::new();
+            for (_, bytes) in values {
+                let connection: SourceConnection = records::decode(CONNECTION, &bytes)?;
+                if now < connection.expires_at {
+                    connections.push(connection);
+                }
+            }
+            Ok(connections)
+        })
+        .await
+    }
+
+    async fn save_connection(
+        &self,
+        connection: &mut SourceConnection,
+        expected: Option<u64>,
+    ) -> Result<(), StoreError> {
+        traced("store.save_connection", BACKEND, async {
+            let mut next = connection.clone();
+            next.version = expected.map_or(1, |v| v + 1);
+            let body = records::encode_small(CONNECTION, &next)?;
+            let (pk, sk) = (records::connections_pk(&next.owner), records::connection_sk(&next.source));
+            let now = self.clock.now();
+            self.write("store a connection", move |txn| {
+                let mut table = txn.open_table(ITEMS)?;
+                let stored = live_connection(&table, &pk, &sk, now)?;
+                expected_connection(stored.as_ref(), expected)?;
+                table.insert((pk.as_str(), sk.as_str()), body.as_slice())?;
+                Ok(())
+            })
+            .await?;
+            connection.version = expected.map_or(1, |v| v + 1);
+            Ok(())
+        })
+        .await
+    }
+
+    async fn delete_connection(
+        &self,
+        owner: &Principal,
+        source: &str,
+        expected: Option<u64>,
+    ) -> Result<(), StoreError> {
+        traced("store.delete_connection", BACKEND, async {
+            let (pk, sk) = (records::connections_pk(owner), records::connection_sk(source));
+            let now = self.clock.now();
+            self.write("delete a connection", move |txn| {
+                let mut table = txn.open_table(ITEMS)?;
+                let Some(stored) = live_connection(&table, &pk, &sk, now)? else {
+                    return Err(Failure::Store(StoreError::NotFound { what: CONNECTION }));
+                };
+                if expected.is_some() {
+                    expected_connection(Some(&stored), expected)?;
+                }
+                table.remove((pk.as_str(), sk.as_str()))?;
+                Ok(())
+            })
+            .await
+        })
+        .await
+    }
+
+    async fn create_oauth_state(&self, state: &OAuthState) -> Result<(), StoreError> {
+        traced("store.create_oauth_state", BACKEND, async {
+            let body = records::encode_small(OAUTH_STATE, state)?;
+            let pk = records::oauth_state_pk(&state.hash);
+            self.write("store an OAuth state", move |txn| {
+                let mut table = txn.open_table(ITEMS)?;
+                if table.get((pk.as_str(), records::OAUTH_STATE_SK))?.is_some() {
+                    return Err(Failure::Store(StoreError::AlreadyExists { what: OAUTH_STATE }));
+                }
+                table.insert((pk.as_str(), records::OAUTH_STATE_SK), body.as_slice())?;
+                Ok(())
+            })
+            .await
+        })
+        .await
+    }
+
+    async fn take_oauth_state(&self, hash: &TokenHash) -> Result<OAuthState, StoreError> {
+        traced("store.take_oauth_state", BACKEND, async {
+            let pk = records::oauth_state_pk(hash);
+            let now = self.clock.now();
+            self.write("take an OAuth state", move |txn| {
+                let mut table = txn.open_table(ITEMS)?;
+                let removed = table.remove((pk.as_str(), records::OAUTH_STATE_SK))?;
+                let Some(bytes) = removed else {
+                    return Err(Failure::Store(StoreError::NotFound { what: OAUTH_STATE }));
+                };
+                let state: OAuthState = records::decode(OAUTH_STATE, bytes.value()).map_err(Failure::Store)?;
+                match now < state.expires_at {
+                    true => Ok(state),
+                    false => Err(Failure::Store(StoreError::NotFound { what: OAUTH_STATE })),
+                }
             })
             .await
         })

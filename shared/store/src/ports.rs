@@ -3,8 +3,8 @@
 
 use async_trait::async_trait;
 use executor_core::{
-    ApiKey, Event, Execution, ExecutionId, Grant, GrantId, Principal, QuotaLimit, Session, SessionId, Timestamp,
-    TokenHash,
+    ApiKey, Event, Execution, ExecutionId, Grant, GrantId, OAuthState, Principal, QuotaLimit, Session, SessionId,
+    SourceConnection, Timestamp, TokenHash,
 };
 
 use crate::StoreError;
@@ -172,7 +172,42 @@ pub trait OutboxStore: Send + Sync {
     async fn delete_event(&self, event: &Event) -> Result<(), StoreError>;
 }
 
-/// Everything the service needs from storage, in one object.
-pub trait Store: SessionStore + ExecutionStore + KeyStore + QuotaStore + GrantStore + OutboxStore {}
+/// Owners' connections to per-owner OAuth sources (one item per owner and
+/// source), and the authorizations in progress.
+#[async_trait]
+pub trait ConnectionStore: Send + Sync {
+    /// `owner`'s live connection to `source`, or `NotFound`. Read consistently.
+    async fn get_connection(&self, owner: &Principal, source: &str) -> Result<SourceConnection, StoreError>;
 
-impl<T: SessionStore + ExecutionStore + KeyStore + QuotaStore + GrantStore + OutboxStore> Store for T {}
+    /// `owner`'s live connections, in no particular order.
+    async fn list_connections(&self, owner: &Principal) -> Result<Vec<SourceConnection>, StoreError>;
+
+    /// Store `connection`: with `expected` `None` only if there is no live one
+    /// (`AlreadyExists` otherwise), else only over the stored version
+    /// `expected` (`Conflict` or `NotFound` otherwise). Sets its version.
+    async fn save_connection(&self, connection: &mut SourceConnection, expected: Option<u64>)
+    -> Result<(), StoreError>;
+
+    /// Forget `owner`'s connection to `source`: any version (`None`) or only
+    /// version `expected`. `NotFound` if there is none; `Conflict` if it changed.
+    async fn delete_connection(&self, owner: &Principal, source: &str, expected: Option<u64>)
+    -> Result<(), StoreError>;
+
+    /// Store an authorization in progress (its hash is fresh: `AlreadyExists` otherwise).
+    async fn create_oauth_state(&self, state: &OAuthState) -> Result<(), StoreError>;
+
+    /// Delete the authorization stored under `hash` and return it: a state is
+    /// used once. `NotFound` when absent or expired.
+    async fn take_oauth_state(&self, hash: &TokenHash) -> Result<OAuthState, StoreError>;
+}
+
+/// Everything the service needs from storage, in one object.
+pub trait Store:
+    SessionStore + ExecutionStore + KeyStore + QuotaStore + GrantStore + OutboxStore + ConnectionStore
+{
+}
+
+impl<T: SessionStore + ExecutionStore + KeyStore + QuotaStore + GrantStore + OutboxStore + ConnectionStore> Store
+    for T
+{
+}

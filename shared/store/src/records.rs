@@ -20,6 +20,8 @@ pub(crate) const EXECUTION: &str = "execution";
 pub(crate) const API_KEY: &str = "API key";
 pub(crate) const GRANT: &str = "grant";
 pub(crate) const EVENT: &str = "outbox event";
+pub(crate) const CONNECTION: &str = "connection";
+pub(crate) const OAUTH_STATE: &str = "OAuth state";
 
 pub(crate) const SESSION_SK: &str = "SESSION";
 pub(crate) const EXECUTION_SK: &str = "EXEC";
@@ -28,6 +30,8 @@ pub(crate) const KEYS_PK: &str = "KEYS";
 pub(crate) const KEY_PREFIX: &str = "KEY#";
 pub(crate) const PAUSED_PREFIX: &str = "PAUSED#";
 pub(crate) const GRANT_PREFIX: &str = "GRANT#";
+pub(crate) const CONNECTION_PREFIX: &str = "CONN#";
+pub(crate) const OAUTH_STATE_SK: &str = "STATE";
 /// Undelivered events share one partition, so the oldest are read with one query.
 pub(crate) const OUTBOX_PK: &str = "OUTBOX";
 pub(crate) const EVENT_PREFIX: &str = "EVENT#";
@@ -62,6 +66,21 @@ pub(crate) fn grants_pk(owner: &Principal) -> String {
 /// One grant per owner and tool.
 pub(crate) fn grant_sk(tool: &str) -> String {
     format!("{GRANT_PREFIX}{tool}")
+}
+
+/// An owner's connections share one partition: listed with one query.
+pub(crate) fn connections_pk(owner: &Principal) -> String {
+    format!("CONNS#{owner}")
+}
+
+/// One connection per owner and source.
+pub(crate) fn connection_sk(source: &str) -> String {
+    format!("{CONNECTION_PREFIX}{source}")
+}
+
+/// An authorization in progress, under the hash of its `state`.
+pub(crate) fn oauth_state_pk(hash: &TokenHash) -> String {
+    format!("OAUTH#{}", hash.as_str())
 }
 
 /// Oldest first: the time (zero-padded milliseconds), then the id (whose

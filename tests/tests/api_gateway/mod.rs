@@ -1,7 +1,7 @@
 //! A local stand-in for API Gateway (HTTP API, payload 2.0) in front of the
 //! Lambda functions' handler: real HTTP on 127.0.0.1 in, an API Gateway event
 //! to `executor_lambda_shell::handle`, its answer back out. Routes as the CDK
-//! stack does: `/approvals/...` and `/api/...` to the approval function, the
+//! stack does: `/approvals/...`, `/api/...` and `/oauth/...` to the approval function, the
 //! rest to the MCP function, each its own host (its own "Lambda instance").
 
 use std::sync::Arc;
@@ -39,7 +39,7 @@ async fn invoke(State(functions): State<Arc<Functions>>, request: Request) -> Re
     let (parts, body) = request.into_parts();
     let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
     let path = parts.uri.path().to_owned();
-    let (routes, host) = if path.starts_with("/approvals/") || path.starts_with("/api/") {
+    let (routes, host) = if ["/approvals/", "/api/", "/oauth/"].iter().any(|p| path.starts_with(p)) {
         (Routes::Approvals, &functions.approval)
     } else {
         (Routes::Mcp, &functions.mcp)

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)] // each test binary uses part of the support
 
+pub mod authcode;
 pub mod graphql;
 pub mod oauth;
 pub mod recording;
@@ -340,4 +341,33 @@ pub async fn world(extra_policy: &str) -> World {
     let config = CatalogConfig::load(&file).unwrap();
     let catalog = Arc::new(Catalog::connect(&config).await.unwrap());
     World { shop, docs, catalog, dir }
+}
+
+/// Run `node tests/browser/approve.mjs <url> <screenshot> <button>` with
+/// Debian's Chromium: what the script printed, and where the screenshot is.
+pub async fn click_in_chromium(url: String, screenshot: &str, button: &str) -> (Value, std::path::PathBuf) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let browser = root.join("tests/browser");
+    assert!(
+        browser.join("node_modules/playwright-core").exists(),
+        "playwright-core is missing: run ./scripts/test, which installs it (npm ci in tests/browser)"
+    );
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        std::path::Path::new(&chromium).exists(),
+        "Chromium is missing at {chromium}: run ./scripts/test, which installs Debian's chromium package"
+    );
+    let shot = root.join("target/browser").join(screenshot);
+    std::fs::create_dir_all(shot.parent().unwrap()).unwrap();
+    let _ = std::fs::remove_file(&shot);
+    let (script, button, path) = (browser.join("approve.mjs"), button.to_owned(), shot.clone());
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("node").arg(script).arg(url).arg(shot).arg(button).output()
+    })
+    .await
+    .unwrap()
+    .expect("node runs (Node.js is needed for the browser test)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    (serde_json::from_str(stdout.trim()).unwrap(), path)
 }

@@ -8,6 +8,8 @@
 //! - `KEYS` / `KEY#<sha256>`: an API key;
 //! - `QUOTA#<owner>` / `HOUR#<start>` and `SLOTS`: quota counters (`quota.rs`);
 //! - `GRANTS#<owner>` / `GRANT#<tool>`: a remembered approval;
+//! - `CONNS#<owner>` / `CONN#<source>`: an owner's OAuth tokens for a source (sealed);
+//! - `OAUTH#<sha256 of state>` / `STATE`: an authorization in progress;
 //! - `OUTBOX` / `EVENT#<time>#<id>`: an undelivered lifecycle event, written in
 //!   the transaction of the change it describes.
 
@@ -29,17 +31,17 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Get, Put, TransactGetItem, TransactWriteItem};
 use chunks::{Layout, Piece, Seen};
 use executor_core::{
-    ApiKey, Clock, Event, Execution, ExecutionId, ExecutionState, Grant, GrantId, Principal, Session, SessionId,
-    SystemClock, Timestamp, TokenHash,
+    ApiKey, Clock, Event, Execution, ExecutionId, ExecutionState, Grant, GrantId, OAuthState, Principal, Session,
+    SessionId, SourceConnection, SystemClock, Timestamp, TokenHash,
 };
 use item::{
     BODY, CHUNK_VERSIONS, CHUNKS, EXPIRES_AT, GRANT_ID, Item, KIND, OWNER, PK, SESSION_ID, SK, STATUS, STEPS_CHUNKS,
     VERSION, WRITE_ID, b, get_b, get_n, get_s, is_live, n, now_secs, s, ttl,
 };
 
-use crate::records::{self, API_KEY, EVENT, EXECUTION, GRANT, SESSION};
+use crate::records::{self, API_KEY, CONNECTION, EVENT, EXECUTION, GRANT, OAUTH_STATE, SESSION};
 use crate::traced::traced;
-use crate::{Access, ExecutionStore, GrantStore, KeyStore, OutboxStore, SessionStore, StoreError};
+use crate::{Access, ConnectionStore, ExecutionStore, GrantStore, KeyStore, OutboxStore, SessionStore, StoreError};
 
 /// The backend named in store spans.
 const BACKEND: &str = "dynamodb";
@@ -689,6 +691,151 @@ impl KeyStore for DynamoStore {
                     Err(StoreError::NotFound { what: API_KEY })
                 }
                 Err(e) => Err(self.sdk_error("revoke an API key", e)),
+            }
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl ConnectionStore for DynamoStore {
+    async fn get_connection(&self, owner: &Principal, source: &str) -> Result<SourceConnection, StoreError> {
+        traced("store.get_connection", BACKEND, async {
+            let found = self
+                .get_item("read a connection", records::connections_pk(owner), &records::connection_sk(source))
+                .await?;
+            match found {
+                Some(item) if is_live(&item, CONNECTION, self.clock.now())? => {
+                    records::decode(CONNECTION, get_b(&item, BODY, CONNECTION)?)
+                }
+                _ => Err(StoreError::NotFound { what: CONNECTION }),
+            }
+        })
+        .await
+    }
+
+    async fn list_connections(&self, owner: &Principal) -> Result<Vec<SourceConnection>, StoreError> {
+        traced("store.list_connections", BACKEND, async {
+            let items = self
+                .query_prefix("list connections", records::connections_pk(owner), records::CONNECTION_PREFIX)
+                .await?;
+            let now = self.clock.now();
+            let mut connections = Vec::new();
+            for item in &items {
+                if is_live(item, CONNECTION, now)? {
+                    connections.push(records::decode(CONNECTION, get_b(item, BODY, CONNECTION)?)?);
+                }
+            }
+            Ok(connections)
+        })
+        .await
+    }
+
+    async fn save_connection(
+        &self,
+        connection: &mut SourceConnection,
+        expected: Option<u64>,
+    ) -> Result<(), StoreError> {
+        traced("store.save_connection", BACKEND, async {
+            let mut next = connection.clone();
+            next.version = expected.map_or(1, |v| v + 1);
+            let body = records::encode_small(CONNECTION, &next)?;
+            let mut item = item::key(records::connections_pk(&next.owner), &records::connection_sk(&next.source));
+            item.insert(KIND.into(), s("connection"));
+            item.insert(OWNER.into(), s(next.owner.as_str()));
+            item.insert(VERSION.into(), n(next.version));
+            item.insert(EXPIRES_AT.into(), ttl(next.expires_at));
+            item.insert(BODY.into(), b(&body));
+            let expect = expected.map_or(Expect::Absent, Expect::Version);
+            self.put(CONNECTION, "store a connection", item, expect).await?;
+            connection.version = next.version;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn delete_connection(
+        &self,
+        owner: &Principal,
+        source: &str,
+        expected: Option<u64>,
+    ) -> Result<(), StoreError> {
+        traced("store.delete_connection", BACKEND, async {
+            let key = item::key(records::connections_pk(owner), &records::connection_sk(source));
+            let mut request = self
+                .client
+                .delete_item()
+                .table_name(&self.table)
+                .set_key(Some(key.clone()))
+                .expression_attribute_values(":now", now_secs(self.clock.now()));
+            request = match expected {
+                None => request.condition_expression(format!("{EXPIRES_AT} > :now")),
+                Some(version) => request
+                    .condition_expression(format!("{EXPIRES_AT} > :now AND {VERSION} = :expected"))
+                    .expression_attribute_values(":expected", n(version)),
+            };
+            match request.send().await {
+                Ok(_) => Ok(()),
+                Err(SdkError::ServiceError(e))
+                    if matches!(e.err(), DeleteItemError::ConditionalCheckFailedException(_)) =>
+                {
+                    // Gone, or (when a version was expected) changed meanwhile.
+                    let stored = self
+                        .get_item(
+                            "delete a connection",
+                            records::connections_pk(owner),
+                            &records::connection_sk(source),
+                        )
+                        .await?;
+                    match stored {
+                        Some(item) if is_live(&item, CONNECTION, self.clock.now())? => {
+                            Err(StoreError::Conflict { what: CONNECTION })
+                        }
+                        _ => Err(StoreError::NotFound { what: CONNECTION }),
+                    }
+                }
+                Err(e) => Err(self.sdk_error("delete a connection", e)),
+            }
+        })
+        .await
+    }
+
+    async fn create_oauth_state(&self, state: &OAuthState) -> Result<(), StoreError> {
+        traced("store.create_oauth_state", BACKEND, async {
+            let body = records::encode_small(OAUTH_STATE, state)?;
+            let mut item = item::key(records::oauth_state_pk(&state.hash), records::OAUTH_STATE_SK);
+            item.insert(KIND.into(), s("oauth_state"));
+            item.insert(OWNER.into(), s(state.owner.as_str()));
+            item.insert(EXPIRES_AT.into(), ttl(state.expires_at));
+            item.insert(BODY.into(), b(&body));
+            self.put(OAUTH_STATE, "store an OAuth state", item, Expect::Absent).await
+        })
+        .await
+    }
+
+    async fn take_oauth_state(&self, hash: &TokenHash) -> Result<OAuthState, StoreError> {
+        traced("store.take_oauth_state", BACKEND, async {
+            let deleted = self
+                .client
+                .delete_item()
+                .table_name(&self.table)
+                .set_key(Some(item::key(records::oauth_state_pk(hash), records::OAUTH_STATE_SK)))
+                .condition_expression(format!("{EXPIRES_AT} > :now"))
+                .expression_attribute_values(":now", now_secs(self.clock.now()))
+                .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+                .send()
+                .await;
+            match deleted {
+                Ok(out) => match out.attributes {
+                    Some(item) => records::decode(OAUTH_STATE, get_b(&item, BODY, OAUTH_STATE)?),
+                    None => Err(StoreError::NotFound { what: OAUTH_STATE }),
+                },
+                Err(SdkError::ServiceError(e))
+                    if matches!(e.err(), DeleteItemError::ConditionalCheckFailedException(_)) =>
+                {
+                    Err(StoreError::NotFound { what: OAUTH_STATE })
+                }
+                Err(e) => Err(self.sdk_error("take an OAuth state", e)),
             }
         })
         .await

@@ -1,0 +1,330 @@
+//! Per-owner OAuth connections: a call to a source the owner has not
+//! connected pauses with `interaction.kind: "connect"`; the connect link
+//! starts the authorization code flow, and the callback stores the tokens and
+//! continues the execution exactly as an approval would (one claim, so the
+//! call is made at most once). The owner lists and removes connections with
+//! `GET /api/connections` and `DELETE /api/connections/{source}`.
+//!
+//! Which process runs the continuation: the callback, always, in every
+//! elicitation mode (the person is at the page, and the tokens were just
+//! stored). A model-mode `resume` with `pauseId` and `accept` afterwards
+//! returns that outcome; one sent before the owner connected pauses again at
+//! the same call.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use executor_core::{ApprovalAction, ExecutionId, ExecutionState, Principal, ToolkitName};
+use executor_sandbox::{
+    Authorization, CallContext, ConnectError, Connections, PathFilter, Policy, ToolError, ToolOutcome, ToolSuccess,
+    Tools,
+};
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+use crate::approval_page;
+use crate::approvals::{api_json, page};
+use crate::random::ApprovalToken;
+use crate::{ExecutionResult, Executions, ResumeError};
+
+/// Where the authorization server sends the person back.
+pub(crate) const CALLBACK_PATH: &str = "/oauth/callback";
+pub(crate) const CONNECT_PREFIX: &str = "/oauth/connect/";
+
+/// `tools` as `owner`'s code sees them: a call to a per-owner source the
+/// owner has not connected waits for the connection; every call carries the owner.
+pub(crate) fn tools_for(connections: Arc<dyn Connections>, owner: &Principal, tools: Arc<dyn Tools>) -> Arc<dyn Tools> {
+    Arc::new(Connected { inner: tools, owner: owner.clone(), connections, connected: OnceCell::new() })
+}
+
+struct Connected {
+    inner: Arc<dyn Tools>,
+    owner: Principal,
+    connections: Arc<dyn Connections>,
+    /// The owner's connected sources, once a call of this run needed one.
+    connected: OnceCell<HashSet<String>>,
+}
+
+impl Connected {
+    fn with_owner(&self, ctx: &CallContext) -> CallContext {
+        CallContext { owner: Some(self.owner.clone()), ..ctx.clone() }
+    }
+}
+
+#[async_trait]
+impl Tools for Connected {
+    fn policy(&self, path: &str, args: &Value) -> Policy {
+        // Only for a tool this view has: a hidden or unknown one answers as if it did not exist.
+        if let Some(source) = self.connections.source_of(path)
+            && self.inner.offers(path)
+            && !self.connected.get().is_some_and(|sources| sources.contains(&source))
+        {
+            let message = format!(
+                "tools.{path} uses your own `{source}` account, which you have not connected yet: connect it to \
+                 continue (the call runs once you have)"
+            );
+            return Policy::NeedsConnect { source, message };
+        }
+        self.inner.policy(path, args)
+    }
+
+    /// Read the owner's connections (and whatever the inner view reads). If
+    /// they cannot be read, none counts: the call asks to connect.
+    async fn prepare_approvals(&self) {
+        self.connected
+            .get_or_init(|| async {
+                match self.connections.connected(&self.owner).await {
+                    Ok(connected) => connected.into_iter().map(|c| c.source).collect(),
+                    Err(error) => {
+                        tracing::warn!(%error, "connections could not be read; calls that need one ask to connect");
+                        HashSet::new()
+                    }
+                }
+            })
+            .await;
+        self.inner.prepare_approvals().await;
+    }
+
+    async fn call(&self, path: &str, args: Value, ctx: &CallContext) -> ToolOutcome {
+        self.inner.call(path, args, &self.with_owner(ctx)).await
+    }
+
+    async fn call_with_status(&self, path: &str, args: Value, ctx: &CallContext) -> Result<ToolSuccess, ToolError> {
+        self.inner.call_with_status(path, args, &self.with_owner(ctx)).await
+    }
+
+    async fn search(&self, request: Value) -> ToolOutcome {
+        self.inner.search(request).await
+    }
+
+    async fn describe(&self, request: Value) -> ToolOutcome {
+        self.inner.describe(request).await
+    }
+
+    fn toolkit(&self) -> Option<&ToolkitName> {
+        self.inner.toolkit()
+    }
+
+    fn offers(&self, path: &str) -> bool {
+        self.inner.offers(path)
+    }
+
+    async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {
+        self.inner.search_visible(request, visible).await
+    }
+}
+
+pub(crate) struct ConnectRoutes {
+    connections: Arc<dyn Connections>,
+    executions: Arc<Executions>,
+    tools: Arc<dyn Tools>,
+}
+
+impl ConnectRoutes {
+    pub fn new(connections: Arc<dyn Connections>, executions: Arc<Executions>, tools: Arc<dyn Tools>) -> Self {
+        Self { connections, executions, tools }
+    }
+
+    /// `GET /oauth/connect/{executionId}?token=...`: the paused call's link
+    /// starts the authorization (a fresh state) and sends the person to the
+    /// authorization server.
+    pub async fn connect(&self, request: &Request<Bytes>, base_url: &str) -> Response<Bytes> {
+        let id = request.uri().path().strip_prefix(CONNECT_PREFIX).map(|id| id.trim_end_matches('/'));
+        let Some(Ok(id)) = id.map(ExecutionId::parse) else { return not_found() };
+        crate::spans::record("executor.execution.id", id.as_str());
+        if request.method() != Method::GET {
+            return page(StatusCode::METHOD_NOT_ALLOWED, approval_page::message("Not allowed", "Use the link.", None));
+        }
+        let token = query_param(request, "token").unwrap_or_default();
+        let execution = match self.executions.view_with_link(&id, &token).await {
+            Ok(execution) => execution,
+            Err(error) => return resume_error_page(&error),
+        };
+        let (ExecutionState::Paused { .. }, Some(call)) = (&execution.state, execution.journal.pending.first()) else {
+            return resume_error_page(&ResumeError::AlreadySettled(id));
+        };
+        let Some(source) = &call.connect else { return not_found() };
+        let authorization = Authorization {
+            owner: execution.owner.clone(),
+            source: source.clone(),
+            execution_id: id,
+            step: call.step,
+            link: ApprovalToken::hash_of(&token),
+        };
+        match self.connections.begin(&authorization, &redirect_uri(base_url)).await {
+            Ok(url) => redirect(&url),
+            Err(error) => connect_error_page(&error),
+        }
+    }
+
+    /// `GET /oauth/callback?code=...&state=...`: store the owner's tokens and
+    /// continue the execution the authorization was for.
+    pub async fn callback(&self, request: &Request<Bytes>, base_url: &str) -> Response<Bytes> {
+        if let Some(error) = query_param(request, "error") {
+            let text = format!(
+                "The authorization server answered \"{error}\" instead of connecting (you may have declined). \
+                 Nothing was stored and the call was not made; open the connect link again to retry."
+            );
+            return page(StatusCode::BAD_REQUEST, approval_page::message("Not connected", &text, None));
+        }
+        let (Some(state), Some(code)) = (query_param(request, "state"), query_param(request, "code")) else {
+            let text = "This address is where the authorization server sends you back, with `code` and `state`.";
+            return page(StatusCode::BAD_REQUEST, approval_page::message("Nothing to connect", text, None));
+        };
+        let authorization = match self.connections.finish(&state, &code, &redirect_uri(base_url)).await {
+            Ok(authorization) => authorization,
+            Err(error) => return connect_error_page(&error),
+        };
+        crate::spans::record("executor.execution.id", authorization.execution_id.as_str());
+        let (id, link) = (&authorization.execution_id, &authorization.link);
+        let tools = self.tools.clone();
+        let result = self.executions.decide_with_link_hash(id, link, ApprovalAction::Accept, tools).await;
+        outcome_page(&authorization.source, result, base_url)
+    }
+
+    /// `GET /api/connections` and `DELETE /api/connections/{source}`, as the authenticated `owner`.
+    pub async fn api(&self, request: &Request<Bytes>, owner: &Principal) -> Response<Bytes> {
+        let path = request.uri().path().trim_end_matches('/');
+        match (request.method(), path.strip_prefix("/api/connections")) {
+            (&Method::GET, Some("")) => match self.connections.connected(owner).await {
+                Ok(connections) => {
+                    let listed: Vec<Value> = connections
+                        .iter()
+                        .map(|c| {
+                            json!({
+                                "source": c.source,
+                                "connectedAt": c.connected_at.to_rfc3339(),
+                                "scopes": c.scopes,
+                                "expiresAt": c.expires_at.map(|at| at.to_rfc3339()),
+                            })
+                        })
+                        .collect();
+                    api_json(StatusCode::OK, &json!({ "connections": listed }))
+                }
+                Err(error) => api_error(StatusCode::SERVICE_UNAVAILABLE, "store_error", &error),
+            },
+            (&Method::DELETE, Some(rest)) if rest.starts_with('/') => {
+                match self.connections.disconnect(owner, &rest[1..]).await {
+                    Ok(()) => {
+                        let mut response = Response::new(Bytes::new());
+                        *response.status_mut() = StatusCode::NO_CONTENT;
+                        response
+                    }
+                    Err(error @ ConnectError::NotConnected(_)) => {
+                        api_error(StatusCode::NOT_FOUND, "connection_not_found", &error)
+                    }
+                    Err(error) => api_error(StatusCode::SERVICE_UNAVAILABLE, "store_error", &error),
+                }
+            }
+            _ => {
+                let message = "GET /api/connections or DELETE /api/connections/{source}";
+                api_json(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    &json!({"error": {"code": "method_not_allowed", "message": message}}),
+                )
+            }
+        }
+    }
+}
+
+fn redirect_uri(base_url: &str) -> String {
+    format!("{}{CALLBACK_PATH}", base_url.trim_end_matches('/'))
+}
+
+fn query_param(request: &Request<Bytes>, name: &str) -> Option<String> {
+    let query = request.uri().query()?;
+    form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
+}
+
+fn api_error(status: StatusCode, code: &str, error: &ConnectError) -> Response<Bytes> {
+    api_json(status, &json!({"error": {"code": code, "message": error.to_string()}}))
+}
+
+fn redirect(url: &str) -> Response<Bytes> {
+    let mut response = page(StatusCode::SEE_OTHER, approval_page::message("Connecting", "Redirecting…", None));
+    match HeaderValue::from_str(url) {
+        Ok(location) => {
+            response.headers_mut().insert(header::LOCATION, location);
+            response
+        }
+        Err(_) => {
+            let text = "The source's authorization_url does not make a valid address; check the sources file.";
+            page(StatusCode::INTERNAL_SERVER_ERROR, approval_page::message("Cannot connect", text, None))
+        }
+    }
+}
+
+fn not_found() -> Response<Bytes> {
+    let text = "This connect link is not valid: it may belong to a call that was already decided, or be incomplete.";
+    page(StatusCode::NOT_FOUND, approval_page::message("Link not found", text, None))
+}
+
+fn resume_error_page(error: &ResumeError) -> Response<Bytes> {
+    match error {
+        ResumeError::NotFound(_) => not_found(),
+        ResumeError::AlreadySettled(_) => page(
+            StatusCode::CONFLICT,
+            approval_page::message(
+                "Already continued",
+                "This call was already decided or continued; nothing runs again. The agent has its outcome.",
+                None,
+            ),
+        ),
+        ResumeError::Expired(_) => page(
+            StatusCode::GONE,
+            approval_page::message(
+                "This request expired",
+                "Nobody connected in time, so the call was not made. Ask the agent to run it again.",
+                None,
+            ),
+        ),
+        other => {
+            page(StatusCode::SERVICE_UNAVAILABLE, approval_page::message("Try again shortly", &other.to_string(), None))
+        }
+    }
+}
+
+fn connect_error_page(error: &ConnectError) -> Response<Bytes> {
+    let status = match error {
+        ConnectError::StateNotFound | ConnectError::UnknownSource(_) | ConnectError::NotConnected(_) => {
+            StatusCode::BAD_REQUEST
+        }
+        ConnectError::Refused(_) => StatusCode::BAD_GATEWAY,
+        ConnectError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    page(status, approval_page::message("Not connected", &error.to_string(), None))
+}
+
+/// What the person sees after connecting: the continuation's outcome.
+fn outcome_page(source: &str, result: Result<ExecutionResult, ResumeError>, base_url: &str) -> Response<Bytes> {
+    let connected = format!("Connected to {source}.");
+    let (title, text, detail) = match &result {
+        Ok(ExecutionResult::Completed { result, .. }) => {
+            (connected, "The call was made and the code finished.".to_owned(), Some(result))
+        }
+        Ok(ExecutionResult::Failed { error, .. }) => {
+            (connected, format!("The call ran, but the code stopped with an error: {}", error.message), None)
+        }
+        Ok(ExecutionResult::Paused { execution_id, link: Some(next), .. }) => {
+            // The person is here: the next decision is theirs to make too.
+            let url = format!("{}/approvals/{execution_id}?token={}", base_url.trim_end_matches('/'), next.as_str());
+            return redirect(&url);
+        }
+        Ok(ExecutionResult::Paused { .. } | ExecutionResult::Running { .. }) => {
+            (connected, "The code went on; the agent will report what happens next.".to_owned(), None)
+        }
+        Err(ResumeError::AlreadySettled(_)) => (
+            connected,
+            "The call had already been continued (nothing runs twice); the agent has its outcome.".to_owned(),
+            None,
+        ),
+        Err(error) => {
+            let text = format!("Your account is connected, but the code could not continue: {error}");
+            return page(StatusCode::OK, approval_page::message(&connected, &text, None));
+        }
+    };
+    page(StatusCode::OK, approval_page::message(&title, &text, detail))
+}
