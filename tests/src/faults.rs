@@ -22,12 +22,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use executor_core::{
-    ApiKey, Event, Execution, ExecutionId, Grant, GrantId, Principal, Session, SessionId, Timestamp, TokenHash,
+    ApiKey, Event, Execution, ExecutionId, Grant, GrantId, OAuthClient, Principal, Session, SessionId, Timestamp,
+    TokenHash,
 };
 use executor_scheduler::AlarmScheduler;
 use executor_store::{
-    Access, ExecutionStore, GrantStore, KeyStore, OutboxStore, QuotaOutcome, QuotaStore, QuotaTake, SessionStore,
-    StoreError,
+    Access, ExecutionStore, GrantStore, KeyStore, OAuthClientStore, OutboxStore, QuotaOutcome, QuotaStore, QuotaTake,
+    SessionStore, StoreError,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -306,6 +307,17 @@ impl<T: GrantStore> GrantStore for Faulty<T> {
 
     async fn revoke_grant(&self, access: Access<'_>, id: &GrantId) -> Result<Grant, StoreError> {
         self.faults.run("revoke_grant", self.inner.revoke_grant(access, id)).await
+    }
+}
+
+#[async_trait]
+impl<T: OAuthClientStore> OAuthClientStore for Faulty<T> {
+    async fn get_oauth_client(&self, source: &str) -> Result<OAuthClient, StoreError> {
+        self.faults.run("get_oauth_client", self.inner.get_oauth_client(source)).await
+    }
+
+    async fn put_oauth_client(&self, client: &mut OAuthClient) -> Result<(), StoreError> {
+        self.faults.run("put_oauth_client", self.inner.put_oauth_client(client)).await
     }
 }
 

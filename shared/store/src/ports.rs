@@ -3,8 +3,8 @@
 
 use async_trait::async_trait;
 use executor_core::{
-    ApiKey, Event, Execution, ExecutionId, Grant, GrantId, Principal, QuotaLimit, Session, SessionId, Timestamp,
-    TokenHash,
+    ApiKey, Event, Execution, ExecutionId, Grant, GrantId, OAuthClient, Principal, QuotaLimit, Session, SessionId,
+    Timestamp, TokenHash,
 };
 
 use crate::StoreError;
@@ -172,7 +172,27 @@ pub trait OutboxStore: Send + Sync {
     async fn delete_event(&self, event: &Event) -> Result<(), StoreError>;
 }
 
-/// Everything the service needs from storage, in one object.
-pub trait Store: SessionStore + ExecutionStore + KeyStore + QuotaStore + GrantStore + OutboxStore {}
+/// Client registrations with the authorization servers of OAuth-protected
+/// upstream MCP servers, one per source, shared by every instance.
+#[async_trait]
+pub trait OAuthClientStore: Send + Sync {
+    /// The live registration of `source`, or `NotFound`.
+    async fn get_oauth_client(&self, source: &str) -> Result<OAuthClient, StoreError>;
 
-impl<T: SessionStore + ExecutionStore + KeyStore + QuotaStore + GrantStore + OutboxStore> Store for T {}
+    /// Store `client` and bump `client.version`. Version 0 creates it
+    /// (`AlreadyExists` if a live one is stored: another instance registered
+    /// first); any other version replaces the stored registration only if it
+    /// is still at that version (`Conflict` otherwise, `NotFound` if it is gone).
+    async fn put_oauth_client(&self, client: &mut OAuthClient) -> Result<(), StoreError>;
+}
+
+/// Everything the service needs from storage, in one object.
+pub trait Store:
+    SessionStore + ExecutionStore + KeyStore + QuotaStore + GrantStore + OutboxStore + OAuthClientStore
+{
+}
+
+impl<T: SessionStore + ExecutionStore + KeyStore + QuotaStore + GrantStore + OutboxStore + OAuthClientStore> Store
+    for T
+{
+}
