@@ -28,7 +28,8 @@ use crate::config::{
     ApiKeyLocation, Auth, CatalogConfig, HeaderValue as ConfiguredHeader, SourceConfig, SourceKind, SpecLocation,
 };
 use crate::graphql::{self, GraphqlOperation};
-use crate::mcp_source::McpUpstream;
+use crate::mcp_oauth::{self, BearerChallenge};
+use crate::mcp_source::{McpConnectError, McpUpstream};
 use crate::oauth::{OAuthError, TokenCache, TokenEndpoint};
 use crate::openapi::{self, HttpOperation};
 use crate::outbound::{Outbound, OutboundError};
@@ -37,6 +38,7 @@ use crate::search::SearchIndex;
 use crate::secrets::Secrets;
 use crate::tool::{Target, ToolDef};
 use crate::toolkit::ToolkitView;
+use executor_core::ClientSite;
 
 /// How much of an upstream error body the code sees.
 const ERROR_EXCERPT_CHARS: usize = 500;
@@ -54,6 +56,16 @@ pub enum CatalogError {
     Outbound(#[from] OutboundError),
     #[error(transparent)]
     Config(#[from] crate::ConfigError),
+}
+
+/// What MCP authorization needs of the deployment: where client
+/// registrations are kept (shared by every instance), and where this
+/// deployment is reached (the redirect URI and the client metadata document
+/// live there; `None` when no public URL is configured).
+#[derive(Clone)]
+pub struct McpAuth {
+    pub registrations: Arc<dyn executor_store::OAuthClientStore>,
+    pub site: Option<ClientSite>,
 }
 
 /// A namespace as the `execute` tool's description lists it.
@@ -151,12 +163,22 @@ impl Catalog {
 
     /// [`Catalog::connect`], with the clock that decides when OAuth tokens expire.
     pub async fn connect_with_clock(config: &CatalogConfig, clock: Arc<dyn Clock>) -> Result<Self, CatalogError> {
+        Self::connect_with(config, clock, None).await
+    }
+
+    /// [`Catalog::connect_with_clock`], registering with the authorization
+    /// servers of OAuth-protected MCP servers through `mcp_auth` (without
+    /// it, such a source is unavailable with the reason).
+    pub async fn connect_with(
+        config: &CatalogConfig,
+        clock: Arc<dyn Clock>,
+        mcp_auth: Option<McpAuth>,
+    ) -> Result<Self, CatalogError> {
         let outbound = Outbound::new(&config.outbound)?;
         let secrets = Secrets::default();
-        let connected = futures_util::future::join_all(
-            config.sources.iter().map(|s| connect_source(s, &outbound, &secrets, &clock)),
-        )
-        .await;
+        let context = ConnectContext { outbound, secrets, clock, mcp_auth };
+        let connected =
+            futures_util::future::join_all(config.sources.iter().map(|s| connect_source(s, &context))).await;
         let mut tools = Vec::new();
         let mut sources = Vec::new();
         for (config, result) in config.sources.iter().zip(connected) {
@@ -603,14 +625,18 @@ fn send_error(error: SendError) -> ToolError {
     ToolError { code: code.into(), message: error.to_string() }
 }
 
+/// What connecting a source may use.
+struct ConnectContext {
+    outbound: Outbound,
+    secrets: Secrets,
+    clock: Arc<dyn Clock>,
+    mcp_auth: Option<McpAuth>,
+}
+
 /// A source's tools and connection; an error is the reason it is
 /// unavailable, redacted with everything the source's config and secrets hold.
-async fn connect_source(
-    config: &SourceConfig,
-    outbound: &Outbound,
-    secrets: &Secrets,
-    clock: &Arc<dyn Clock>,
-) -> Result<(Connection, Vec<ToolDef>), String> {
+async fn connect_source(config: &SourceConfig, context: &ConnectContext) -> Result<(Connection, Vec<ToolDef>), String> {
+    let ConnectContext { outbound, secrets, clock, .. } = context;
     // A key written into a configured URL is known before any secret is resolved.
     let mut redactor = Redactor::default();
     match &config.kind {
@@ -644,7 +670,7 @@ async fn connect_source(
         None => Ok(()),
     };
     let connected = match token {
-        Ok(()) => connect_upstream(config, endpoint, credentials.query, &current(), fail).await,
+        Ok(()) => connect_upstream(config, endpoint, credentials.query, &current(), context, fail).await,
         Err(reason) => Err(reason),
     };
     match connected {
@@ -658,6 +684,7 @@ async fn connect_upstream(
     endpoint: Endpoint,
     query: Vec<(String, String)>,
     redactor: &Redactor,
+    context: &ConnectContext,
     fail: impl Fn(&str, String) -> String,
 ) -> Result<(Upstream, Vec<ToolDef>), String> {
     let outbound = &endpoint.outbound;
@@ -698,11 +725,47 @@ async fn connect_upstream(
         SourceKind::Mcp { url } => {
             // The config refuses OAuth for MCP sources: their headers are fixed at the handshake.
             let headers = endpoint.headers.iter().cloned().collect();
-            let (mcp, tools) = McpUpstream::connect(&config.namespace, &with_query(url), headers, outbound, redactor)
-                .await
-                .map_err(|e| fail("mcp", e))?;
-            Ok((Upstream::Mcp(mcp), tools))
+            match McpUpstream::connect(&config.namespace, &with_query(url), headers, outbound, redactor).await {
+                Ok((mcp, tools)) => Ok((Upstream::Mcp(mcp), tools)),
+                // Credentials of its own that the server refused are not MCP authorization's business.
+                Err(McpConnectError::Unauthorized { challenges, .. }) if config.auth.is_none() => {
+                    let challenge = BearerChallenge::from_headers(challenges.iter().map(String::as_str));
+                    Err(fail("mcp authorization", mcp_authorization(config, url, &challenge, context).await))
+                }
+                Err(e) => Err(fail("mcp", e.to_string())),
+            }
         }
+    }
+}
+
+/// An MCP server that answered 401: its authorization server discovered
+/// and this deployment registered there (see `mcp_oauth.rs`). The answer is
+/// the reason the source is unavailable: what failed, or what it now needs.
+async fn mcp_authorization(
+    config: &SourceConfig,
+    url: &Url,
+    challenge: &BearerChallenge,
+    context: &ConnectContext,
+) -> String {
+    let discovered = match mcp_oauth::discover(&context.outbound, url, challenge).await {
+        Ok(discovered) => discovered,
+        Err(e) => return e.to_string(),
+    };
+    let Some(McpAuth { registrations, site }) = &context.mcp_auth else {
+        return format!(
+            "the server requires OAuth authorization from {}, and this host keeps no client registrations",
+            discovered.issuer
+        );
+    };
+    let Some(site) = site else { return mcp_oauth::McpOAuthError::NoPublicUrl.to_string() };
+    let now = context.clock.now();
+    match mcp_oauth::register(&context.outbound, &**registrations, &config.namespace, &discovered, site, now).await {
+        Ok(client) => format!(
+            "the server requires each owner's OAuth authorization from {} (client `{}`, scopes {:?}); \
+             connecting owners to MCP sources is not available in this version",
+            discovered.issuer, client.client_id, client.scopes
+        ),
+        Err(e) => e.to_string(),
     }
 }
 

@@ -13,6 +13,7 @@ mod catalog;
 pub mod config;
 mod graphql;
 mod mcp_client;
+pub mod mcp_oauth;
 mod mcp_source;
 mod naming;
 mod oauth;
@@ -25,7 +26,7 @@ mod tool;
 mod toolkit;
 mod typescript;
 
-pub use catalog::{Catalog, CatalogError, NamespaceInfo};
+pub use catalog::{Catalog, CatalogError, McpAuth, NamespaceInfo};
 pub use config::{CONFIG_ENV, CatalogConfig, ConfigError};
 pub use outbound::{AddressRules, OutboundError};
 pub use redact::REDACTED;

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use crate::Timestamp;
 
@@ -37,6 +38,49 @@ impl OAuthClient {
     }
 }
 
+/// Where the client metadata document is served, under the public URL.
+pub const CLIENT_METADATA_PATH: &str = "/oauth/client-metadata.json";
+/// Where the authorization server sends the owner back, under the public URL.
+pub const CALLBACK_PATH: &str = "/oauth/callback";
+/// The name authorization servers show on their consent pages.
+pub const CLIENT_NAME: &str = "Executor";
+
+/// Where this deployment is reached (`EXECUTOR_PUBLIC_URL`), for what
+/// authorization servers need of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientSite {
+    public_url: String,
+}
+
+impl ClientSite {
+    pub fn new(public_url: &str) -> Self {
+        Self { public_url: public_url.trim_end_matches('/').to_owned() }
+    }
+
+    /// The client id when the authorization server reads Client ID Metadata
+    /// Documents: the document's own URL.
+    pub fn metadata_url(&self) -> String {
+        format!("{}{CLIENT_METADATA_PATH}", self.public_url)
+    }
+
+    pub fn redirect_uri(&self) -> String {
+        format!("{}{CALLBACK_PATH}", self.public_url)
+    }
+
+    /// The Client ID Metadata Document served at [`ClientSite::metadata_url`]:
+    /// a public client (PKCE, no secret) whose id is that URL.
+    pub fn client_metadata(&self) -> Value {
+        json!({
+            "client_id": self.metadata_url(),
+            "client_name": CLIENT_NAME,
+            "redirect_uris": [self.redirect_uri()],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,5 +110,20 @@ mod tests {
         for (issuer, scopes, at, covered) in cases {
             assert_eq!(client.covers(issuer, &scopes, Timestamp::from_millis(at)), covered, "{issuer} {scopes:?} {at}");
         }
+    }
+
+    #[test]
+    fn the_client_metadata_document_names_its_own_url_and_the_callback() {
+        assert_eq!(
+            ClientSite::new("https://exec.example/team/").client_metadata(),
+            json!({
+                "client_id": "https://exec.example/team/oauth/client-metadata.json",
+                "client_name": "Executor",
+                "redirect_uris": ["https://exec.example/team/oauth/callback"],
+                "grant_types": ["authorization_code", "refresh_token"],
+                "response_types": ["code"],
+                "token_endpoint_auth_method": "none",
+            })
+        );
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use executor_core::{ElicitationMode, ExecutionId, Principal, ToolkitName};
+use executor_core::{ClientSite, ElicitationMode, ExecutionId, Principal, ToolkitName};
 use executor_sandbox::{Sandbox, Tools};
 use executor_scheduler::AlarmScheduler;
 use executor_store::Store;
@@ -191,7 +191,7 @@ impl Host {
     /// Every route, as `executor serve` mounts them on one port.
     pub async fn handle(&self, request: Request<Bytes>) -> Response<Bytes> {
         let path = request.uri().path();
-        if path.starts_with("/approvals/") || path.starts_with("/api/") {
+        if path.starts_with("/approvals/") || path.starts_with("/api/") || path.starts_with("/oauth/") {
             self.handle_approvals(request).await
         } else {
             self.handle_mcp(request).await
@@ -291,6 +291,9 @@ impl Host {
         }
         if request.method() == Method::GET && path == "/healthz" {
             return text(StatusCode::OK, "ok");
+        }
+        if request.method() == Method::GET && path == executor_core::CLIENT_METADATA_PATH {
+            return self.client_metadata(request.headers());
         }
         text(StatusCode::NOT_FOUND, "not found")
     }
@@ -402,6 +405,12 @@ impl Host {
             ElicitationMode::Native if !native => ElicitationMode::Model,
             mode => mode,
         }
+    }
+
+    /// The Client ID Metadata Document authorization servers read when this
+    /// deployment's client id is the document's URL (OAuth-protected MCP sources).
+    fn client_metadata(&self, headers: &HeaderMap) -> Response<Bytes> {
+        json_response(StatusCode::OK, &ClientSite::new(&self.base_url(headers)).client_metadata())
     }
 
     fn base_url(&self, headers: &HeaderMap) -> String {

@@ -6,6 +6,7 @@
 #![allow(dead_code)] // each test binary uses part of the support
 
 pub mod graphql;
+pub mod mcp_oauth;
 pub mod oauth;
 pub mod recording;
 
