@@ -299,8 +299,7 @@ async fn serve_command(args: ServeArgs) -> Result<(), String> {
     let config = config.connect_events().await.map_err(|e| e.to_string())?;
     let telemetry = executor_telemetry::Telemetry::local().map_err(|e| e.to_string())?;
     let sources = executor_catalog::CatalogConfig::load_located(args.config.clone()).map_err(|e| e.to_string())?;
-    let catalog = Catalog::connect(&sources).await.map_err(|e| e.to_string())?;
-    let settings = Settings { config, telemetry, sources, catalog };
+    let settings = Settings { config, telemetry, sources };
     match open(&args.store).await? {
         Opened::Embedded(store) => run_serve(args, store, true, settings).await,
         Opened::Dynamo(store) => run_serve(args, store, false, settings).await,
@@ -311,9 +310,8 @@ async fn serve_command(args: ServeArgs) -> Result<(), String> {
 struct Settings {
     config: executor_service::HostConfig,
     telemetry: executor_telemetry::Telemetry,
-    /// The sources file: its toolkits and quotas.
+    /// The sources file: its sources, toolkits and quotas.
     sources: executor_catalog::CatalogConfig,
-    catalog: Catalog,
 }
 
 /// `embedded`: `store` is the embedded store, which `executor keys` can then
@@ -325,7 +323,7 @@ async fn run_serve<S: Store + 'static>(
     settings: Settings,
 ) -> Result<(), String> {
     let ServeArgs { addr, store: StoreArgs { data_dir, .. }, limits, .. } = args;
-    let Settings { mut config, telemetry, sources, catalog } = settings;
+    let Settings { mut config, telemetry, sources } = settings;
     let limits = limits.limits();
     #[cfg(feature = "conformance")]
     eprintln!("executor: conformance build: requests without a token are served as owner `conformance`");
@@ -333,6 +331,16 @@ async fn run_serve<S: Store + 'static>(
     let _admin = embedded.then(|| admin_socket(&data_dir, store.clone())).flatten();
     #[cfg(not(unix))]
     let _ = embedded;
+    #[cfg(unix)]
+    make_room_for_connections(limits.max_connections);
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    config.local_url = Some(serve::local_url(bound));
+    // OAuth-protected MCP sources register this server, reached at its public (else local) URL.
+    let site = config.public_url.as_deref().or(config.local_url.as_deref()).map(executor_core::ClientSite::new);
+    let mcp_auth = executor_catalog::McpAuth { registrations: store.clone(), site };
+    let catalog =
+        Catalog::connect_with(&sources, config.clock.clone(), Some(mcp_auth)).await.map_err(|e| e.to_string())?;
     let mut namespaces = Vec::new();
     for source in catalog.namespaces() {
         match &source.error {
@@ -341,11 +349,6 @@ async fn run_serve<S: Store + 'static>(
         }
         namespaces.push(catalog.label(&source.namespace));
     }
-    #[cfg(unix)]
-    make_room_for_connections(limits.max_connections);
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    let bound = listener.local_addr().map_err(|e| e.to_string())?;
-    config.local_url = Some(serve::local_url(bound));
     // First start: no key yet, so make one for whoever runs it.
     let first = if store.list_keys().await.map_err(|e| e.to_string())?.is_empty() {
         let owner = std::env::var("USER")

@@ -454,6 +454,8 @@ export class ExecutorStack extends Stack {
       ['/healthz', mcp],
       ['/approvals/{proxy+}', approval],
       ['/api/{proxy+}', approval],
+      // OAuth for upstream MCP servers: the client metadata document authorization servers read.
+      ['/oauth/{proxy+}', approval],
     ];
     for (const [routePath, integration] of routes) {
       // ANY: the functions answer each method themselves (405, CORS preflight).
@@ -462,8 +464,8 @@ export class ExecutorStack extends Stack {
           id: 'AwsSolutions-APIG4',
           reason:
             'The functions authenticate every request themselves: API keys (hashed in the table) or OIDC ' +
-            'JWTs on /mcp and /api, single-use approval tokens on /approvals; /healthz and the RFC 9728 ' +
-            'metadata under /.well-known are public by design. An API Gateway authorizer cannot check API keys.',
+            'JWTs on /mcp and /api, single-use approval tokens on /approvals; /healthz, the RFC 9728 ' +
+            'metadata under /.well-known and the OAuth client metadata document under /oauth are public by design. An API Gateway authorizer cannot check API keys.',
         });
       }
     }

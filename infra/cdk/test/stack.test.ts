@@ -23,14 +23,14 @@ describe('resources', () => {
       'AWS::Scheduler::ScheduleGroup': 1,
       'AWS::Lambda::Function': 3,
       'AWS::Lambda::EventInvokeConfig': 1, // the approval function's continuations: no retries
-      'AWS::Lambda::Permission': 6, // one per route
+      'AWS::Lambda::Permission': 7, // one per route
       'AWS::Lambda::LayerVersion': 0, // only with a sources file
       'AWS::IAM::Role': 4, // three functions and the scheduler
       'AWS::IAM::Policy': 4,
       'AWS::Logs::LogGroup': 4, // three functions and the API's access log
       'AWS::ApiGatewayV2::Api': 1,
       'AWS::ApiGatewayV2::Stage': 1,
-      'AWS::ApiGatewayV2::Route': 6,
+      'AWS::ApiGatewayV2::Route': 7,
       'AWS::ApiGatewayV2::Integration': 2,
       'AWS::ApiGatewayV2::DomainName': 0,
       'AWS::SecretsManager::Secret': 1, // the native-mode request-state key
@@ -233,6 +233,7 @@ describe('routes', () => {
       'ANY /healthz': '${McpFunction.Arn}',
       'ANY /approvals/{proxy+}': '${ApprovalFunction.Arn}',
       'ANY /api/{proxy+}': '${ApprovalFunction.Arn}',
+      'ANY /oauth/{proxy+}': '${ApprovalFunction.Arn}',
     });
   });
 
@@ -247,6 +248,7 @@ describe('routes', () => {
       );
     }
     assert.deepEqual(permissions.map((p) => p.FunctionName).sort(), [
+      '${ApprovalFunction.Arn}',
       '${ApprovalFunction.Arn}',
       '${ApprovalFunction.Arn}',
       '${McpFunction.Arn}',

@@ -11,7 +11,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use executor_catalog::{Catalog, CatalogConfig};
+use executor_catalog::{Catalog, CatalogConfig, McpAuth};
 use executor_sandbox::{Limits, Sandbox};
 use executor_scheduler::EventBridgeScheduler;
 use executor_service::{Host, HostConfig, ToolkitEndpoint};
@@ -58,7 +58,10 @@ pub async fn run(routes: Routes) -> Result<(), Error> {
         config.continuations = Some(Arc::new(continuations));
     }
     let sources = CatalogConfig::load_located(None)?;
-    let catalog = Arc::new(Catalog::connect(&sources).await?);
+    // OAuth-protected MCP sources register once for every function, in the table.
+    let site = config.public_url.as_deref().map(executor_core::ClientSite::new);
+    let mcp_auth = McpAuth { registrations: store.clone(), site };
+    let catalog = Arc::new(Catalog::connect_with(&sources, config.clock.clone(), Some(mcp_auth)).await?);
     // Named with the reason when a source failed to load, never as an empty namespace.
     let namespaces: Vec<String> = catalog.namespaces().iter().map(|n| catalog.label(&n.namespace)).collect();
     config.quotas.owners = sources.quotas;
