@@ -4,11 +4,14 @@
 //! and reused by every instance, redone when the scopes grow) or is known by
 //! its Client ID Metadata Document, served by a real `executor serve` host.
 
+#[path = "support/capture.rs"]
+mod capture;
 mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use capture::Capture;
 use executor_catalog::{Catalog, CatalogConfig, McpAuth, NamespaceInfo};
 use executor_cli::serve;
 use executor_core::{ClientSite, ManualClock};
@@ -16,6 +19,7 @@ use executor_service::HostConfig;
 use executor_store::{EmbeddedStore, OAuthClientStore, StoreError};
 use serde_json::json;
 use support::mcp_oauth::{Fixture, start};
+use tracing_subscriber::layer::SubscriberExt as _;
 
 const TOKEN_VAR: &str = "EXECUTOR_CATALOG_TEST_MCP_OAUTH_TOKEN";
 const TOKEN: &str = "mcp-oauth-at-29c4e1";
@@ -211,4 +215,29 @@ async fn the_server_takes_only_tokens_for_itself_and_a_source_with_its_own_refus
     let catalog = Catalog::connect_with(&with_token, clock(), mcp_auth()).await.unwrap();
     let namespace = catalog.namespaces().remove(0);
     assert_eq!((namespace.tools, namespace.error), (3, None));
+}
+
+#[tokio::test]
+async fn racing_instances_agree_on_one_registration_and_its_secret_stays_out_of_logs_and_reasons() {
+    const SECRET: &str = "dcr-secret-7d1f0a5c";
+    // This test's thread runs every task of the runtime: the capture sees them all.
+    let capture = Capture::default();
+    let _logs = tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    let fixture = start().await;
+    fixture.set(|s| s.client_secret = Some(SECRET.into()));
+    let data = tempfile::tempdir().unwrap();
+    let store = Arc::new(EmbeddedStore::open(data.path()).unwrap());
+
+    let (a, b) = tokio::join!(instance(&fixture, &store, Some(SITE)), instance(&fixture, &store, Some(SITE)));
+    let stored = store.get_oauth_client("docs").await.unwrap();
+    // Both may have registered; the stored one is the one both use.
+    for namespace in [&a, &b] {
+        assert!(reason(namespace).contains(&format!("(client `{}`,", stored.client_id)), "{namespace:?}");
+        assert!(!reason(namespace).contains(SECRET));
+    }
+    assert!((1..=2).contains(&fixture.registrations().len()));
+    assert_eq!(stored.client_secret.as_deref(), Some(SECRET), "kept for the token requests of the per-owner flow");
+    let logs = capture.0.lock().unwrap().clone();
+    assert!(logs.contains("OAuth client registered"), "the log was captured:\n{logs}");
+    assert!(!logs.contains(SECRET), "{logs}");
 }

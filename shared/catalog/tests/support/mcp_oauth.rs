@@ -34,6 +34,8 @@ pub struct Settings {
     pub resource: Option<String>,
     /// Only `/.well-known/openid-configuration` (no RFC 8414 metadata).
     pub openid_only: bool,
+    /// Registered clients get this secret (a server that insists on confidential clients).
+    pub client_secret: Option<String>,
 }
 
 impl Default for Settings {
@@ -45,6 +47,7 @@ impl Default for Settings {
             scopes: vec!["docs:read".into()],
             resource: None,
             openid_only: false,
+            client_secret: None,
         }
     }
 }
@@ -182,8 +185,12 @@ async fn register(State(f): State<Fixture>, Json(body): Json<Value>) -> Response
     let mut clients = f.clients.lock().unwrap();
     let client_id = format!("dcr-client-{}", clients.len() + 1);
     clients.insert(client_id.clone(), redirect_uris.clone());
-    let answer = json!({"client_id": client_id, "redirect_uris": redirect_uris, "scope": body["scope"],
+    let mut answer = json!({"client_id": client_id, "redirect_uris": redirect_uris, "scope": body["scope"],
         "token_endpoint_auth_method": "none"});
+    if let Some(secret) = f.settings().client_secret {
+        answer["client_secret"] = json!(secret);
+        answer["token_endpoint_auth_method"] = json!("client_secret_basic");
+    }
     (StatusCode::CREATED, Json(answer)).into_response()
 }
 
