@@ -167,6 +167,9 @@ thread_local! {
     static SPARE: RefCell<Option<Runtime>> = const { RefCell::new(None) };
 }
 
+/// The most an execution allocates before its first garbage collection.
+const GC_THRESHOLD_MAX: usize = 8 << 20;
+
 /// A runtime holding more than this once its context is gone is not kept.
 const SPARE_MAX_BYTES: usize = 1 << 20;
 
@@ -200,6 +203,10 @@ impl Engine {
         };
         runtime.set_memory_limit(limits.memory_bytes);
         runtime.set_max_stack_size(limits.stack_bytes);
+        // QuickJS first collects at 256 KiB, then at 1.5 times what survived:
+        // an execution that builds a few MiB of data would collect several
+        // times on the way, when its context is freed whole at the end anyway.
+        runtime.set_gc_threshold((limits.memory_bytes / 8).min(GC_THRESHOLD_MAX));
         let meter = Rc::new(RefCell::new(Meter {
             cpu_used: Duration::ZERO,
             running_since: None,

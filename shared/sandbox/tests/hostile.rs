@@ -73,6 +73,24 @@ async fn memory_bombs_hit_the_memory_limit() {
 }
 
 #[tokio::test]
+async fn garbage_is_collected_during_a_run_long_before_the_limit() {
+    // Ten times the limit in short-lived cycles (which only a collection
+    // frees): the run completes, so collections happen well under the limit.
+    let limits = Limits { memory_bytes: 16 << 20, cpu: Duration::from_secs(20), ..Limits::default() };
+    let tools = TestTools::new();
+    let sandbox = sandbox(&tools, limits);
+    let code = "let kept = 0;\n\
+                for (let i = 0; i < 200; i++) {\n\
+                  const batch = [];\n\
+                  for (let j = 0; j < 4000; j++) { const a = {j, s: 'x'.repeat(16)}; a.self = a; batch.push(a); }\n\
+                  kept += batch.length;\n\
+                }\n\
+                return kept";
+    let outcome = sandbox.run(segment(code), tools.clone()).await;
+    assert_eq!(completed(&outcome), &json!(800_000), "{outcome:?}");
+}
+
+#[tokio::test]
 async fn deep_recursion_hits_the_stack_limit() {
     refused("function f(n) { return f(n + 1) + 1 } return f(0)", quick(), "stack_limit").await;
     refused("const f = async n => 1 + await f(n + 1); return await f(0)", quick(), "stack_limit").await;

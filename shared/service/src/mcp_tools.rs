@@ -269,10 +269,14 @@ impl ServerHandler for McpServer {
             return Ok(result.into());
         }
         let span = caller.span.clone();
+        // Boxed: rmcp moves this future into a task of its own, and inline the
+        // whole run (sandbox, store, catalog) is tens of KiB to copy per request.
         let response = match (request.name.as_ref(), request.request_state.as_deref()) {
-            ("execute" | "resume", Some(state)) => self.answer(&caller, &request, state).instrument(span).await,
-            ("execute", None) => self.execute(&caller, &args).instrument(span).await,
-            ("resume", None) => self.resume(&caller, &args).instrument(span).await,
+            ("execute" | "resume", Some(state)) => {
+                Box::pin(self.answer(&caller, &request, state)).instrument(span).await
+            }
+            ("execute", None) => Box::pin(self.execute(&caller, &args)).instrument(span).await,
+            ("resume", None) => Box::pin(self.resume(&caller, &args)).instrument(span).await,
             (other, _) => {
                 return Err(ErrorData::invalid_params(format!("unknown tool {other:?}; use execute or resume"), None));
             }

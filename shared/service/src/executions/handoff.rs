@@ -71,7 +71,9 @@ impl Executions {
         let run = Arc::new(Mutex::new(Run { execution, stored, finishing: false }));
         let (done, mut outcome) = oneshot::channel();
         let (this, task_run, task_stop) = (self.clone(), run.clone(), stop.clone());
-        tokio::spawn(
+        // Boxed: a task's future is copied as it is spawned and again as it
+        // finishes, and this one holds the whole run.
+        tokio::spawn(Box::pin(
             async move {
                 let Held { slot, quota } = held;
                 let watcher = tokio::spawn(this.clone().watch(task_run.clone(), task_stop));
@@ -90,7 +92,7 @@ impl Executions {
                 let _ = done.send(finished);
             }
             .instrument(Span::current()),
-        );
+        ));
         // A zero budget (an MCP task) answers at once: a timer would wait for its next tick.
         if !self.budget.is_zero()
             && let Ok(result) = tokio::time::timeout(self.budget, &mut outcome).await
