@@ -3,61 +3,26 @@
 //! server, where this deployment registers (dynamic registration, stored
 //! and reused by every instance, redone when the scopes grow) or is known by
 //! its Client ID Metadata Document, served by a real `executor serve` host.
+//! `mcp_oauth_secrets.rs` checks that a registered secret stays out of logs.
 
-#[path = "support/capture.rs"]
-mod capture;
 mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use capture::Capture;
-use executor_catalog::{Catalog, CatalogConfig, McpAuth, NamespaceInfo};
+use executor_catalog::{Catalog, McpAuth};
 use executor_cli::serve;
 use executor_core::{ClientSite, ManualClock};
 use executor_service::HostConfig;
 use executor_store::{EmbeddedStore, OAuthClientStore, StoreError};
 use serde_json::json;
-use support::mcp_oauth::{Fixture, start};
-use tracing_subscriber::layer::SubscriberExt as _;
+use support::mcp_oauth::{SITE, config, instance, reason, start};
 
 const TOKEN_VAR: &str = "EXECUTOR_CATALOG_TEST_MCP_OAUTH_TOKEN";
 const TOKEN: &str = "mcp-oauth-at-29c4e1";
 
-fn config(fixture: &Fixture, auth: &str) -> CatalogConfig {
-    let toml = format!(
-        r#"
-        [outbound]
-        allow_loopback = true
-
-        [[sources]]
-        namespace = "docs"
-        kind = "mcp"
-        url = "{}"
-        {auth}
-        "#,
-        fixture.mcp_url()
-    );
-    CatalogConfig::from_toml_str(&toml, std::path::Path::new("executor.toml")).unwrap()
-}
-
-/// One instance of the deployment: a catalog over the fixture, registering through `store`.
-async fn instance(fixture: &Fixture, store: &Arc<EmbeddedStore>, site: Option<&str>) -> NamespaceInfo {
-    let mcp_auth = McpAuth { registrations: store.clone(), site: site.map(ClientSite::new) };
-    let clock = Arc::new(ManualClock::starting_now());
-    let catalog = Catalog::connect_with(&config(fixture, ""), clock, Some(mcp_auth)).await.unwrap();
-    catalog.namespaces().remove(0)
-}
-
-fn reason(namespace: &NamespaceInfo) -> &str {
-    assert_eq!(namespace.tools, 0, "{namespace:?}");
-    namespace.error.as_deref().expect("the source is unavailable with a reason")
-}
-
-const SITE: &str = "https://executor.example.test/team";
-
 #[tokio::test]
-async fn dynamic_registration_is_stored_reused_by_every_instance_and_redone_when_the_scopes_grow() {
+async fn dynamic_registration_is_stored_reused_by_every_instance_and_redone_when_the_scopes_grow_or_the_server_moves() {
     let fixture = start().await;
     let data = tempfile::tempdir().unwrap();
     let store = Arc::new(EmbeddedStore::open(data.path()).unwrap());
@@ -111,6 +76,20 @@ async fn dynamic_registration_is_stored_reused_by_every_instance_and_redone_when
     assert_eq!((stored.client_id.as_str(), stored.version), ("dcr-client-2", 2));
     instance(&fixture, &store, Some(SITE)).await;
     assert_eq!(fixture.registrations().len(), 2, "and reused from then on");
+
+    // The 401's own `scope` is what the request needed: it wins over the advertised scopes.
+    fixture.set(|s| s.challenge_scope = Some("docs:read docs:admin".into()));
+    instance(&fixture, &store, Some(SITE)).await;
+    assert_eq!(fixture.registrations()[2]["scope"], "docs:read docs:admin");
+    assert_eq!(store.get_oauth_client("docs").await.unwrap().scopes, ["docs:read", "docs:admin"]);
+
+    // The source moved to a server with another authorization server: registered there.
+    let moved = start().await;
+    let namespace = instance(&moved, &store, Some(SITE)).await;
+    assert!(reason(&namespace).contains(&format!("from {} (client `dcr-client-1`", moved.issuer())), "{namespace:?}");
+    assert_eq!(moved.registrations().len(), 1);
+    let stored = store.get_oauth_client("docs").await.unwrap();
+    assert_eq!((stored.issuer, stored.version), (moved.issuer(), 4));
 }
 
 #[tokio::test]
@@ -215,29 +194,4 @@ async fn the_server_takes_only_tokens_for_itself_and_a_source_with_its_own_refus
     let catalog = Catalog::connect_with(&with_token, clock(), mcp_auth()).await.unwrap();
     let namespace = catalog.namespaces().remove(0);
     assert_eq!((namespace.tools, namespace.error), (3, None));
-}
-
-#[tokio::test]
-async fn racing_instances_agree_on_one_registration_and_its_secret_stays_out_of_logs_and_reasons() {
-    const SECRET: &str = "dcr-secret-7d1f0a5c";
-    // This test's thread runs every task of the runtime: the capture sees them all.
-    let capture = Capture::default();
-    let _logs = tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
-    let fixture = start().await;
-    fixture.set(|s| s.client_secret = Some(SECRET.into()));
-    let data = tempfile::tempdir().unwrap();
-    let store = Arc::new(EmbeddedStore::open(data.path()).unwrap());
-
-    let (a, b) = tokio::join!(instance(&fixture, &store, Some(SITE)), instance(&fixture, &store, Some(SITE)));
-    let stored = store.get_oauth_client("docs").await.unwrap();
-    // Both may have registered; the stored one is the one both use.
-    for namespace in [&a, &b] {
-        assert!(reason(namespace).contains(&format!("(client `{}`,", stored.client_id)), "{namespace:?}");
-        assert!(!reason(namespace).contains(SECRET));
-    }
-    assert!((1..=2).contains(&fixture.registrations().len()));
-    assert_eq!(stored.client_secret.as_deref(), Some(SECRET), "kept for the token requests of the per-owner flow");
-    let logs = capture.0.lock().unwrap().clone();
-    assert!(logs.contains("OAuth client registered"), "the log was captured:\n{logs}");
-    assert!(!logs.contains(SECRET), "{logs}");
 }

@@ -21,6 +21,10 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 
+use executor_catalog::{Catalog, CatalogConfig, McpAuth, NamespaceInfo};
+use executor_core::{ClientSite, ManualClock};
+use executor_store::EmbeddedStore;
+
 use super::{Docs, Recorded, serve};
 
 /// What the servers offer; tests change it between catalog connections.
@@ -36,6 +40,8 @@ pub struct Settings {
     pub openid_only: bool,
     /// Registered clients get this secret (a server that insists on confidential clients).
     pub client_secret: Option<String>,
+    /// The `scope` of the 401's challenge, when it names one.
+    pub challenge_scope: Option<String>,
 }
 
 impl Default for Settings {
@@ -48,6 +54,7 @@ impl Default for Settings {
             resource: None,
             openid_only: false,
             client_secret: None,
+            challenge_scope: None,
         }
     }
 }
@@ -133,7 +140,10 @@ async fn require_token(State(f): State<Fixture>, request: Request, next: Next) -
     if issued_for.as_deref() == Some(f.mcp_url().as_str()) {
         return next.run(request).await;
     }
-    let challenge = format!(r#"Bearer realm="docs", resource_metadata="{}""#, f.resource_metadata_url());
+    let mut challenge = format!(r#"Bearer realm="docs", resource_metadata="{}""#, f.resource_metadata_url());
+    if let Some(scope) = f.settings().challenge_scope {
+        challenge.push_str(&format!(r#", scope="{scope}""#));
+    }
     (StatusCode::UNAUTHORIZED, [("www-authenticate", challenge)], "a token for this server is required").into_response()
 }
 
@@ -241,3 +251,38 @@ async fn authorize(State(f): State<Fixture>, Query(query): Query<HashMap<String,
 fn refuse(reason: &str) -> Response {
     (StatusCode::BAD_REQUEST, Json(json!({"error": "invalid_request", "error_description": reason}))).into_response()
 }
+
+/// The fixture's MCP server as the source `docs`, with `auth` (a TOML line, or nothing).
+pub fn config(fixture: &Fixture, auth: &str) -> CatalogConfig {
+    let toml = format!(
+        r#"
+        [outbound]
+        allow_loopback = true
+
+        [[sources]]
+        namespace = "docs"
+        kind = "mcp"
+        url = "{}"
+        {auth}
+        "#,
+        fixture.mcp_url()
+    );
+    CatalogConfig::from_toml_str(&toml, std::path::Path::new("executor.toml")).unwrap()
+}
+
+/// One instance of the deployment: a catalog over the fixture, registering through `store`.
+pub async fn instance(fixture: &Fixture, store: &Arc<EmbeddedStore>, site: Option<&str>) -> NamespaceInfo {
+    let mcp_auth = McpAuth { registrations: store.clone(), site: site.map(ClientSite::new) };
+    let clock = Arc::new(ManualClock::starting_now());
+    let catalog = Catalog::connect_with(&config(fixture, ""), clock, Some(mcp_auth)).await.unwrap();
+    catalog.namespaces().remove(0)
+}
+
+/// Why the source is unavailable (it must be).
+pub fn reason(namespace: &NamespaceInfo) -> &str {
+    assert_eq!(namespace.tools, 0, "{namespace:?}");
+    namespace.error.as_deref().expect("the source is unavailable with a reason")
+}
+
+/// A public URL for the redirect URI (dynamic registration never calls it).
+pub const SITE: &str = "https://executor.example.test/team";
