@@ -138,7 +138,7 @@ async fn every_failure_says_what_failed() {
     let data = tempfile::tempdir().unwrap();
     let store = Arc::new(EmbeddedStore::open(data.path()).unwrap());
     type Change = fn(&mut support::mcp_oauth::Settings);
-    let cases: [(Change, &str); 4] = [
+    let cases: [(Change, &str); 5] = [
         (
             |s| s.pkce_methods = vec!["plain".into()],
             "does not offer PKCE with S256 (code_challenge_methods_supported: [\"plain\"])",
@@ -148,8 +148,9 @@ async fn every_failure_says_what_failed() {
             "describes the resource http://127.0.0.1:1/other, not this server",
         ),
         (|s| s.registration = false, "supports neither Client ID Metadata Documents nor dynamic client registration"),
-        // Discovered through OpenID Connect metadata alone: it works.
+        // Discovered through OpenID Connect metadata alone, or with the resource metadata at its well-known URL: it works.
         (|s| s.openid_only = true, "requires each owner's OAuth authorization from"),
+        (|s| s.unnamed_metadata = true, "requires each owner's OAuth authorization from"),
     ];
     for (change, expected) in cases {
         let fixture = start().await;

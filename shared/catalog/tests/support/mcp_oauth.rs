@@ -42,6 +42,8 @@ pub struct Settings {
     pub client_secret: Option<String>,
     /// The `scope` of the 401's challenge, when it names one.
     pub challenge_scope: Option<String>,
+    /// The challenge names no `resource_metadata` (clients then try the well-known URL).
+    pub unnamed_metadata: bool,
 }
 
 impl Default for Settings {
@@ -55,6 +57,7 @@ impl Default for Settings {
             openid_only: false,
             client_secret: None,
             challenge_scope: None,
+            unnamed_metadata: false,
         }
     }
 }
@@ -140,7 +143,10 @@ async fn require_token(State(f): State<Fixture>, request: Request, next: Next) -
     if issued_for.as_deref() == Some(f.mcp_url().as_str()) {
         return next.run(request).await;
     }
-    let mut challenge = format!(r#"Bearer realm="docs", resource_metadata="{}""#, f.resource_metadata_url());
+    let mut challenge = match f.settings().unnamed_metadata {
+        true => r#"Bearer realm="docs""#.to_owned(),
+        false => format!(r#"Bearer realm="docs", resource_metadata="{}""#, f.resource_metadata_url()),
+    };
     if let Some(scope) = f.settings().challenge_scope {
         challenge.push_str(&format!(r#", scope="{scope}""#));
     }
