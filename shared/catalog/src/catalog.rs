@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use executor_core::{Clock, PolicyAction, SourcePolicy, SystemClock, Toolkit};
+use executor_core::{ClientSite, Clock, PolicyAction, SourcePolicy, SystemClock, Toolkit};
 use executor_sandbox::{CallContext, PathFilter, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use reqwest::header::{HeaderName, HeaderValue};
@@ -38,7 +38,6 @@ use crate::search::SearchIndex;
 use crate::secrets::Secrets;
 use crate::tool::{Target, ToolDef};
 use crate::toolkit::ToolkitView;
-use executor_core::ClientSite;
 
 /// How much of an upstream error body the code sees.
 const ERROR_EXCERPT_CHARS: usize = 500;

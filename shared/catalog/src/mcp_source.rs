@@ -22,8 +22,8 @@ use crate::tool::{Target, ToolDef};
 #[derive(Debug, thiserror::Error)]
 pub enum McpConnectError {
     /// It answered 401: with the `WWW-Authenticate` values, for MCP authorization.
-    #[error("MCP handshake failed: {error}")]
-    Unauthorized { challenges: Vec<String>, error: McpClientError },
+    #[error("MCP handshake failed: HTTP 401 (the server requires authorization): {body}")]
+    Unauthorized { challenges: Vec<String>, body: String },
     /// Text meant for the operator; the caller prefixes the source and redacts.
     #[error("{0}")]
     Failed(String),
@@ -47,8 +47,7 @@ impl McpUpstream {
         let client = match McpClient::connect(url.clone(), headers.into_iter().collect(), outbound, redactor).await {
             Ok(client) => client,
             Err(McpClientError::Unauthorized { challenges, body }) => {
-                let error = McpClientError::Unauthorized { challenges: Vec::new(), body };
-                return Err(McpConnectError::Unauthorized { challenges, error });
+                return Err(McpConnectError::Unauthorized { challenges, body });
             }
             Err(e) => return Err(McpConnectError::Failed(format!("MCP handshake failed: {e}"))),
         };
