@@ -99,7 +99,11 @@ pub fn listen<S: KeyStore + GrantStore + ConnectionStore + 'static>(
 }
 
 /// One command, one answer.
-async fn serve<S: KeyStore + GrantStore + ConnectionStore>(stream: UnixStream, store: Arc<S>, revoked: Arc<dyn Fn() + Send + Sync>) {
+async fn serve<S: KeyStore + GrantStore + ConnectionStore>(
+    stream: UnixStream,
+    store: Arc<S>,
+    revoked: Arc<dyn Fn() + Send + Sync>,
+) {
     let (read, mut write) = stream.into_split();
     let mut line = String::new();
     if BufReader::new(read.take(MAX_LINE)).read_line(&mut line).await.is_err() {

@@ -397,15 +397,24 @@ async fn run_serve<S: Store + 'static>(
 ) -> Result<(), String> {
     let ServeArgs { addr, store: StoreArgs { data_dir, .. }, limits, .. } = args;
     let Settings { mut config, telemetry, sources } = settings;
-    // Connected once the store is open: per-owner OAuth sources keep their owners' tokens there.
-    let vault =
-        serve::token_key(&data_dir, &sources).await?.map(|key| executor_catalog::Vault { store: store.clone(), key });
-    let clock = config.clock.clone();
-    let catalog = Catalog::connect_with_vault(&sources, clock, vault).await.map_err(|e| e.to_string())?;
-    config.connections = catalog.connections();
     let limits = limits.limits();
     #[cfg(feature = "conformance")]
     eprintln!("executor: conformance build: requests without a token are served as owner `conformance`");
+    #[cfg(unix)]
+    make_room_for_connections(limits.max_connections);
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    config.local_url = Some(serve::local_url(bound));
+    // Connected once the store is open and the address known: per-owner OAuth
+    // sources keep their owners' tokens in the store, and OAuth-protected MCP
+    // sources register this server, reached at its public (else local) URL.
+    let vault =
+        serve::token_key(&data_dir, &sources).await?.map(|key| executor_catalog::Vault { store: store.clone(), key });
+    let site = config.public_url.as_deref().or(config.local_url.as_deref()).map(executor_core::ClientSite::new);
+    let mcp = Some(executor_catalog::McpAuth { registrations: store.clone(), site });
+    let backing = executor_catalog::OAuthBacking { vault, mcp };
+    let catalog = Catalog::connect_with(&sources, config.clock.clone(), backing).await.map_err(|e| e.to_string())?;
+    config.connections = catalog.connections();
     let mut namespaces = Vec::new();
     for source in catalog.namespaces() {
         match &source.error {
@@ -414,11 +423,6 @@ async fn run_serve<S: Store + 'static>(
         }
         namespaces.push(catalog.label(&source.namespace));
     }
-    #[cfg(unix)]
-    make_room_for_connections(limits.max_connections);
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    let bound = listener.local_addr().map_err(|e| e.to_string())?;
-    config.local_url = Some(serve::local_url(bound));
     // First start: no key yet, so make one for whoever runs it.
     let first = if store.list_keys().await.map_err(|e| e.to_string())?.is_empty() {
         let owner = std::env::var("USER")

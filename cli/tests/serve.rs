@@ -1,7 +1,8 @@
 //! `executor serve`, the real binary: first start makes a key and says how to
 //! connect; the key works; Ctrl-C stops it cleanly; a restart keeps the key.
 //! For teams: it serves other machines at its public URL, and keys are
-//! created and revoked while it runs.
+//! created and revoked while it runs. Authorization servers of OAuth-protected
+//! MCP sources read its client metadata document.
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::Ipv4Addr;
@@ -134,6 +135,21 @@ async fn first_start_prints_a_working_key_and_restarts_keep_it() {
     assert!(again.token.is_none(), "keys exist: no new key on restart");
     assert_eq!(initialize(&again.url, &token).await, 200, "the first key still works");
     interrupt(again);
+}
+
+#[tokio::test]
+async fn it_serves_its_oauth_client_metadata_document_at_its_own_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path().to_str().unwrap());
+    let base = server.url.trim_end_matches("/mcp").to_owned();
+    let response = http().get(format!("{base}/oauth/client-metadata.json")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let document: serde_json::Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+    // What an authorization server checks: the id is the document's URL; owners come back to this server.
+    assert_eq!(document["client_id"], format!("{base}/oauth/client-metadata.json"));
+    assert_eq!(document["redirect_uris"], json!([format!("{base}/oauth/callback")]));
+    assert_eq!(document["token_endpoint_auth_method"], "none");
+    interrupt(server);
 }
 
 /// An IPv4 address of this machine other than loopback, from the kernel's

@@ -22,13 +22,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use executor_core::{
-    ApiKey, Event, Execution, ExecutionId, Grant, GrantId, OAuthState, Principal, Session, SessionId, SourceConnection,
-    Timestamp, TokenHash,
+    ApiKey, Event, Execution, ExecutionId, Grant, GrantId, OAuthClient, OAuthState, Principal, Session, SessionId,
+    SourceConnection, Timestamp, TokenHash,
 };
 use executor_scheduler::AlarmScheduler;
 use executor_store::{
-    Access, ConnectionStore, ExecutionStore, GrantStore, KeyStore, OutboxStore, QuotaOutcome, QuotaStore, QuotaTake,
-    SessionStore, StoreError,
+    Access, ConnectionStore, ExecutionStore, GrantStore, KeyStore, OAuthClientStore, OutboxStore, QuotaOutcome,
+    QuotaStore, QuotaTake, SessionStore, StoreError,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -343,6 +343,17 @@ impl<T: ConnectionStore> ConnectionStore for Faulty<T> {
 
     async fn take_oauth_state(&self, hash: &TokenHash) -> Result<OAuthState, StoreError> {
         self.faults.run("take_oauth_state", self.inner.take_oauth_state(hash)).await
+    }
+}
+
+#[async_trait]
+impl<T: OAuthClientStore> OAuthClientStore for Faulty<T> {
+    async fn get_oauth_client(&self, source: &str) -> Result<OAuthClient, StoreError> {
+        self.faults.run("get_oauth_client", self.inner.get_oauth_client(source)).await
+    }
+
+    async fn put_oauth_client(&self, client: &mut OAuthClient) -> Result<(), StoreError> {
+        self.faults.run("put_oauth_client", self.inner.put_oauth_client(client)).await
     }
 }
 

@@ -13,7 +13,7 @@ mod catalog_support;
 use std::sync::Arc;
 
 use catalog_support::authcode::{AuthServer, config, start};
-use executor_catalog::{Catalog, TokenKey, Vault};
+use executor_catalog::{Catalog, OAuthBacking, TokenKey, Vault};
 use executor_sandbox::{Limits, Sandbox};
 use executor_scheduler::InProcessScheduler;
 use executor_service::{Host, HostConfig};
@@ -35,8 +35,13 @@ async fn connect_pause_and_callback_across_the_two_functions_on_dynamodb() {
     let key = TokenKey::derive("a-generated-secret-of-64-characters-0123456789abcdefghijklmnopqr").unwrap();
     let function = async || {
         let vault = Vault { store: store.clone(), key: key.clone() };
-        let catalog =
-            Catalog::connect_with_vault(&sources, Arc::new(executor_core::SystemClock), Some(vault)).await.unwrap();
+        let catalog = Catalog::connect_with(
+            &sources,
+            Arc::new(executor_core::SystemClock),
+            OAuthBacking { vault: Some(vault), mcp: None },
+        )
+        .await
+        .unwrap();
         let config = HostConfig { allowed_hosts: None, connections: catalog.connections(), ..HostConfig::default() };
         let sandbox = Sandbox::new(Limits::default());
         Host::new(

@@ -6,12 +6,12 @@ use std::time::{Duration, SystemTime};
 use aws_sdk_dynamodb::types::{AttributeValue, TimeToLiveStatus};
 use executor_core::{
     ApiKey, ArgsHash, ClientInfo, ElicitationMode, Execution, ExecutionEvent, ExecutionId, Grant, GrantId, GrantedBy,
-    Journal, JournalStep, PendingCall, Principal, Session, SessionId, StepOutcome, Timestamp, TokenHash,
+    Journal, JournalStep, OAuthClient, PendingCall, Principal, Session, SessionId, StepOutcome, Timestamp, TokenHash,
     execution_events,
 };
 use executor_store::{
-    ExecutionStore, GrantStore, HourlyTake, KeyStore, MAX_ITEM_BODY_BYTES, QuotaOutcome, QuotaStore, QuotaTake,
-    SessionStore, SlotTake,
+    ExecutionStore, GrantStore, HourlyTake, KeyStore, MAX_ITEM_BODY_BYTES, OAuthClientStore, QuotaOutcome, QuotaStore,
+    QuotaTake, SessionStore, SlotTake,
 };
 use serde_json::json;
 
@@ -114,10 +114,21 @@ async fn items_match_docs_storage_md() {
         }),
     };
     assert_eq!(store.take_quota(&take).await.unwrap(), QuotaOutcome::Taken);
+    let mut client_registration = OAuthClient {
+        source: "docs".into(),
+        issuer: "https://as.example".into(),
+        client_id: "c1".into(),
+        client_secret: None,
+        scopes: vec!["read".into()],
+        registered_at: now(),
+        expires_at: now().plus(Duration::from_secs(86_400)),
+        version: 0,
+    };
+    store.put_oauth_client(&mut client_registration).await.unwrap();
 
     let items = client.scan().table_name(store.table()).send().await.unwrap().items.unwrap();
     let documented = documented_items();
-    assert_eq!(documented.len(), 9, "docs/storage.md lists nine item types");
+    assert_eq!(documented.len(), 10, "docs/storage.md lists ten item types");
 
     let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for item in &items {
@@ -154,6 +165,10 @@ async fn items_match_docs_storage_md() {
         n(find("OUTBOX", &event_sk).unwrap(), "expires_at"),
         deadline.as_secs_ceil(),
         "a pause's event lasts its window"
+    );
+    assert_eq!(
+        n(find("SOURCE#docs", "OAUTHCLIENT").unwrap(), "expires_at"),
+        client_registration.expires_at.as_secs_ceil()
     );
     let chunks = n(find("EXEC#e1", "EXEC").unwrap(), "chunks");
     assert!(chunks >= 3, "an 800 KB snapshot is split, got {chunks} chunk(s)");

@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime};
 
 use executor_core::{
     ApiKey, ApprovalAction, ClientInfo, ElicitationMode, Event, Execution, ExecutionEvent, ExecutionId, ExecutionState,
-    ExecutionStatus, Grant, GrantId, GrantedBy, Journal, JournalStep, LinkStatus, OAuthState, PendingCall, Principal,
-    QuotaLimit, Session, SessionId, SessionStatus, SourceConnection, StepOutcome, Timestamp, TokenHash,
+    ExecutionStatus, Grant, GrantId, GrantedBy, Journal, JournalStep, LinkStatus, OAuthClient, OAuthState, PendingCall,
+    Principal, QuotaLimit, Session, SessionId, SessionStatus, SourceConnection, StepOutcome, Timestamp, TokenHash,
     execution_events, session_destroyed,
 };
 use executor_store::{Access, HourlyTake, MAX_SNAPSHOT_BYTES, QuotaOutcome, QuotaTake, SlotTake, Store, StoreError};
@@ -43,6 +43,9 @@ executor_tests::on_both_stores!(
     connection_writes_are_conditional_on_version,
     connection_refresh_race_has_exactly_one_winner,
     oauth_states_are_taken_once,
+    oauth_client_registrations_are_conditional,
+    concurrent_registrations_have_exactly_one_winner,
+    expired_oauth_clients_read_as_absent,
 );
 
 fn now() -> Timestamp {
@@ -650,6 +653,19 @@ fn connection(owner: Principal, source: &str, sealed: &str) -> SourceConnection 
     }
 }
 
+fn oauth_client(source: &str, client_id: &str, scopes: &[&str]) -> OAuthClient {
+    OAuthClient {
+        source: source.into(),
+        issuer: "https://as.example".into(),
+        client_id: client_id.into(),
+        client_secret: None,
+        scopes: scopes.iter().map(|s| s.to_string()).collect(),
+        registered_at: now(),
+        expires_at: now().plus(hours(24)),
+        version: 0,
+    }
+}
+
 async fn connections_are_one_per_owner_and_source<S: Store + 'static>(store: Arc<S>) {
     let mut a = connection(alice(), "crm", "sealed-a");
     store.save_connection(&mut a, None).await.unwrap();
@@ -739,4 +755,62 @@ async fn oauth_states_are_taken_once<S: Store + 'static>(store: Arc<S>) {
     };
     store.create_oauth_state(&expired).await.unwrap();
     assert_not_found(store.take_oauth_state(&expired.hash).await);
+}
+
+async fn oauth_client_registrations_are_conditional<S: Store + 'static>(store: Arc<S>) {
+    assert_not_found(store.get_oauth_client("docs").await);
+    let mut first = oauth_client("docs", "c1", &["read"]);
+    store.put_oauth_client(&mut first).await.unwrap();
+    assert_eq!(first.version, 1);
+    assert_eq!(store.get_oauth_client("docs").await.unwrap(), first);
+    // Another instance registering from scratch finds it taken, and the first stands.
+    let taken = store.put_oauth_client(&mut oauth_client("docs", "c2", &["read"])).await;
+    assert!(matches!(taken, Err(StoreError::AlreadyExists { what: "OAuth client registration" })), "{taken:?}");
+    assert_eq!(store.get_oauth_client("docs").await.unwrap().client_id, "c1");
+    // A scope change replaces the version it read; a writer still holding that version loses.
+    let mut wider =
+        OAuthClient { client_id: "c3".into(), scopes: vec!["read".into(), "write".into()], ..first.clone() };
+    store.put_oauth_client(&mut wider).await.unwrap();
+    assert_eq!(wider.version, 2);
+    let mut stale = OAuthClient { client_id: "c4".into(), ..first.clone() };
+    let lost = store.put_oauth_client(&mut stale).await;
+    assert!(matches!(lost, Err(StoreError::Conflict { .. })), "{lost:?}");
+    assert_eq!(stale.version, 1, "a refused write leaves the version as it was");
+    assert_eq!(store.get_oauth_client("docs").await.unwrap(), wider);
+    // One registration per source.
+    assert_not_found(store.get_oauth_client("wiki").await);
+    let mut other = oauth_client("wiki", "w1", &[]);
+    store.put_oauth_client(&mut other).await.unwrap();
+    assert_eq!(store.get_oauth_client("wiki").await.unwrap(), other);
+    assert_eq!(store.get_oauth_client("docs").await.unwrap(), wider);
+}
+
+async fn concurrent_registrations_have_exactly_one_winner<S: Store + 'static>(store: Arc<S>) {
+    let writers = (0..8).map(|i| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let mut client = oauth_client("docs", &format!("c{i}"), &["read"]);
+            store.put_oauth_client(&mut client).await.map(|()| client)
+        })
+    });
+    let results: Vec<_> = futures_util::future::join_all(writers).await.into_iter().map(|r| r.unwrap()).collect();
+    let winners: Vec<&OAuthClient> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    for result in &results {
+        assert!(matches!(result, Ok(_) | Err(StoreError::AlreadyExists { .. })), "{result:?}");
+    }
+    assert_eq!(store.get_oauth_client("docs").await.unwrap(), *winners[0]);
+}
+
+async fn expired_oauth_clients_read_as_absent<S: Store + 'static>(store: Arc<S>) {
+    let mut old = oauth_client("docs", "c1", &["read"]);
+    old.expires_at = Timestamp::from_millis(now().as_millis() - 5_000);
+    store.put_oauth_client(&mut old).await.unwrap();
+    assert_not_found(store.get_oauth_client("docs").await);
+    // Nor can it be replaced by version: it is gone; a new registration takes its place.
+    let replaced = store.put_oauth_client(&mut OAuthClient { client_id: "c2".into(), ..old.clone() }).await;
+    assert_not_found(replaced);
+    let mut fresh = oauth_client("docs", "c3", &["read"]);
+    store.put_oauth_client(&mut fresh).await.unwrap();
+    assert_eq!(store.get_oauth_client("docs").await.unwrap(), fresh);
 }

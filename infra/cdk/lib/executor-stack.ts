@@ -507,7 +507,8 @@ export class ExecutorStack extends Stack {
       ['/healthz', mcp],
       ['/approvals/{proxy+}', approval],
       ['/api/{proxy+}', approval],
-      // Per-owner OAuth: the connect link and the authorization server's redirect back.
+      // Per-owner OAuth (the connect link, the authorization server's redirect back) and the client
+      // metadata document that authorization servers of upstream MCP servers read.
       ['/oauth/{proxy+}', approval],
     ];
     for (const [routePath, integration] of routes) {
@@ -518,8 +519,8 @@ export class ExecutorStack extends Stack {
           reason:
             'The functions authenticate every request themselves: API keys (hashed in the table) or OIDC ' +
             'JWTs on /mcp and /api, single-use approval tokens on /approvals and /oauth/connect, single-use ' +
-            'OAuth states on /oauth/callback; /healthz and the RFC 9728 ' +
-            'metadata under /.well-known are public by design. An API Gateway authorizer cannot check API keys.',
+            'OAuth states on /oauth/callback; /healthz, the RFC 9728 metadata under /.well-known and the OAuth ' +
+            'client metadata document under /oauth are public by design. An API Gateway authorizer cannot check API keys.',
         });
       }
     }

@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use executor_core::{Clock, PolicyAction, SourcePolicy, SystemClock, Toolkit};
+use executor_core::{ClientSite, Clock, PolicyAction, SourcePolicy, SystemClock, Toolkit};
 use executor_sandbox::{CallContext, PathFilter, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use reqwest::header::{HeaderName, HeaderValue};
@@ -30,7 +30,8 @@ use crate::config::{
 };
 use crate::connections::{OwnerTokenError, OwnerTokens, TokenKey};
 use crate::graphql::{self, GraphqlOperation};
-use crate::mcp_source::McpUpstream;
+use crate::mcp_oauth::{self, BearerChallenge};
+use crate::mcp_source::{McpConnectError, McpUpstream};
 use crate::oauth::{OAuthError, TokenCache, TokenEndpoint};
 use crate::openapi::{self, HttpOperation};
 use crate::outbound::{Outbound, OutboundError};
@@ -60,6 +61,16 @@ pub enum CatalogError {
     Index(#[from] crate::IndexError),
 }
 
+/// What MCP authorization needs of the deployment: where client
+/// registrations are kept (shared by every instance), and where this
+/// deployment is reached (the redirect URI and the client metadata document
+/// live there; `None` when no public URL is configured).
+#[derive(Clone)]
+pub struct McpAuth {
+    pub registrations: Arc<dyn executor_store::OAuthClientStore>,
+    pub site: Option<ClientSite>,
+}
+
 /// A namespace as the `execute` tool's description lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NamespaceInfo {
@@ -80,6 +91,15 @@ pub struct Catalog {
     sources: Vec<Source>,
     /// The per-owner OAuth sources and their owners' tokens, when any source is one.
     owners: Option<Arc<OwnerTokens>>,
+}
+
+/// What OAuth sources keep in the deployment's store; see [`Catalog::connect_with`].
+#[derive(Default)]
+pub struct OAuthBacking {
+    /// Owners' tokens, for per-owner (`oauth2`) sources.
+    pub vault: Option<Vault>,
+    /// Client registrations, for OAuth-protected MCP servers.
+    pub mcp: Option<McpAuth>,
 }
 
 /// Where per-owner OAuth tokens are kept: the store, and the key that seals them.
@@ -174,15 +194,17 @@ impl Catalog {
 
     /// [`Catalog::connect`], with the clock that decides when OAuth tokens expire.
     pub async fn connect_with_clock(config: &CatalogConfig, clock: Arc<dyn Clock>) -> Result<Self, CatalogError> {
-        Self::connect_with_vault(config, clock, None).await
+        Self::connect_with(config, clock, OAuthBacking::default()).await
     }
 
-    /// [`Catalog::connect_with_clock`], keeping per-owner OAuth tokens in
-    /// `vault`. Without one, per-owner (`oauth2`) sources are unavailable.
-    pub async fn connect_with_vault(
+    /// [`Catalog::connect_with_clock`], with what OAuth sources keep in the
+    /// deployment's store: owners' tokens for per-owner (`oauth2`) sources,
+    /// client registrations for OAuth-protected MCP servers. Without them such
+    /// a source is unavailable, with the reason.
+    pub async fn connect_with(
         config: &CatalogConfig,
         clock: Arc<dyn Clock>,
-        vault: Option<Vault>,
+        backing: OAuthBacking,
     ) -> Result<Self, CatalogError> {
         let outbound = Outbound::new(&config.outbound)?;
         let secrets = Secrets::default();
@@ -191,13 +213,16 @@ impl Catalog {
             Some(path) => crate::index::load(path, config)?,
             None => Vec::new(),
         };
-        let owners =
-            vault.map(|vault| Arc::new(OwnerTokens::new(vault.store, vault.key, outbound.clone(), clock.clone())));
+        let owners = backing
+            .vault
+            .map(|vault| Arc::new(OwnerTokens::new(vault.store, vault.key, outbound.clone(), clock.clone())));
+        let context = ConnectContext { outbound, secrets, clock, owners, mcp_auth: backing.mcp };
         let connected = futures_util::future::join_all(config.sources.iter().map(|s| {
             let tools = indexed.iter().position(|(namespace, _)| *namespace == s.namespace);
-            connect_source(s, &outbound, &secrets, &clock, tools.map(|at| indexed.swap_remove(at).1), owners.as_ref())
+            connect_source(s, &context, tools.map(|at| indexed.swap_remove(at).1))
         }))
         .await;
+        let owners = context.owners;
         let mut tools = Vec::new();
         let mut sources = Vec::new();
         for (config, result) in config.sources.iter().zip(connected) {
@@ -677,17 +702,24 @@ fn send_error(error: SendError) -> ToolError {
     ToolError { code: code.into(), message: error.to_string() }
 }
 
+/// What connecting a source may use.
+struct ConnectContext {
+    outbound: Outbound,
+    secrets: Secrets,
+    clock: Arc<dyn Clock>,
+    owners: Option<Arc<OwnerTokens>>,
+    mcp_auth: Option<McpAuth>,
+}
+
 /// A source's tools and connection; an error is the reason it is
 /// unavailable, redacted with everything the source's config and secrets hold.
 /// `indexed`: its tools from the catalog index, so its document is not read.
 async fn connect_source(
     config: &SourceConfig,
-    outbound: &Outbound,
-    secrets: &Secrets,
-    clock: &Arc<dyn Clock>,
+    context: &ConnectContext,
     indexed: Option<Vec<ToolDef>>,
-    owners: Option<&Arc<OwnerTokens>>,
 ) -> Result<(Connection, Vec<ToolDef>), String> {
+    let ConnectContext { outbound, secrets, clock, owners, .. } = context;
     // A key written into a configured URL is known before any secret is resolved.
     let mut redactor = Redactor::default();
     match &config.kind {
@@ -739,7 +771,7 @@ async fn connect_source(
         None => Ok(()),
     };
     let connected = match token {
-        Ok(()) => connect_upstream(config, endpoint, credentials.query, &current(), fail, indexed).await,
+        Ok(()) => connect_upstream(config, endpoint, credentials.query, &current(), context, fail, indexed).await,
         Err(reason) => Err(reason),
     };
     match connected {
@@ -759,6 +791,7 @@ async fn connect_upstream(
     endpoint: Endpoint,
     query: Vec<(String, String)>,
     redactor: &Redactor,
+    context: &ConnectContext,
     fail: impl Fn(&str, String) -> String,
     indexed: Option<Vec<ToolDef>>,
 ) -> Result<(Upstream, Vec<ToolDef>), String> {
@@ -805,11 +838,47 @@ async fn connect_upstream(
         SourceKind::Mcp { url } => {
             // The config refuses OAuth for MCP sources: their headers are fixed at the handshake.
             let headers = endpoint.headers.iter().cloned().collect();
-            let (mcp, tools) = McpUpstream::connect(&config.namespace, &with_query(url), headers, outbound, redactor)
-                .await
-                .map_err(|e| fail("mcp", e))?;
-            Ok((Upstream::Mcp(mcp), tools))
+            match McpUpstream::connect(&config.namespace, &with_query(url), headers, outbound, redactor).await {
+                Ok((mcp, tools)) => Ok((Upstream::Mcp(mcp), tools)),
+                // Credentials of its own that the server refused are not MCP authorization's business.
+                Err(McpConnectError::Unauthorized { challenges, .. }) if config.auth.is_none() => {
+                    let challenge = BearerChallenge::from_headers(challenges.iter().map(String::as_str));
+                    Err(fail("mcp authorization", mcp_authorization(config, url, &challenge, context).await))
+                }
+                Err(e) => Err(fail("mcp", e.to_string())),
+            }
         }
+    }
+}
+
+/// An MCP server that answered 401: its authorization server discovered
+/// and this deployment registered there (see `mcp_oauth.rs`). The answer is
+/// the reason the source is unavailable: what failed, or what it now needs.
+async fn mcp_authorization(
+    config: &SourceConfig,
+    url: &Url,
+    challenge: &BearerChallenge,
+    context: &ConnectContext,
+) -> String {
+    let discovered = match mcp_oauth::discover(&context.outbound, url, challenge).await {
+        Ok(discovered) => discovered,
+        Err(e) => return e.to_string(),
+    };
+    let Some(McpAuth { registrations, site }) = &context.mcp_auth else {
+        return format!(
+            "the server requires OAuth authorization from {}, and this host keeps no client registrations",
+            discovered.issuer
+        );
+    };
+    let Some(site) = site else { return mcp_oauth::McpOAuthError::NoPublicUrl.to_string() };
+    let now = context.clock.now();
+    match mcp_oauth::register(&context.outbound, &**registrations, &config.namespace, &discovered, site, now).await {
+        Ok(client) => format!(
+            "the server requires each owner's OAuth authorization from {} (client `{}`, scopes {:?}); \
+             connecting owners to MCP sources is not available in this version",
+            discovered.issuer, client.client_id, client.scopes
+        ),
+        Err(e) => e.to_string(),
     }
 }
 

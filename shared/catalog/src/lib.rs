@@ -15,6 +15,7 @@ mod connections;
 mod graphql;
 pub mod index;
 mod mcp_client;
+pub mod mcp_oauth;
 mod mcp_source;
 mod naming;
 mod oauth;
@@ -27,7 +28,7 @@ mod tool;
 mod toolkit;
 mod typescript;
 
-pub use catalog::{Catalog, CatalogError, NamespaceInfo, Vault};
+pub use catalog::{Catalog, CatalogError, McpAuth, NamespaceInfo, OAuthBacking, Vault};
 pub use config::{CONFIG_ENV, CatalogConfig, ConfigError, OAuth2Config};
 pub use connections::{REFRESH_LEASE, TOKEN_KEY_ENV, TokenKey};
 pub use index::{INDEX_ENV, IndexError};

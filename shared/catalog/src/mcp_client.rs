@@ -46,6 +46,9 @@ pub enum McpClientError {
     Outbound(#[from] OutboundError),
     #[error("HTTP {status}: {body}")]
     Status { status: u16, body: String },
+    /// HTTP 401, with the server's `WWW-Authenticate` values: how to authorize.
+    #[error("HTTP 401 (the server requires authorization): {body}")]
+    Unauthorized { challenges: Vec<String>, body: String },
     #[error("error {code}: {message}")]
     Rpc { code: i64, message: String },
     #[error("the server does not speak MCP as expected: {0}")]
@@ -249,6 +252,12 @@ impl McpClient {
         let status = response.status().as_u16();
         let session = response.headers().get(SESSION_HEADER).cloned();
         let location = response.headers().get(reqwest::header::LOCATION).map(|l| l.as_bytes().to_vec());
+        let challenges: Vec<String> = response
+            .headers()
+            .get_all(reqwest::header::WWW_AUTHENTICATE)
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect();
         let is_stream = response
             .headers()
             .get(CONTENT_TYPE)
@@ -258,6 +267,9 @@ impl McpClient {
             let body = self.outbound.read_body(&mut response).await?;
             if !(200..300).contains(&status) {
                 let mut body = self.redactor.excerpt(&body, EXCERPT_CHARS);
+                if status == 401 {
+                    return Err(McpClientError::Unauthorized { challenges, body });
+                }
                 if let (300..400, Some(location)) = (status, location) {
                     let location = self.redactor.excerpt(&location, EXCERPT_CHARS);
                     body =

@@ -11,20 +11,30 @@ use executor_sandbox::{ToolError, ToolOutcome};
 use serde_json::Value;
 use url::Url;
 
-use crate::mcp_client::{CallToolResult, McpClient};
+use crate::mcp_client::{CallToolResult, McpClient, McpClientError};
 
 use crate::naming::{deduplicate, sanitize};
 use crate::outbound::Outbound;
 use crate::redact::Redactor;
 use crate::tool::{Schemas, Target, ToolDef};
 
+/// Why an upstream MCP server could not be connected.
+#[derive(Debug, thiserror::Error)]
+pub enum McpConnectError {
+    /// It answered 401: with the `WWW-Authenticate` values, for MCP authorization.
+    #[error("MCP handshake failed: HTTP 401 (the server requires authorization): {body}")]
+    Unauthorized { challenges: Vec<String>, body: String },
+    /// Text meant for the operator; the caller prefixes the source and redacts.
+    #[error("{0}")]
+    Failed(String),
+}
+
 pub struct McpUpstream {
     client: McpClient,
 }
 
 impl McpUpstream {
-    /// Connect and list the tools. Errors are text meant for the operator;
-    /// the caller prefixes the source and redacts. `redactor` is for the
+    /// Connect and list the tools. `redactor` is for the
     /// client's excerpts of upstream answers, redacted before they are cut.
     pub async fn connect(
         namespace: &str,
@@ -32,12 +42,17 @@ impl McpUpstream {
         headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
         outbound: &Outbound,
         redactor: &Redactor,
-    ) -> Result<(Self, Vec<ToolDef>), String> {
-        outbound.check_url(url).map_err(|e| e.to_string())?;
-        let client = McpClient::connect(url.clone(), headers.into_iter().collect(), outbound, redactor)
-            .await
-            .map_err(|e| format!("MCP handshake failed: {e}"))?;
-        let mut listed = client.list_tools().await.map_err(|e| format!("tools/list failed: {e}"))?;
+    ) -> Result<(Self, Vec<ToolDef>), McpConnectError> {
+        outbound.check_url(url).map_err(|e| McpConnectError::Failed(e.to_string()))?;
+        let client = match McpClient::connect(url.clone(), headers.into_iter().collect(), outbound, redactor).await {
+            Ok(client) => client,
+            Err(McpClientError::Unauthorized { challenges, body }) => {
+                return Err(McpConnectError::Unauthorized { challenges, body });
+            }
+            Err(e) => return Err(McpConnectError::Failed(format!("MCP handshake failed: {e}"))),
+        };
+        let mut listed =
+            client.list_tools().await.map_err(|e| McpConnectError::Failed(format!("tools/list failed: {e}")))?;
         // Named in name order, so collisions after sanitising resolve the same way every time.
         listed.sort_by(|a, b| a.name.cmp(&b.name));
         let paths = deduplicate(listed.iter().map(|t| format!("{namespace}.{}", sanitize(&t.name))));

@@ -35,7 +35,7 @@ fn config(dir: &Path, name: &str, text: &str) -> CatalogConfig {
 
 /// Everything a tool gives the code, compared between the two catalogs.
 async fn observe(catalog: &Catalog, seen: impl Fn() -> Vec<Seen>) -> Vec<Value> {
-    let ctx = CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step: 1 };
+    let ctx = CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step: 1, owner: None };
     let mut out = vec![json!(catalog.namespaces())];
     for path in catalog.paths().map(str::to_owned).collect::<Vec<_>>() {
         let described = catalog.describe(json!(path)).await;

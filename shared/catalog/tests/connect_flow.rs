@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capture::Capture;
-use executor_catalog::{Catalog, CatalogConfig, TokenKey, Vault};
+use executor_catalog::{Catalog, CatalogConfig, OAuthBacking, TokenKey, Vault};
 use executor_cli::{keys, serve};
 use executor_core::ManualClock;
 use executor_service::HostConfig;
@@ -39,7 +39,8 @@ const LIST: &str = "const r = await tools.crm.contacts.list({}); return r.data";
 /// token cache and single-flight locks: another process, as far as tokens go).
 async fn host<S: Store + 'static>(store: &Arc<S>, sources: &CatalogConfig, clock: Arc<ManualClock>) -> String {
     let vault = Vault { store: store.clone(), key: TokenKey::from_bytes(&[9u8; 32]).unwrap() };
-    let catalog = Catalog::connect_with_vault(sources, clock.clone(), Some(vault)).await.unwrap();
+    let catalog =
+        Catalog::connect_with(sources, clock.clone(), OAuthBacking { vault: Some(vault), mcp: None }).await.unwrap();
     assert_eq!(catalog.namespaces()[0].error, None, "the spec loads without any owner's token");
     let config = HostConfig { clock, connections: catalog.connections(), ..HostConfig::default() };
     let host = serve::host(store.clone(), Arc::new(catalog), &["crm".to_owned()], config).await.unwrap();

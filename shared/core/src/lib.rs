@@ -13,6 +13,7 @@ pub mod execution;
 pub mod grant;
 pub mod ids;
 pub mod journal;
+pub mod oauth_client;
 pub mod policy;
 pub mod principal;
 pub mod quota;
@@ -33,6 +34,9 @@ pub use execution::{
 pub use grant::{DEFAULT_GRANT_TTL, Grant, GrantedBy, Remember};
 pub use ids::{ExecutionId, GrantId, IdError, SessionId};
 pub use journal::{ArgsHash, Journal, JournalStep, NonDeterministicReplay, PendingCall, Replay, StepOutcome};
+pub use oauth_client::{
+    CALLBACK_PATH, CLIENT_METADATA_PATH, CLIENT_NAME, ClientSite, DEFAULT_REGISTRATION_TTL, OAuthClient,
+};
 pub use policy::{
     DecisionReason, Effect, PatternError, PolicyAction, PolicyDecision, PolicyRule, SourcePolicy, ToolPattern,
 };

@@ -11,8 +11,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use executor_catalog::{Catalog, CatalogConfig, TokenKey, Vault};
-use executor_core::SystemClock;
+use executor_catalog::{Catalog, CatalogConfig, McpAuth, OAuthBacking, TokenKey, Vault};
 use executor_sandbox::{Limits, Sandbox};
 use executor_scheduler::EventBridgeScheduler;
 use executor_service::{Host, HostConfig, ToolkitEndpoint};
@@ -59,9 +58,12 @@ pub async fn run(routes: Routes) -> Result<(), Error> {
         config.continuations = Some(Arc::new(continuations));
     }
     let sources = CatalogConfig::load_located(None)?;
-    // Owners' OAuth tokens are sealed with the key from EXECUTOR_TOKEN_KEY_SECRET_ARN, read once per cold start.
+    // Owners' OAuth tokens are sealed with the key from EXECUTOR_TOKEN_KEY_SECRET_ARN, read once per cold start;
+    // OAuth-protected MCP sources register once for every function, in the table.
     let vault = TokenKey::from_env().await?.map(|key| Vault { store: store.clone(), key });
-    let catalog = Arc::new(Catalog::connect_with_vault(&sources, Arc::new(SystemClock), vault).await?);
+    let site = config.public_url.as_deref().map(executor_core::ClientSite::new);
+    let mcp = Some(McpAuth { registrations: store.clone(), site });
+    let catalog = Arc::new(Catalog::connect_with(&sources, config.clock.clone(), OAuthBacking { vault, mcp }).await?);
     config.connections = catalog.connections();
     // Named with the reason when a source failed to load, never as an empty namespace.
     let namespaces: Vec<String> = catalog.namespaces().iter().map(|n| catalog.label(&n.namespace)).collect();

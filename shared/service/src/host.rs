@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use executor_core::{ElicitationMode, ExecutionId, Principal, ToolkitName};
+use executor_core::{ClientSite, ElicitationMode, ExecutionId, Principal, ToolkitName};
 use executor_sandbox::{Sandbox, Tools};
 use executor_scheduler::AlarmScheduler;
 use executor_store::Store;
@@ -340,6 +340,9 @@ impl Host {
         if request.method() == Method::GET && path == "/healthz" {
             return text(StatusCode::OK, "ok");
         }
+        if request.method() == Method::GET && path == executor_core::CLIENT_METADATA_PATH {
+            return self.client_metadata(request.headers());
+        }
         text(StatusCode::NOT_FOUND, "not found")
     }
 
@@ -450,6 +453,12 @@ impl Host {
             ElicitationMode::Native if !native => ElicitationMode::Model,
             mode => mode,
         }
+    }
+
+    /// The Client ID Metadata Document authorization servers read when this
+    /// deployment's client id is the document's URL (OAuth-protected MCP sources).
+    fn client_metadata(&self, headers: &HeaderMap) -> Response<Bytes> {
+        json_response(StatusCode::OK, &ClientSite::new(&self.base_url(headers)).client_metadata())
     }
 
     fn base_url(&self, headers: &HeaderMap) -> String {

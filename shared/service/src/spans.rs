@@ -44,6 +44,7 @@ pub(crate) fn approval_request(request: &Request<Bytes>) -> Span {
         ["", "api", "executions", _] => "/api/executions/{executionId}",
         ["", "api", "executions", _, "resume"] => "/api/executions/{executionId}/resume",
         ["", "healthz"] => "/healthz",
+        ["", "oauth", "client-metadata.json"] => "/oauth/client-metadata.json",
         _ => "other",
     };
     let span = tracing::info_span!(

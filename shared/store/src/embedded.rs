@@ -10,18 +10,21 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use executor_core::{
-    ApiKey, Clock, Event, Execution, ExecutionId, ExecutionState, Grant, GrantId, OAuthState, Principal, Session,
-    SessionId, SourceConnection, SystemClock, Timestamp, TokenHash,
+    ApiKey, Clock, Event, Execution, ExecutionId, ExecutionState, Grant, GrantId, OAuthClient, OAuthState, Principal,
+    Session, SessionId, SourceConnection, SystemClock, Timestamp, TokenHash,
 };
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
-use crate::records::{self, API_KEY, CONNECTION, EVENT, EXECUTION, GRANT, OAUTH_STATE, SESSION};
+use crate::records::{self, API_KEY, CONNECTION, EVENT, EXECUTION, GRANT, OAUTH_CLIENT, OAUTH_STATE, SESSION};
 
 #[path = "embedded_quota.rs"]
 mod quota;
 use crate::traced::traced;
-use crate::{Access, ConnectionStore, ExecutionStore, GrantStore, KeyStore, OutboxStore, SessionStore, StoreError};
+use crate::{
+    Access, ConnectionStore, ExecutionStore, GrantStore, KeyStore, OAuthClientStore, OutboxStore, SessionStore,
+    StoreError,
+};
 
 /// The backend named in store spans.
 const BACKEND: &str = "redb";
@@ -738,6 +741,63 @@ impl ConnectionStore for EmbeddedStore {
                 }
             })
             .await
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl OAuthClientStore for EmbeddedStore {
+    async fn get_oauth_client(&self, source: &str) -> Result<OAuthClient, StoreError> {
+        traced("store.get_oauth_client", BACKEND, async {
+            let pk = records::oauth_client_pk(source);
+            let bytes = self.get("read an OAuth client registration", pk, records::OAUTH_CLIENT_SK.into()).await?;
+            let client: OAuthClient =
+                records::decode(OAUTH_CLIENT, &bytes.ok_or(StoreError::NotFound { what: OAUTH_CLIENT })?)?;
+            match self.clock.now() < client.expires_at {
+                true => Ok(client),
+                false => Err(StoreError::NotFound { what: OAUTH_CLIENT }),
+            }
+        })
+        .await
+    }
+
+    async fn put_oauth_client(&self, client: &mut OAuthClient) -> Result<(), StoreError> {
+        traced("store.put_oauth_client", BACKEND, async {
+            let expected = client.version;
+            let mut next = client.clone();
+            next.version = expected + 1;
+            let body = records::encode_small(OAUTH_CLIENT, &next)?;
+            let pk = records::oauth_client_pk(&client.source);
+            let now = self.clock.now();
+            self.write("store an OAuth client registration", move |txn| {
+                let mut table = txn.open_table(ITEMS)?;
+                let key = (pk.as_str(), records::OAUTH_CLIENT_SK);
+                let stored = match table.get(key)? {
+                    Some(value) => {
+                        Some(records::decode::<OAuthClient>(OAUTH_CLIENT, value.value()).map_err(Failure::Store)?)
+                    }
+                    None => None,
+                };
+                let live = stored.filter(|stored| now < stored.expires_at);
+                let refusal = match (expected, live) {
+                    (0, None) => None,
+                    (0, Some(_)) => Some(StoreError::AlreadyExists { what: OAUTH_CLIENT }),
+                    (_, None) => Some(StoreError::NotFound { what: OAUTH_CLIENT }),
+                    (_, Some(stored)) if stored.version != expected => {
+                        Some(StoreError::Conflict { what: OAUTH_CLIENT })
+                    }
+                    _ => None,
+                };
+                if let Some(refusal) = refusal {
+                    return Err(Failure::Store(refusal));
+                }
+                table.insert(key, body.as_slice())?;
+                Ok(())
+            })
+            .await?;
+            client.version = expected + 1;
+            Ok(())
         })
         .await
     }

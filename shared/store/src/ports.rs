@@ -3,8 +3,8 @@
 
 use async_trait::async_trait;
 use executor_core::{
-    ApiKey, Event, Execution, ExecutionId, Grant, GrantId, OAuthState, Principal, QuotaLimit, Session, SessionId,
-    SourceConnection, Timestamp, TokenHash,
+    ApiKey, Event, Execution, ExecutionId, Grant, GrantId, OAuthClient, OAuthState, Principal, QuotaLimit, Session,
+    SessionId, SourceConnection, Timestamp, TokenHash,
 };
 
 use crate::StoreError;
@@ -201,13 +201,35 @@ pub trait ConnectionStore: Send + Sync {
     async fn take_oauth_state(&self, hash: &TokenHash) -> Result<OAuthState, StoreError>;
 }
 
+/// Client registrations with the authorization servers of OAuth-protected
+/// upstream MCP servers, one per source, shared by every instance.
+#[async_trait]
+pub trait OAuthClientStore: Send + Sync {
+    /// The live registration of `source`, or `NotFound`.
+    async fn get_oauth_client(&self, source: &str) -> Result<OAuthClient, StoreError>;
+
+    /// Store `client` and bump `client.version`. Version 0 creates it
+    /// (`AlreadyExists` if a live one is stored: another instance registered
+    /// first); any other version replaces the stored registration only if it
+    /// is still at that version (`Conflict` otherwise, `NotFound` if it is gone).
+    async fn put_oauth_client(&self, client: &mut OAuthClient) -> Result<(), StoreError>;
+}
+
 /// Everything the service needs from storage, in one object.
 pub trait Store:
-    SessionStore + ExecutionStore + KeyStore + QuotaStore + GrantStore + OutboxStore + ConnectionStore
+    SessionStore + ExecutionStore + KeyStore + QuotaStore + GrantStore + OutboxStore + ConnectionStore + OAuthClientStore
 {
 }
 
-impl<T: SessionStore + ExecutionStore + KeyStore + QuotaStore + GrantStore + OutboxStore + ConnectionStore> Store
-    for T
+impl<
+    T: SessionStore
+        + ExecutionStore
+        + KeyStore
+        + QuotaStore
+        + GrantStore
+        + OutboxStore
+        + ConnectionStore
+        + OAuthClientStore,
+> Store for T
 {
 }

@@ -22,6 +22,7 @@ pub(crate) const GRANT: &str = "grant";
 pub(crate) const EVENT: &str = "outbox event";
 pub(crate) const CONNECTION: &str = "connection";
 pub(crate) const OAUTH_STATE: &str = "OAuth state";
+pub(crate) const OAUTH_CLIENT: &str = "OAuth client registration";
 
 pub(crate) const SESSION_SK: &str = "SESSION";
 pub(crate) const EXECUTION_SK: &str = "EXEC";
@@ -35,6 +36,13 @@ pub(crate) const OAUTH_STATE_SK: &str = "STATE";
 /// Undelivered events share one partition, so the oldest are read with one query.
 pub(crate) const OUTBOX_PK: &str = "OUTBOX";
 pub(crate) const EVENT_PREFIX: &str = "EVENT#";
+
+/// A source's client registration: one item per source.
+pub(crate) const OAUTH_CLIENT_SK: &str = "OAUTHCLIENT";
+
+pub(crate) fn oauth_client_pk(source: &str) -> String {
+    format!("SOURCE#{source}")
+}
 
 pub(crate) const QUOTA: &str = "quota counter";
 /// A quota's concurrency slots: one item per owner.

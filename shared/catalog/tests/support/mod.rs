@@ -7,6 +7,7 @@
 
 pub mod authcode;
 pub mod graphql;
+pub mod mcp_oauth;
 pub mod oauth;
 pub mod recording;
 

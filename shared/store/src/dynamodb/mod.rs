@@ -10,6 +10,8 @@
 //! - `GRANTS#<owner>` / `GRANT#<tool>`: a remembered approval;
 //! - `CONNS#<owner>` / `CONN#<source>`: an owner's OAuth tokens for a source (sealed);
 //! - `OAUTH#<sha256 of state>` / `STATE`: an authorization in progress;
+//! - `SOURCE#<namespace>` / `OAUTHCLIENT`: a source's client registration with
+//!   its upstream's authorization server;
 //! - `OUTBOX` / `EVENT#<time>#<id>`: an undelivered lifecycle event, written in
 //!   the transaction of the change it describes.
 
@@ -31,17 +33,20 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Get, Put, TransactGetItem, TransactWriteItem};
 use chunks::{Layout, Piece, Seen};
 use executor_core::{
-    ApiKey, Clock, Event, Execution, ExecutionId, ExecutionState, Grant, GrantId, OAuthState, Principal, Session,
-    SessionId, SourceConnection, SystemClock, Timestamp, TokenHash,
+    ApiKey, Clock, Event, Execution, ExecutionId, ExecutionState, Grant, GrantId, OAuthClient, OAuthState, Principal,
+    Session, SessionId, SourceConnection, SystemClock, Timestamp, TokenHash,
 };
 use item::{
     BODY, CHUNK_VERSIONS, CHUNKS, EXPIRES_AT, GRANT_ID, Item, KIND, OWNER, PK, SESSION_ID, SK, STATUS, STEPS_CHUNKS,
     VERSION, WRITE_ID, b, get_b, get_n, get_s, is_live, n, now_secs, s, ttl,
 };
 
-use crate::records::{self, API_KEY, CONNECTION, EVENT, EXECUTION, GRANT, OAUTH_STATE, SESSION};
+use crate::records::{self, API_KEY, CONNECTION, EVENT, EXECUTION, GRANT, OAUTH_CLIENT, OAUTH_STATE, SESSION};
 use crate::traced::traced;
-use crate::{Access, ConnectionStore, ExecutionStore, GrantStore, KeyStore, OutboxStore, SessionStore, StoreError};
+use crate::{
+    Access, ConnectionStore, ExecutionStore, GrantStore, KeyStore, OAuthClientStore, OutboxStore, SessionStore,
+    StoreError,
+};
 
 /// The backend named in store spans.
 const BACKEND: &str = "dynamodb";
@@ -900,6 +905,41 @@ impl GrantStore for DynamoStore {
                 }
                 Err(e) => Err(self.sdk_error("revoke a grant", e)),
             }
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl OAuthClientStore for DynamoStore {
+    async fn get_oauth_client(&self, source: &str) -> Result<OAuthClient, StoreError> {
+        traced("store.get_oauth_client", BACKEND, async {
+            let pk = records::oauth_client_pk(source);
+            let found = self.get_item("read an OAuth client registration", pk, records::OAUTH_CLIENT_SK).await?;
+            match found {
+                Some(item) if is_live(&item, OAUTH_CLIENT, self.clock.now())? => {
+                    records::decode(OAUTH_CLIENT, get_b(&item, BODY, OAUTH_CLIENT)?)
+                }
+                _ => Err(StoreError::NotFound { what: OAUTH_CLIENT }),
+            }
+        })
+        .await
+    }
+
+    async fn put_oauth_client(&self, client: &mut OAuthClient) -> Result<(), StoreError> {
+        traced("store.put_oauth_client", BACKEND, async {
+            let expected = client.version;
+            let mut next = client.clone();
+            next.version = expected + 1;
+            let mut item = item::key(records::oauth_client_pk(&client.source), records::OAUTH_CLIENT_SK);
+            item.insert(KIND.into(), s("oauth_client"));
+            item.insert(VERSION.into(), n(next.version));
+            item.insert(EXPIRES_AT.into(), ttl(next.expires_at));
+            item.insert(BODY.into(), b(&records::encode_small(OAUTH_CLIENT, &next)?));
+            let expect = if expected == 0 { Expect::Absent } else { Expect::Version(expected) };
+            self.put(OAUTH_CLIENT, "store an OAuth client registration", item, expect).await?;
+            client.version = next.version;
+            Ok(())
         })
         .await
     }

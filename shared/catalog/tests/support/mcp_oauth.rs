@@ -1,0 +1,296 @@
+//! An OAuth-protected MCP server and its authorization server, on one
+//! loopback port: the `docs` MCP server at `/mcp` answers 401 with
+//! `resource_metadata` to any request without a token issued for it, the
+//! protected resource metadata (RFC 9728) names the authorization server
+//! `<base>/as`, whose metadata (RFC 8414, or OpenID discovery only), dynamic
+//! registration (RFC 7591) and authorization endpoint are here too. The
+//! authorization endpoint checks the client: a registered one, or a Client
+//! ID Metadata Document it fetches from the client id URL.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use axum::extract::{Query, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+
+use executor_catalog::{Catalog, CatalogConfig, McpAuth, NamespaceInfo, OAuthBacking};
+use executor_core::{ClientSite, ManualClock};
+use executor_store::EmbeddedStore;
+
+use super::{Docs, Recorded, serve};
+
+/// What the servers offer; tests change it between catalog connections.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub client_id_metadata_documents: bool,
+    pub registration: bool,
+    pub pkce_methods: Vec<String>,
+    pub scopes: Vec<String>,
+    /// The `resource` the metadata names; `None`: the MCP server's own URL.
+    pub resource: Option<String>,
+    /// Only `/.well-known/openid-configuration` (no RFC 8414 metadata).
+    pub openid_only: bool,
+    /// Registered clients get this secret (a server that insists on confidential clients).
+    pub client_secret: Option<String>,
+    /// The `scope` of the 401's challenge, when it names one.
+    pub challenge_scope: Option<String>,
+    /// The challenge names no `resource_metadata` (clients then try the well-known URL).
+    pub unnamed_metadata: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            client_id_metadata_documents: false,
+            registration: true,
+            pkce_methods: vec!["S256".into()],
+            scopes: vec!["docs:read".into()],
+            resource: None,
+            openid_only: false,
+            client_secret: None,
+            challenge_scope: None,
+            unnamed_metadata: false,
+        }
+    }
+}
+
+#[derive(Clone, Default)]
+pub struct Fixture {
+    base: Arc<OnceLock<String>>,
+    pub settings: Arc<Mutex<Settings>>,
+    /// The body of every registration request.
+    pub registrations: Arc<Mutex<Vec<Value>>>,
+    /// Registered clients: id -> redirect URIs.
+    clients: Arc<Mutex<HashMap<String, Vec<String>>>>,
+    /// Client ID Metadata Documents fetched.
+    pub documents_fetched: Arc<AtomicUsize>,
+    /// Access tokens the MCP server accepts, and the resource each was issued for.
+    pub tokens: Arc<Mutex<HashMap<String, String>>>,
+    pub recorded: Arc<Recorded>,
+}
+
+impl Fixture {
+    pub fn base(&self) -> &str {
+        self.base.get().expect("started")
+    }
+
+    pub fn mcp_url(&self) -> String {
+        format!("{}/mcp", self.base())
+    }
+
+    pub fn issuer(&self) -> String {
+        format!("{}/as", self.base())
+    }
+
+    pub fn set(&self, change: impl FnOnce(&mut Settings)) {
+        change(&mut self.settings.lock().unwrap());
+    }
+
+    pub fn registrations(&self) -> Vec<Value> {
+        self.registrations.lock().unwrap().clone()
+    }
+
+    fn settings(&self) -> Settings {
+        self.settings.lock().unwrap().clone()
+    }
+
+    fn resource_metadata_url(&self) -> String {
+        format!("{}/.well-known/oauth-protected-resource/mcp", self.base())
+    }
+}
+
+pub async fn start() -> Fixture {
+    let fixture = Fixture::default();
+    let handler = Docs { recorded: fixture.recorded.clone() };
+    let mcp = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let protected = Router::new()
+        .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(fixture.clone(), require_token));
+    let router = Router::new()
+        .route("/.well-known/oauth-protected-resource/mcp", get(resource_metadata))
+        .route("/.well-known/oauth-authorization-server/as", get(rfc8414_metadata))
+        .route("/.well-known/openid-configuration/as", get(openid_metadata))
+        .route("/as/register", post(register))
+        .route("/as/authorize", get(authorize))
+        .with_state(fixture.clone())
+        .merge(protected);
+    let base = serve(router).await;
+    fixture.base.set(base).unwrap();
+    fixture
+}
+
+/// A token issued for this server, else 401 naming the metadata.
+async fn require_token(State(f): State<Fixture>, request: Request, next: Next) -> Response {
+    let token = request
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_owned);
+    let issued_for = token.and_then(|t| f.tokens.lock().unwrap().get(&t).cloned());
+    if issued_for.as_deref() == Some(f.mcp_url().as_str()) {
+        return next.run(request).await;
+    }
+    let mut challenge = match f.settings().unnamed_metadata {
+        true => r#"Bearer realm="docs""#.to_owned(),
+        false => format!(r#"Bearer realm="docs", resource_metadata="{}""#, f.resource_metadata_url()),
+    };
+    if let Some(scope) = f.settings().challenge_scope {
+        challenge.push_str(&format!(r#", scope="{scope}""#));
+    }
+    (StatusCode::UNAUTHORIZED, [("www-authenticate", challenge)], "a token for this server is required").into_response()
+}
+
+async fn resource_metadata(State(f): State<Fixture>) -> Json<Value> {
+    let settings = f.settings();
+    Json(json!({
+        "resource": settings.resource.unwrap_or_else(|| f.mcp_url()),
+        "authorization_servers": [f.issuer()],
+        "scopes_supported": settings.scopes,
+        "bearer_methods_supported": ["header"],
+    }))
+}
+
+fn server_metadata(f: &Fixture) -> Value {
+    let settings = f.settings();
+    let issuer = f.issuer();
+    let mut metadata = json!({
+        "issuer": issuer,
+        "authorization_endpoint": format!("{issuer}/authorize"),
+        "token_endpoint": format!("{issuer}/token"),
+        "response_types_supported": ["code"],
+        "code_challenge_methods_supported": settings.pkce_methods,
+        "client_id_metadata_document_supported": settings.client_id_metadata_documents,
+    });
+    if settings.registration {
+        metadata["registration_endpoint"] = json!(format!("{issuer}/register"));
+    }
+    metadata
+}
+
+async fn rfc8414_metadata(State(f): State<Fixture>) -> Response {
+    match f.settings().openid_only {
+        true => (StatusCode::NOT_FOUND, "no such metadata").into_response(),
+        false => Json(server_metadata(&f)).into_response(),
+    }
+}
+
+async fn openid_metadata(State(f): State<Fixture>) -> Json<Value> {
+    Json(server_metadata(&f))
+}
+
+async fn register(State(f): State<Fixture>, Json(body): Json<Value>) -> Response {
+    f.registrations.lock().unwrap().push(body.clone());
+    let redirect_uris: Vec<String> =
+        body["redirect_uris"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_owned)).collect();
+    if redirect_uris.is_empty() {
+        return (StatusCode::BAD_REQUEST, Json(json!({"error": "invalid_redirect_uri"}))).into_response();
+    }
+    let mut clients = f.clients.lock().unwrap();
+    let client_id = format!("dcr-client-{}", clients.len() + 1);
+    clients.insert(client_id.clone(), redirect_uris.clone());
+    let mut answer = json!({"client_id": client_id, "redirect_uris": redirect_uris, "scope": body["scope"],
+        "token_endpoint_auth_method": "none"});
+    if let Some(secret) = f.settings().client_secret {
+        answer["client_secret"] = json!(secret);
+        answer["token_endpoint_auth_method"] = json!("client_secret_basic");
+    }
+    (StatusCode::CREATED, Json(answer)).into_response()
+}
+
+/// Checks the authorization request as a careful server does, then shows
+/// its consent page; the owner's answer is the per-owner flow's business.
+async fn authorize(State(f): State<Fixture>, Query(query): Query<HashMap<String, String>>) -> Response {
+    let field = |name: &str| query.get(name).cloned().unwrap_or_default();
+    let client_id = field("client_id");
+    let redirect_uris = if client_id.starts_with("http://") || client_id.starts_with("https://") {
+        if !f.settings().client_id_metadata_documents {
+            return refuse("client id metadata documents are not accepted here");
+        }
+        f.documents_fetched.fetch_add(1, Ordering::SeqCst);
+        let document: Value = match reqwest::get(&client_id).await {
+            Ok(response) if response.status().is_success() => {
+                serde_json::from_slice(&response.bytes().await.unwrap_or_default()).unwrap_or(Value::Null)
+            }
+            _ => return refuse("the client metadata document cannot be fetched"),
+        };
+        if document["client_id"] != json!(client_id) {
+            return refuse("the client metadata document names another client_id");
+        }
+        document["redirect_uris"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect()
+    } else {
+        match f.clients.lock().unwrap().get(&client_id) {
+            Some(uris) => uris.clone(),
+            None => return refuse("unknown client"),
+        }
+    };
+    if !redirect_uris.contains(&field("redirect_uri")) {
+        return refuse("the redirect_uri is not registered for this client");
+    }
+    if field("code_challenge_method") != "S256" || field("code_challenge").is_empty() {
+        return refuse("PKCE with S256 is required");
+    }
+    if field("resource") != f.mcp_url() {
+        return refuse("the resource is not served here");
+    }
+    Html(format!("<form method=post><p>Allow {client_id} to read the docs?</p><button>Allow</button></form>"))
+        .into_response()
+}
+
+fn refuse(reason: &str) -> Response {
+    (StatusCode::BAD_REQUEST, Json(json!({"error": "invalid_request", "error_description": reason}))).into_response()
+}
+
+/// The fixture's MCP server as the source `docs`, with `auth` (a TOML line, or nothing).
+pub fn config(fixture: &Fixture, auth: &str) -> CatalogConfig {
+    let toml = format!(
+        r#"
+        [outbound]
+        allow_loopback = true
+
+        [[sources]]
+        namespace = "docs"
+        kind = "mcp"
+        url = "{}"
+        {auth}
+        "#,
+        fixture.mcp_url()
+    );
+    CatalogConfig::from_toml_str(&toml, std::path::Path::new("executor.toml")).unwrap()
+}
+
+/// One instance of the deployment: a catalog over the fixture, registering through `store`.
+pub async fn instance(fixture: &Fixture, store: &Arc<EmbeddedStore>, site: Option<&str>) -> NamespaceInfo {
+    let mcp_auth = McpAuth { registrations: store.clone(), site: site.map(ClientSite::new) };
+    let clock = Arc::new(ManualClock::starting_now());
+    let catalog = Catalog::connect_with(&config(fixture, ""), clock, OAuthBacking { vault: None, mcp: Some(mcp_auth) })
+        .await
+        .unwrap();
+    catalog.namespaces().remove(0)
+}
+
+/// Why the source is unavailable (it must be).
+pub fn reason(namespace: &NamespaceInfo) -> &str {
+    assert_eq!(namespace.tools, 0, "{namespace:?}");
+    namespace.error.as_deref().expect("the source is unavailable with a reason")
+}
+
+/// A public URL for the redirect URI (dynamic registration never calls it).
+pub const SITE: &str = "https://executor.example.test/team";
