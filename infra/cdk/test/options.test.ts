@@ -223,9 +223,9 @@ base_url = "https://billing.example/api"
 
   test('the example sources file', () => {
     const example = fs.readFileSync(path.join(PROJECT_DIR, '..', '..', 'executor.example.toml'), 'utf8');
-    const config = sourcesDir(example, { 'specs/github.yaml': '' });
+    const config = sourcesDir(example, { 'specs/github.yaml': '', 'specs/crm.yaml': '' });
     assert.deepEqual(readSources(path.dirname(config), 'executor.toml'), {
-      files: ['executor.toml', 'specs/github.yaml'],
+      files: ['executor.toml', 'specs/github.yaml', 'specs/crm.yaml'],
       secretRefs: ['arn:aws:secretsmanager:eu-west-1:123456789012:secret:billing-AbCdEf'],
     });
   });
