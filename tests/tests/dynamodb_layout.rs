@@ -6,12 +6,12 @@ use std::time::{Duration, SystemTime};
 use aws_sdk_dynamodb::types::{AttributeValue, TimeToLiveStatus};
 use executor_core::{
     ApiKey, ArgsHash, ClientInfo, ElicitationMode, Execution, ExecutionEvent, ExecutionId, Grant, GrantId, GrantedBy,
-    Journal, JournalStep, OAuthClient, PendingCall, Principal, Session, SessionId, StepOutcome, Timestamp, TokenHash,
-    execution_events,
+    Journal, JournalStep, OAuthClient, OAuthState, PendingCall, Principal, Session, SessionId, SourceConnection,
+    StepOutcome, Timestamp, TokenHash, execution_events,
 };
 use executor_store::{
-    ExecutionStore, GrantStore, HourlyTake, KeyStore, MAX_ITEM_BODY_BYTES, OAuthClientStore, QuotaOutcome, QuotaStore,
-    QuotaTake, SessionStore, SlotTake,
+    ConnectionStore, ExecutionStore, GrantStore, HourlyTake, KeyStore, MAX_ITEM_BODY_BYTES, OAuthClientStore,
+    QuotaOutcome, QuotaStore, QuotaTake, SessionStore, SlotTake,
 };
 use serde_json::json;
 
@@ -104,7 +104,7 @@ async fn items_match_docs_storage_md() {
     store.create_grant(&grant).await.unwrap();
     let hour = Timestamp::from_millis(now().as_millis() / 3_600_000 * 3_600_000);
     let take = QuotaTake {
-        owner: alice,
+        owner: alice.clone(),
         now: now(),
         hourly: Some(HourlyTake { window: hour, limit: 10 }),
         slot: Some(SlotTake {
@@ -125,10 +125,33 @@ async fn items_match_docs_storage_md() {
         version: 0,
     };
     store.put_oauth_client(&mut client_registration).await.unwrap();
+    let mut connection = SourceConnection {
+        owner: alice.clone(),
+        source: "crm".into(),
+        connected_at: now(),
+        scopes: vec!["read".into()],
+        access_expires_at: Some(now().plus(Duration::from_secs(3_600))),
+        refreshing_until: None,
+        sealed: "sealed tokens".into(),
+        expires_at: now().plus(Duration::from_secs(86_400)),
+        version: 0,
+    };
+    store.save_connection(&mut connection, None).await.unwrap();
+    let state = OAuthState {
+        hash: TokenHash::of_token("state"),
+        owner: alice.clone(),
+        source: "crm".into(),
+        execution_id: execution.id.clone(),
+        step: 80,
+        link: TokenHash::of_token("link"),
+        sealed_verifier: "sealed verifier".into(),
+        expires_at: now().plus(Duration::from_secs(600)),
+    };
+    store.create_oauth_state(&state).await.unwrap();
 
     let items = client.scan().table_name(store.table()).send().await.unwrap().items.unwrap();
     let documented = documented_items();
-    assert_eq!(documented.len(), 10, "docs/storage.md lists ten item types");
+    assert_eq!(documented.len(), 12, "docs/storage.md lists twelve item types");
 
     let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for item in &items {
@@ -170,6 +193,7 @@ async fn items_match_docs_storage_md() {
         n(find("SOURCE#docs", "OAUTHCLIENT").unwrap(), "expires_at"),
         client_registration.expires_at.as_secs_ceil()
     );
+    assert_eq!(n(find("CONNS#alice", "CONN#crm").unwrap(), "expires_at"), connection.expires_at.as_secs_ceil());
     let chunks = n(find("EXEC#e1", "EXEC").unwrap(), "chunks");
     assert!(chunks >= 3, "an 800 KB snapshot is split, got {chunks} chunk(s)");
     for i in 1..chunks {
