@@ -17,9 +17,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use capture::Capture;
-use executor_catalog::Catalog;
+use executor_catalog::{Catalog, CatalogConfig};
 use executor_cli::{keys, serve};
-use executor_core::ManualClock;
+use executor_core::{ExecutionId, ManualClock};
+use executor_sandbox::{CallContext, Tools};
 use executor_service::HostConfig;
 use executor_store::EmbeddedStore;
 use rmcp::model::{
@@ -30,7 +31,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use support::mcp_oauth::{Fixture, backing, config, start};
+use support::mcp_oauth::{Fixture, SITE, backing, config, start};
 use tracing_subscriber::layer::SubscriberExt;
 
 const SEARCH: &str = r#"const r = await tools.docs.search_docs({query: "start"}); return r.data"#;
@@ -39,8 +40,8 @@ const CLIENT_SECRET: &str = "dcr-secret-mcp-31f7a0";
 type Client = RunningService<RoleClient, InitializeRequestParams>;
 
 /// One `executor serve` host over `store`, at its own address (its public
-/// URL, where the authorization server sends owners back).
-async fn host(fixture: &Fixture, store: &Arc<EmbeddedStore>) -> String {
+/// URL, where the authorization server sends owners back), and its clock.
+async fn host(fixture: &Fixture, store: &Arc<EmbeddedStore>) -> (String, Arc<ManualClock>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let clock = Arc::new(ManualClock::starting_now());
@@ -51,14 +52,14 @@ async fn host(fixture: &Fixture, store: &Arc<EmbeddedStore>) -> String {
     assert!(namespace.needs_connection.is_some(), "no tools yet, and why: {namespace:?}");
     assert!(catalog.label("docs").contains("its tools are listed once you connect"), "{}", catalog.label("docs"));
     let config = HostConfig {
-        clock,
+        clock: clock.clone(),
         connections: catalog.connections(),
         public_url: Some(base.clone()),
         ..HostConfig::default()
     };
     let host = serve::host(store.clone(), Arc::new(catalog), &["docs".to_owned()], config).await.unwrap();
     tokio::spawn(serve::serve(listener, host, std::future::pending()));
-    base
+    (base, clock)
 }
 
 async fn client(base: &str, token: &str) -> Client {
@@ -131,7 +132,7 @@ async fn owners_connect_to_an_oauth_protected_mcp_server_and_each_call_carries_i
     let store = Arc::new(EmbeddedStore::open(data.path()).unwrap());
     let alice = keys::create(&*store, "alice").await.unwrap();
     let bob = keys::create(&*store, "bob").await.unwrap();
-    let base = host(&fixture, &store).await;
+    let (base, _) = host(&fixture, &store).await;
     let agent = client(&base, &alice).await;
 
     // Before any owner connected, a search names the server and what to do, never "0 tools".
@@ -217,16 +218,30 @@ async fn owners_connect_to_an_oauth_protected_mcp_server_and_each_call_carries_i
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_token_the_server_stops_taking_asks_the_owner_to_connect_again() {
+async fn an_expired_token_is_refreshed_for_the_resource_and_one_the_server_stops_taking_asks_to_connect_again() {
     let fixture = start().await;
     let data = tempfile::tempdir().unwrap();
     let store = Arc::new(EmbeddedStore::open(data.path()).unwrap());
     let alice = keys::create(&*store, "alice").await.unwrap();
-    let base = host(&fixture, &store).await;
+    let (base, clock) = host(&fixture, &store).await;
     let agent = client(&base, &alice).await;
     let (_, _, url) = connect_pause(&agent, SEARCH).await;
     assert!(connect_by_http(&url).await.contains("Connected to docs."));
     assert_eq!(calls(&fixture), 1);
+
+    // The access token expired: refreshed (RFC 8707 `resource` again), and the call carries the new one.
+    clock.advance(std::time::Duration::from_secs(3601));
+    let refreshed = execute(&agent, SEARCH).await;
+    assert_eq!(refreshed["status"], "completed", "{refreshed}");
+    let requests = fixture.token_requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        (requests[1]["grant_type"].as_str(), requests[1]["resource"].clone()),
+        ("refresh_token", fixture.mcp_url())
+    );
+    let seen = bearers(&fixture);
+    assert_eq!(seen.len(), 2);
+    assert_ne!(seen[0], seen[1], "a new token, in a new session");
 
     // The provider revoked the app: the server answers 401, the connection goes.
     fixture.revoke_all();
@@ -236,5 +251,35 @@ async fn a_token_the_server_stops_taking_asks_the_owner_to_connect_again() {
     assert!(failed["result"]["error"]["message"].as_str().unwrap().contains("asked to connect"), "{failed}");
     let (_, _, again) = connect_pause(&agent, SEARCH).await;
     assert!(connect_by_http(&again).await.contains("Connected to docs."));
-    assert_eq!(calls(&fixture), 2);
+    assert_eq!(calls(&fixture), 3, "the refused call was never made; the one after connecting was");
+}
+
+#[tokio::test]
+async fn before_its_tools_are_listed_any_path_in_the_namespace_may_be_one_and_toolkit_patterns_still_apply() {
+    let fixture = start().await;
+    let data = tempfile::tempdir().unwrap();
+    let store = Arc::new(EmbeddedStore::open(data.path()).unwrap());
+    let clock = Arc::new(ManualClock::starting_now());
+    let catalog =
+        Arc::new(Catalog::connect_with(&config(&fixture, ""), clock, backing(&store, Some(SITE))).await.unwrap());
+    let toolkits = r#"
+        [[toolkits]]
+        name = "reader"
+        tools = ["docs.search_*"]
+    "#;
+    let toolkits = CatalogConfig::from_toml_str(toolkits, std::path::Path::new("executor.toml")).unwrap().toolkits;
+    let reader = Catalog::toolkit_views(&catalog, &toolkits).pop().unwrap();
+
+    assert!(catalog.offers("docs.search_docs") && catalog.offers("docs.anything"));
+    assert!(!catalog.offers("docs") && !catalog.offers("docs.") && !catalog.offers("other.tool"));
+    assert!(reader.offers("docs.search_docs"));
+    assert!(!reader.offers("docs.delete_doc"), "a path the toolkit hides is not a reason to connect");
+    let found = reader.search(json!({"query": ""})).await.unwrap();
+    assert_eq!(found["needsConnection"][0]["namespace"], "docs", "{found}");
+    let described = catalog.describe(json!({"path": "docs.search_docs"})).await.unwrap_err();
+    assert_eq!(described.code, "connection_required", "{described:?}");
+    let ctx = CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step: 0, owner: None };
+    let called = catalog.call("docs.search_docs", json!({}), &ctx).await.unwrap_err();
+    assert_eq!(called.code, "auth_error", "{called:?}");
+    assert_eq!((calls(&fixture), fixture.recorded.lists.load(Ordering::SeqCst)), (0, 0));
 }
