@@ -124,7 +124,7 @@ pub struct OwnerMcp {
     listed: tokio::sync::OnceCell<Listed>,
     sessions: Mutex<HashMap<Principal, Session>>,
     /// Where owners authorize, for the operator and the model.
-    about: String,
+    authorization: String,
 }
 
 /// Sessions kept at most: remade on demand, so a long-lived host with many
@@ -169,7 +169,7 @@ impl OwnerMcp {
         outbound: Outbound,
         owners: Arc<OwnerTokens>,
         redactor: Redactor,
-        about: String,
+        authorization: String,
     ) -> Self {
         Self {
             namespace: namespace.to_owned(),
@@ -180,13 +180,13 @@ impl OwnerMcp {
             redactor,
             listed: tokio::sync::OnceCell::new(),
             sessions: Mutex::default(),
-            about,
+            authorization,
         }
     }
 
     /// Where owners authorize: the authorization server and client.
     pub fn authorization(&self) -> &str {
-        &self.about
+        &self.authorization
     }
 
     /// The tools, when this instance has listed them.
