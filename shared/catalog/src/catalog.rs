@@ -1000,7 +1000,8 @@ async fn connect_upstream(
             Ok((Upstream::Graphql(upstream), tools, None))
         }
         SourceKind::Mcp { url } => {
-            // The config refuses OAuth for MCP sources: their headers are fixed at the handshake.
+            // The config refuses OAuth for MCP sources (their headers are fixed at the
+            // handshake): a server that wants each owner's authorization says so with a 401.
             let headers: reqwest::header::HeaderMap = endpoint.headers.iter().cloned().collect();
             let url = with_query(url);
             match McpUpstream::connect(&config.namespace, &url, headers.clone(), outbound, redactor).await {

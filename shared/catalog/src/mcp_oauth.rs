@@ -15,7 +15,9 @@
 //!
 //! Every request goes through the catalog's [`Outbound`] (address rules,
 //! size cap, timeout). The result, [`OAuthClientConfig`], is what the
-//! per-owner authorization code flow needs.
+//! per-owner authorization code flow needs: the catalog registers it with
+//! the owners' tokens (`connections.rs`), and the source becomes an
+//! `OwnerMcp` (`mcp_source.rs`) whose owners connect before their calls.
 
 use std::sync::Arc;
 
