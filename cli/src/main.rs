@@ -417,9 +417,12 @@ async fn run_serve<S: Store + 'static>(
     config.connections = catalog.connections();
     let mut namespaces = Vec::new();
     for source in catalog.namespaces() {
-        match &source.error {
-            Some(error) => eprintln!("executor: source {} is unavailable: {error}", source.namespace),
-            None => eprintln!("executor: source {} ({}): {} tools", source.namespace, source.kind, source.tools),
+        match (&source.error, &source.needs_connection) {
+            (Some(error), _) => eprintln!("executor: source {} is unavailable: {error}", source.namespace),
+            (None, Some(why)) => eprintln!("executor: source {} ({}): {why}", source.namespace, source.kind),
+            (None, None) => {
+                eprintln!("executor: source {} ({}): {} tools", source.namespace, source.kind, source.tools)
+            }
         }
         namespaces.push(catalog.label(&source.namespace));
     }

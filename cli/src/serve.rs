@@ -439,7 +439,14 @@ pub fn request_state_key(data_dir: &Path) -> std::io::Result<RequestStateKey> {
 /// owner: `EXECUTOR_TOKEN_KEY_SECRET_ARN`'s secret when set, else
 /// `token.key` in `data_dir` (created on first use, readable by the owner only).
 pub async fn token_key(data_dir: &Path, sources: &CatalogConfig) -> Result<Option<TokenKey>, String> {
-    let per_owner = sources.sources.iter().any(|s| matches!(s.auth, Some(executor_catalog::config::Auth::OAuth2(_))));
+    // An MCP server without credentials of its own may turn out to be OAuth-protected: its owners connect too.
+    let per_owner = sources.sources.iter().any(|s| {
+        matches!(
+            (&s.kind, &s.auth),
+            (_, Some(executor_catalog::config::Auth::OAuth2(_)))
+                | (executor_catalog::config::SourceKind::Mcp { .. }, None)
+        )
+    });
     if !per_owner {
         return Ok(None);
     }

@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use executor_core::{ClientSite, Clock, PolicyAction, SourcePolicy, SystemClock, Toolkit};
+use executor_core::{ClientSite, Clock, PolicyAction, Principal, SourcePolicy, SystemClock, Toolkit};
 use executor_sandbox::{CallContext, PathFilter, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use reqwest::header::{HeaderName, HeaderValue};
@@ -31,12 +31,12 @@ use crate::config::{
 use crate::connections::{OwnerTokenError, OwnerTokens, TokenKey};
 use crate::graphql::{self, GraphqlOperation};
 use crate::mcp_oauth::{self, BearerChallenge};
-use crate::mcp_source::{McpConnectError, McpUpstream};
+use crate::mcp_source::{McpConnectError, McpUpstream, OwnerMcp, OwnerMcpError};
 use crate::oauth::{OAuthError, TokenCache, TokenEndpoint};
 use crate::openapi::{self, HttpOperation};
 use crate::outbound::{Outbound, OutboundError};
 use crate::redact::{Redactor, display_url};
-use crate::search::SearchIndex;
+use crate::search::{SearchIndex, search_parts};
 use crate::secrets::Secrets;
 use crate::tool::{Target, ToolDef};
 use crate::toolkit::ToolkitView;
@@ -80,6 +80,10 @@ pub struct NamespaceInfo {
     pub tools: usize,
     /// Why the source is unavailable, when it is.
     pub error: Option<String>,
+    /// Why its tools are not known yet: an OAuth-protected MCP server lists
+    /// them only to a connected owner, and none has called it on this instance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs_connection: Option<String>,
 }
 
 pub struct Catalog {
@@ -138,6 +142,8 @@ impl Connection {
 enum Upstream {
     OpenApi(HttpUpstream),
     Mcp(McpUpstream),
+    /// An OAuth-protected MCP server: each owner's calls carry their token.
+    OwnerMcp(OwnerMcp),
     Graphql(GraphqlUpstream),
 }
 
@@ -265,6 +271,9 @@ impl Catalog {
             Some(Err(reason)) => {
                 format!("{namespace} (unavailable: {})", executor_core::text::cut_text(reason, LABEL_REASON_CHARS))
             }
+            _ if self.unlisted(namespace).is_some() => {
+                format!("{namespace} (its tools are listed once you connect: call any `tools.{namespace}.<name>()`)")
+            }
             _ => namespace.to_owned(),
         }
     }
@@ -275,8 +284,12 @@ impl Catalog {
             .map(|s| NamespaceInfo {
                 namespace: s.namespace.clone(),
                 kind: s.kind,
-                tools: self.tools.iter().filter(|t| t.namespace == s.namespace).count(),
+                tools: match self.owner_mcp(&s.namespace) {
+                    Some(mcp) => mcp.tools().map_or(0, |listed| listed.tools.len()),
+                    None => self.tools.iter().filter(|t| t.namespace == s.namespace).count(),
+                },
                 error: s.connection.as_ref().err().cloned(),
+                needs_connection: self.unlisted(&s.namespace).map(|mcp| needs_connection(&s.namespace, mcp)),
             })
             .collect()
     }
@@ -299,11 +312,41 @@ impl Catalog {
     }
 
     fn tool(&self, path: &str) -> Option<&ToolDef> {
-        self.by_path.get(path).map(|i| &self.tools[*i])
+        if let Some(i) = self.by_path.get(path) {
+            return Some(&self.tools[*i]);
+        }
+        let namespace = path.split('.').next()?;
+        self.owner_mcp(namespace)?.tools()?.tools.iter().find(|t| t.path == path)
     }
 
     fn source(&self, namespace: &str) -> Option<&Source> {
         self.sources.iter().find(|s| s.namespace == namespace)
+    }
+
+    /// The OAuth-protected MCP server of `namespace`, when it is one.
+    fn owner_mcp(&self, namespace: &str) -> Option<&OwnerMcp> {
+        match self.source(namespace).map(|s| &s.connection) {
+            Some(Ok(Connection { upstream: Upstream::OwnerMcp(mcp), .. })) => Some(mcp),
+            _ => None,
+        }
+    }
+
+    /// The OAuth-protected MCP server of `namespace` while this instance has not listed its tools.
+    fn unlisted(&self, namespace: &str) -> Option<&OwnerMcp> {
+        self.owner_mcp(namespace).filter(|mcp| mcp.tools().is_none())
+    }
+
+    /// The search parts: every tool known at start, and each OAuth-protected MCP server's once listed.
+    fn search(&self, query: &str, include: impl Fn(&ToolDef) -> bool) -> Vec<&ToolDef> {
+        let index = self.index.get_or_init(|| SearchIndex::build(&self.tools));
+        let mut parts = vec![(index, self.tools.as_slice())];
+        parts.extend(
+            self.sources
+                .iter()
+                .filter_map(|s| self.owner_mcp(&s.namespace)?.tools())
+                .map(|listed| (&listed.index, listed.tools.as_slice())),
+        );
+        search_parts(&parts, query, include)
     }
 
     /// No such tool: say why (its source failed to load) or what comes close.
@@ -312,8 +355,10 @@ impl Catalog {
         if let Some(Source { connection: Err(reason), .. }) = self.source(namespace) {
             return unavailable(namespace, reason);
         }
-        let index = self.index.get_or_init(|| SearchIndex::build(&self.tools));
-        let message = match index.search(&self.tools, path, |_| true).first().map(|i| &self.tools[*i].path) {
+        if let Some(mcp) = self.unlisted(namespace) {
+            return ToolError { code: "connection_required".into(), message: needs_connection(namespace, mcp) };
+        }
+        let message = match self.search(path, |_| true).first().map(|t| &t.path) {
             Some(close) => format!("no tool `{path}`; did you mean `{close}`? Find tools with tools.search({{query}})"),
             None => format!("no tool `{path}`; find tools with tools.search({{query}})"),
         };
@@ -337,16 +382,14 @@ impl Catalog {
             }
         }
         let limit = request.limit.unwrap_or(DEFAULT_SEARCH_LIMIT).min(MAX_SEARCH_LIMIT);
-        let index = self.index.get_or_init(|| SearchIndex::build(&self.tools));
-        let hits = index.search(&self.tools, &request.query, |t| {
+        let hits = self.search(&request.query, |t| {
             request.namespace.as_ref().is_none_or(|n| &t.namespace == n) && visible(&t.path)
         });
         let items: Vec<Value> = hits
             .iter()
             .skip(request.offset.unwrap_or(0))
             .take(limit)
-            .map(|i| {
-                let tool = &self.tools[*i];
+            .map(|tool| {
                 let summary = tool.description.lines().next().unwrap_or("");
                 json!({"path": tool.path, "description": summary, "namespace": tool.namespace})
             })
@@ -362,9 +405,20 @@ impl Catalog {
                 Ok(_) => None,
             })
             .collect();
+        // Likewise the servers whose tools no connected owner has listed here yet.
+        let unlisted: Vec<Value> = self
+            .sources
+            .iter()
+            .filter(|s| request.namespace.as_ref().is_none_or(|n| *n == s.namespace))
+            .filter_map(|s| Some((s, self.unlisted(&s.namespace)?)))
+            .map(|(s, mcp)| json!({"namespace": s.namespace, "kind": s.kind, "reason": needs_connection(&s.namespace, mcp)}))
+            .collect();
         let mut found = json!({"items": items, "total": hits.len()});
         if !unavailable.is_empty() {
             found["unavailable"] = Value::Array(unavailable);
+        }
+        if !unlisted.is_empty() {
+            found["needsConnection"] = Value::Array(unlisted);
         }
         Ok(found)
     }
@@ -391,6 +445,23 @@ fn unavailable(namespace: &str, reason: &str) -> ToolError {
         code: "source_unavailable".into(),
         message: format!("namespace `{namespace}` is unavailable: {reason}"),
     }
+}
+
+/// A per-owner source's call made without an owner (no authenticated caller).
+fn no_caller(path: &str) -> ToolError {
+    let message = format!("tools.{path} uses its caller's own connection, and this call has no caller");
+    ToolError { code: "auth_error".into(), message }
+}
+
+/// Why an OAuth-protected MCP server's tools are not known on this instance, and what to do.
+fn needs_connection(namespace: &str, mcp: &OwnerMcp) -> String {
+    format!(
+        "`{namespace}` is an OAuth-protected MCP server (owners authorize at {}) that lists its tools only to a \
+         connected owner, and none has used it here yet: call any tool in it (e.g. `tools.{namespace}.search({{}})`) \
+         to be asked to connect your account; the call then runs if the server has that tool, and its tools are \
+         searchable from then on",
+        mcp.authorization()
+    )
 }
 
 fn invalid(message: String) -> ToolError {
@@ -446,13 +517,16 @@ impl Tools for Catalog {
 
     /// OpenAPI results carry their status: the code sees `{ok:true, data, http:{status}}`.
     async fn call_with_status(&self, path: &str, args: Value, ctx: &CallContext) -> Result<ToolSuccess, ToolError> {
+        let namespace = path.split('.').next().unwrap_or(path);
+        if let Some(mcp) = self.owner_mcp(namespace) {
+            return self.call_owner_mcp(mcp, path, args, ctx).await;
+        }
         let Some(tool) = self.tool(path) else { return Err(self.unknown_tool(path)) };
         let Some(Source { connection: Ok(connection), .. }) = self.source(&tool.namespace) else {
             return Err(self.unknown_tool(path));
         };
         if connection.owners.is_some() && ctx.owner.is_none() {
-            let message = format!("tools.{path} uses its caller's own connection, and this call has no caller");
-            return Err(ToolError { code: "auth_error".into(), message });
+            return Err(no_caller(path));
         }
         let redactor = &*connection.redactor();
         let outcome = match (&tool.target, &connection.upstream) {
@@ -471,8 +545,31 @@ impl Tools for Catalog {
         self.search_visible(request, &|_| true).await
     }
 
+    /// Before an OAuth-protected MCP server's tools are listed, any path in
+    /// its namespace may be one of them.
     fn offers(&self, path: &str) -> bool {
         self.tool(path).is_some()
+            || path
+                .split_once('.')
+                .is_some_and(|(namespace, name)| !name.is_empty() && self.unlisted(namespace).is_some())
+    }
+
+    /// The OAuth-protected MCP servers this instance has not listed yet are
+    /// listed with `owner`'s token when they have connected, so the policy
+    /// decides on the real tools (and a search finds them).
+    async fn prepare_for(&self, owner: &Principal) {
+        for source in &self.sources {
+            let Some(mcp) = self.unlisted(&source.namespace) else { continue };
+            match mcp.list(owner).await {
+                Ok(_) | Err(OwnerMcpError::Token(OwnerTokenError::NotConnected(_))) => {}
+                Err(error) => {
+                    let connection = source.connection.as_ref().ok();
+                    let error =
+                        connection.map_or_else(|| error.to_string(), |c| c.redactor().redact(&error.to_string()));
+                    tracing::warn!(namespace = %source.namespace, %error, "tools could not be listed with the owner's token");
+                }
+            }
+        }
     }
 
     async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {
@@ -489,6 +586,45 @@ impl Tools for Catalog {
                 .map(Value::String)
                 .map_err(|e| ToolError { code: "catalog_index_unreadable".into(), message: e.to_string() }),
             None => Err(self.unknown_tool(path)),
+        }
+    }
+}
+
+impl Catalog {
+    /// A call to an OAuth-protected MCP server, with the caller's token: its
+    /// tools listed first if this instance has not yet.
+    async fn call_owner_mcp(
+        &self,
+        mcp: &OwnerMcp,
+        path: &str,
+        args: Value,
+        ctx: &CallContext,
+    ) -> Result<ToolSuccess, ToolError> {
+        let Some(owner) = &ctx.owner else { return Err(no_caller(path)) };
+        let namespace = path.split('.').next().unwrap_or(path);
+        let Some(Source { connection: Ok(connection), .. }) = self.source(namespace) else {
+            return Err(self.unknown_tool(path));
+        };
+        let listed_before = mcp.tools().is_some();
+        let redact = |error: ToolError| ToolError { message: connection.redactor().redact(&error.message), ..error };
+        mcp.list(owner).await.map_err(|e| redact(e.into_tool_error()))?;
+        let Some(tool) = self.tool(path) else { return Err(self.unknown_tool(path)) };
+        // Listed only now (listing at planning failed): the policy the call was
+        // planned with did not know the tool, so only one that runs unasked goes on.
+        if !listed_before && self.policy(path, &args) != Policy::Run {
+            let message = format!(
+                "tools.{path} needs a decision, and `{namespace}`'s tools were only listed as it was called; run the \
+                 code again to be asked"
+            );
+            return Err(ToolError { code: "approval_required".into(), message });
+        }
+        let Target::Mcp { name, .. } = &tool.target else {
+            unreachable!("a source's tools have that source's target kind")
+        };
+        let redactor = connection.redactor();
+        match mcp.call(owner, name, args).await {
+            Ok(data) => Ok(ToolSuccess::plain(redactor.redact_json(data))),
+            Err(error) => Err(ToolError { message: redactor.redact(&error.message), ..error }),
         }
     }
 }
@@ -775,7 +911,18 @@ async fn connect_source(
         Err(reason) => Err(reason),
     };
     match connected {
-        Ok((upstream, tools)) => {
+        Ok((upstream, tools, discovered)) => {
+            let (owners, per_owner, redactor) = match discovered {
+                // An OAuth-protected MCP server: its owners connect through the registered client.
+                Some(OwnerOAuth { owners, oauth, endpoint, .. }) => {
+                    let mut redactor = (*redactor).clone();
+                    if let Some(secret) = &endpoint.client_secret {
+                        add_client_secret(&mut redactor, &oauth.client_id, secret);
+                    }
+                    (Some(owners), Some((oauth, endpoint)), Arc::new(redactor))
+                }
+                None => (owners, per_owner, redactor),
+            };
             // Only a source that loaded asks its callers to connect.
             if let (Some(owners), Some((oauth, endpoint))) = (&owners, per_owner) {
                 owners.register(&config.namespace, oauth, endpoint, (*redactor).clone());
@@ -786,6 +933,23 @@ async fn connect_source(
     }
 }
 
+/// A client secret, and the HTTP basic credentials a token request makes of
+/// it (both parts form-encoded, RFC 6749 2.3.1), as text to redact.
+fn add_client_secret(redactor: &mut Redactor, client_id: &str, secret: &str) {
+    let encode = |text: &str| url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>();
+    redactor.add(secret);
+    redactor.add_basic(&encode(client_id), &encode(secret));
+}
+
+/// What an OAuth-protected MCP server's owners connect with.
+struct OwnerOAuth {
+    owners: Arc<OwnerTokens>,
+    oauth: OAuth2Config,
+    endpoint: TokenEndpoint,
+    /// The authorization server and client, for the operator.
+    about: String,
+}
+
 async fn connect_upstream(
     config: &SourceConfig,
     endpoint: Endpoint,
@@ -794,7 +958,7 @@ async fn connect_upstream(
     context: &ConnectContext,
     fail: impl Fn(&str, String) -> String,
     indexed: Option<Vec<ToolDef>>,
-) -> Result<(Upstream, Vec<ToolDef>), String> {
+) -> Result<(Upstream, Vec<ToolDef>, Option<OwnerOAuth>), String> {
     let outbound = &endpoint.outbound;
     let with_query = |url: &Url| {
         let mut url = url.clone();
@@ -821,7 +985,7 @@ async fn connect_upstream(
                 }
             };
             let upstream = Upstream::OpenApi(HttpUpstream { base_url: base_url.clone(), query, endpoint });
-            Ok((upstream, tools))
+            Ok((upstream, tools, None))
         }
         SourceKind::Graphql { url, schema } => {
             outbound.check_url(url).map_err(|e| fail("url", e.to_string()))?;
@@ -833,17 +997,25 @@ async fn connect_upstream(
                 None => upstream.introspect(redactor).await.map_err(|e| fail("introspection", e))?,
             };
             let tools = graphql::load(&config.namespace, &text).map_err(|e| fail("schema", e.to_string()))?;
-            Ok((Upstream::Graphql(upstream), tools))
+            Ok((Upstream::Graphql(upstream), tools, None))
         }
         SourceKind::Mcp { url } => {
-            // The config refuses OAuth for MCP sources: their headers are fixed at the handshake.
-            let headers = endpoint.headers.iter().cloned().collect();
-            match McpUpstream::connect(&config.namespace, &with_query(url), headers, outbound, redactor).await {
-                Ok((mcp, tools)) => Ok((Upstream::Mcp(mcp), tools)),
+            // The config refuses OAuth for MCP sources (their headers are fixed at the
+            // handshake): a server that wants each owner's authorization says so with a 401.
+            let headers: reqwest::header::HeaderMap = endpoint.headers.iter().cloned().collect();
+            let url = with_query(url);
+            match McpUpstream::connect(&config.namespace, &url, headers.clone(), outbound, redactor).await {
+                Ok((mcp, tools)) => Ok((Upstream::Mcp(mcp), tools, None)),
                 // Credentials of its own that the server refused are not MCP authorization's business.
                 Err(McpConnectError::Unauthorized { challenges, .. }) if config.auth.is_none() => {
                     let challenge = BearerChallenge::from_headers(challenges.iter().map(String::as_str));
-                    Err(fail("mcp authorization", mcp_authorization(config, url, &challenge, context).await))
+                    let discovered = mcp_authorization(config, &url, &challenge, context)
+                        .await
+                        .map_err(|why| fail("mcp authorization", why))?;
+                    let (owners, about) = (discovered.owners.clone(), discovered.about.clone());
+                    let (outbound, redactor) = (outbound.clone(), redactor.clone());
+                    let mcp = OwnerMcp::new(&config.namespace, url, headers, outbound, owners, redactor, about);
+                    Ok((Upstream::OwnerMcp(mcp), Vec::new(), Some(discovered)))
                 }
                 Err(e) => Err(fail("mcp", e.to_string())),
             }
@@ -853,33 +1025,65 @@ async fn connect_upstream(
 
 /// An MCP server that answered 401: its authorization server discovered
 /// and this deployment registered there (see `mcp_oauth.rs`). The answer is
-/// the reason the source is unavailable: what failed, or what it now needs.
+/// what its owners connect with, or the reason the source is unavailable.
 async fn mcp_authorization(
     config: &SourceConfig,
     url: &Url,
     challenge: &BearerChallenge,
     context: &ConnectContext,
-) -> String {
-    let discovered = match mcp_oauth::discover(&context.outbound, url, challenge).await {
-        Ok(discovered) => discovered,
-        Err(e) => return e.to_string(),
-    };
+) -> Result<OwnerOAuth, String> {
+    let discovered = mcp_oauth::discover(&context.outbound, url, challenge).await.map_err(|e| e.to_string())?;
     let Some(McpAuth { registrations, site }) = &context.mcp_auth else {
-        return format!(
+        return Err(format!(
             "the server requires OAuth authorization from {}, and this host keeps no client registrations",
             discovered.issuer
-        );
+        ));
     };
-    let Some(site) = site else { return mcp_oauth::McpOAuthError::NoPublicUrl.to_string() };
+    let Some(site) = site else { return Err(mcp_oauth::McpOAuthError::NoPublicUrl.to_string()) };
+    let Some(owners) = &context.owners else {
+        return Err(format!(
+            "the server requires each owner's OAuth authorization from {}, and this host keeps no owners' tokens: \
+             start it with a token key ({})",
+            discovered.issuer,
+            crate::connections::TOKEN_KEY_ENV
+        ));
+    };
     let now = context.clock.now();
-    match mcp_oauth::register(&context.outbound, &**registrations, &config.namespace, &discovered, site, now).await {
-        Ok(client) => format!(
-            "the server requires each owner's OAuth authorization from {} (client `{}`, scopes {:?}); \
-             connecting owners to MCP sources is not available in this version",
-            discovered.issuer, client.client_id, client.scopes
-        ),
-        Err(e) => e.to_string(),
-    }
+    let client = mcp_oauth::register(
+        &context.outbound,
+        &**registrations,
+        owners.key(),
+        &config.namespace,
+        &discovered,
+        site,
+        now,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    tracing::info!(
+        namespace = %config.namespace,
+        issuer = %discovered.issuer,
+        client_id = %client.client_id,
+        "OAuth-protected MCP server: each owner connects"
+    );
+    let oauth = OAuth2Config {
+        authorization_url: client.authorization_url,
+        token_url: client.token_url.clone(),
+        client_id: client.client_id.clone(),
+        // The registration's secret, if any, is in hand (not a reference): the token endpoint has it.
+        client_secret: None,
+        scopes: client.scopes.clone(),
+        refresh_scope: None,
+    };
+    let endpoint = TokenEndpoint {
+        url: client.token_url,
+        client_id: client.client_id,
+        client_secret: client.client_secret,
+        scopes: client.scopes,
+        resource: Some(client.resource),
+    };
+    let about = format!("{} (client `{}`, scopes {:?})", discovered.issuer, oauth.client_id, oauth.scopes);
+    Ok(OwnerOAuth { owners: owners.clone(), oauth, endpoint, about })
 }
 
 /// The spec is fetched with the source's credentials: private APIs often protect it too.
@@ -934,24 +1138,20 @@ async fn credentials(config: &SourceConfig, secrets: &Secrets, redactor: &mut Re
         }
         Some(Auth::OAuth2ClientCredentials { token_url, client_id, client_secret, scopes }) => {
             let client_secret = secrets.resolve(client_secret).await.map_err(|e| e.to_string())?;
-            // The secret, and the basic auth the token request carries (its parts form-encoded).
-            let encode = |text: &str| url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>();
-            redactor.add(&client_secret);
-            redactor.add_basic(&encode(client_id), &encode(&client_secret));
+            add_client_secret(redactor, client_id, &client_secret);
             out.token = Some(TokenEndpoint {
                 url: token_url.clone(),
                 client_id: client_id.clone(),
                 client_secret: Some(client_secret),
                 scopes: scopes.clone(),
+                resource: None,
             });
         }
         Some(Auth::OAuth2(oauth)) => {
             let client_secret = match &oauth.client_secret {
                 Some(secret) => {
                     let secret = secrets.resolve(secret).await.map_err(|e| e.to_string())?;
-                    let encode = |text: &str| url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>();
-                    redactor.add(&secret);
-                    redactor.add_basic(&encode(&oauth.client_id), &encode(&secret));
+                    add_client_secret(redactor, &oauth.client_id, &secret);
                     Some(secret)
                 }
                 None => None,
@@ -961,6 +1161,7 @@ async fn credentials(config: &SourceConfig, secrets: &Secrets, redactor: &mut Re
                 client_id: oauth.client_id.clone(),
                 client_secret,
                 scopes: oauth.requested_scopes(),
+                resource: None,
             };
             out.per_owner = Some((oauth.clone(), endpoint));
         }

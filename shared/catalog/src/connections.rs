@@ -84,7 +84,7 @@ impl TokenKey {
     }
 
     /// base64url(nonce || ciphertext || tag), bound to `context`.
-    fn seal(&self, plaintext: &[u8], context: &str) -> Result<String, ConnectError> {
+    pub(crate) fn seal(&self, plaintext: &[u8], context: &str) -> Result<String, ConnectError> {
         let mut nonce = [0u8; NONCE_LEN];
         SystemRandom::new().fill(&mut nonce).map_err(|_| ConnectError::Store("no randomness for a nonce".into()))?;
         let mut sealed = plaintext.to_vec();
@@ -94,7 +94,7 @@ impl TokenKey {
         Ok(BASE64.encode([nonce.as_slice(), &sealed].concat()))
     }
 
-    fn open(&self, sealed: &str, context: &str) -> Result<Vec<u8>, ConnectError> {
+    pub(crate) fn open(&self, sealed: &str, context: &str) -> Result<Vec<u8>, ConnectError> {
         let unreadable = || {
             ConnectError::Store(
                 "a stored connection cannot be decrypted (the token key changed?); disconnect and connect again".into(),
@@ -130,6 +130,12 @@ pub enum OwnerTokenError {
     Lapsed(String),
     #[error("refreshing the connection to `{source_name}` failed: {error}")]
     Refresh { source_name: String, error: OAuthError },
+    /// The server refused the owner's token (revoked at the provider): the connection is removed.
+    #[error(
+        "`{0}` refused your connection's token (HTTP 401), so the connection was removed; run the code again to be \
+         asked to connect"
+    )]
+    Rejected(String),
     #[error("another process is refreshing the connection to `{0}` and has not finished; retry in a few seconds")]
     StillRefreshing(String),
     #[error("{0}")]
@@ -195,6 +201,11 @@ impl OwnerTokens {
     pub(crate) fn register(&self, namespace: &str, config: OAuth2Config, endpoint: TokenEndpoint, redactor: Redactor) {
         let source = Arc::new(OwnerSource { config, endpoint, redactor });
         self.sources.write().unwrap_or_else(|e| e.into_inner()).insert(namespace.to_owned(), source);
+    }
+
+    /// The key owners' tokens are sealed with, which seals registered client secrets too.
+    pub(crate) fn key(&self) -> &TokenKey {
+        &self.key
     }
 
     pub(crate) fn has_sources(&self) -> bool {
@@ -333,6 +344,19 @@ impl OwnerTokens {
         }
         Err(OwnerTokenError::StillRefreshing(source.to_owned()))
     }
+
+    /// `token` was refused by the source (revoked before it expired): drop
+    /// `owner`'s connection if it still holds that token (not one made since),
+    /// so their next call asks them to connect again.
+    pub(crate) async fn forget(&self, owner: &Principal, source: &str, token: &str) -> OwnerTokenError {
+        let rejected = OwnerTokenError::Rejected(source.to_owned());
+        let Ok(connection) = self.store.get_connection(owner, source).await else { return rejected };
+        if self.open_tokens(&connection).is_ok_and(|tokens| tokens.access_token == token) {
+            let _ = self.store.delete_connection(owner, source, Some(connection.version)).await;
+            tracing::warn!(source, %owner, "the source refused the access token (HTTP 401); connection dropped");
+        }
+        rejected
+    }
 }
 
 fn random_text() -> Result<String, ConnectError> {
@@ -392,6 +416,9 @@ impl Connections for OwnerTokens {
             .append_pair("state", &state)
             .append_pair("code_challenge", &challenge)
             .append_pair("code_challenge_method", "S256");
+        if let Some(resource) = &source.endpoint.resource {
+            url.query_pairs_mut().append_pair("resource", resource.as_str());
+        }
         tracing::info!(
             source = authorization.source,
             owner = %authorization.owner,

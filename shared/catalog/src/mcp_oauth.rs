@@ -15,7 +15,9 @@
 //!
 //! Every request goes through the catalog's [`Outbound`] (address rules,
 //! size cap, timeout). The result, [`OAuthClientConfig`], is what the
-//! per-owner authorization code flow needs.
+//! per-owner authorization code flow needs: the catalog registers it with
+//! the owners' tokens (`connections.rs`), and the source becomes an
+//! `OwnerMcp` (`mcp_source.rs`) whose owners connect before their calls.
 
 use std::sync::Arc;
 
@@ -25,6 +27,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use url::Url;
 
+use crate::connections::TokenKey;
 use crate::outbound::{Outbound, OutboundError};
 use crate::redact::{Redactor, display_url};
 
@@ -66,6 +69,8 @@ pub enum McpOAuthError {
     NoRegistration { issuer: String },
     #[error("cannot store the client registration: {0}")]
     Store(#[from] StoreError),
+    #[error("cannot seal or open the registered client secret: {0}")]
+    Seal(String),
 }
 
 /// One challenge of a `WWW-Authenticate` header: its scheme, and its
@@ -393,15 +398,25 @@ struct Registered {
 /// The client of `source` at the discovered server: a metadata document URL
 /// when the server reads them, else the stored registration when it still
 /// covers the issuer and scopes, else a new dynamic registration, stored
-/// (replacing the one it supersedes) for every instance.
+/// (replacing the one it supersedes) for every instance. A client secret is
+/// stored sealed with `key` (the owners' token key): a stored one that does
+/// not open (the key changed) is registered anew.
 pub async fn register(
     outbound: &Outbound,
     store: &dyn OAuthClientStore,
+    key: &TokenKey,
     source: &str,
     discovered: &Discovered,
     site: &ClientSite,
     now: Timestamp,
 ) -> Result<OAuthClientConfig, McpOAuthError> {
+    let context = format!("oauth client\n{source}");
+    let open = |stored: &OAuthClient| -> Option<Option<String>> {
+        match &stored.client_secret {
+            None => Some(None),
+            Some(sealed) => String::from_utf8(key.open(sealed, &context).ok()?).ok().map(Some),
+        }
+    };
     let config = |client_id: String, client_secret: Option<String>| OAuthClientConfig {
         authorization_url: discovered.authorization_endpoint.clone(),
         token_url: discovered.token_endpoint.clone(),
@@ -421,19 +436,25 @@ pub async fn register(
         Err(StoreError::NotFound { .. }) => None,
         Err(other) => return Err(other.into()),
     };
-    if let Some(stored) = stored.as_ref().filter(|s| s.covers(&discovered.issuer, &discovered.scopes, now)) {
-        return Ok(config(stored.client_id.clone(), stored.client_secret.clone()));
+    if let Some(stored) = stored.as_ref().filter(|s| s.covers(&discovered.issuer, &discovered.scopes, now))
+        && let Some(secret) = open(stored)
+    {
+        return Ok(config(stored.client_id.clone(), secret));
     }
     let registered = dynamic_registration(outbound, endpoint, discovered, site).await?;
     let expires_at = match registered.client_secret_expires_at {
         Some(seconds) if seconds > 0 => Timestamp::from_millis(seconds.saturating_mul(1000)),
         _ => now.plus(DEFAULT_REGISTRATION_TTL),
     };
+    let sealed = match &registered.client_secret {
+        Some(secret) => Some(key.seal(secret.as_bytes(), &context).map_err(|e| McpOAuthError::Seal(e.to_string()))?),
+        None => None,
+    };
     let mut client = OAuthClient {
         source: source.to_owned(),
         issuer: discovered.issuer.clone(),
-        client_id: registered.client_id,
-        client_secret: registered.client_secret,
+        client_id: registered.client_id.clone(),
+        client_secret: sealed,
         scopes: discovered.scopes.clone(),
         registered_at: now,
         expires_at,
@@ -442,12 +463,17 @@ pub async fn register(
     match store.put_oauth_client(&mut client).await {
         Ok(()) => {
             tracing::info!(source, issuer = %client.issuer, scopes = ?client.scopes, "OAuth client registered");
-            Ok(config(client.client_id, client.client_secret))
+            Ok(config(registered.client_id, registered.client_secret))
         }
         // Another instance registered meanwhile: theirs is the one every instance uses.
         Err(StoreError::AlreadyExists { .. } | StoreError::Conflict { .. }) => {
             let theirs = store.get_oauth_client(source).await?;
-            Ok(config(theirs.client_id, theirs.client_secret))
+            let secret = open(&theirs).ok_or_else(|| {
+                McpOAuthError::Seal(
+                    "another instance stored it under another token key; check the deployment's key".into(),
+                )
+            })?;
+            Ok(config(theirs.client_id, secret))
         }
         Err(other) => Err(other.into()),
     }

@@ -5,13 +5,17 @@
 //! are the source's own. The catalog redacts what comes back.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use executor_core::Effect;
+use executor_core::{Effect, Principal};
 use executor_sandbox::{ToolError, ToolOutcome};
-use serde_json::Value;
+use reqwest::header::{HeaderMap, HeaderValue};
+use serde_json::{Map, Value};
 use url::Url;
 
-use crate::mcp_client::{CallToolResult, McpClient, McpClientError};
+use crate::connections::{OwnerTokenError, OwnerTokens};
+use crate::mcp_client::{CallToolResult, ListedTool, McpClient, McpClientError};
+use crate::search::SearchIndex;
 
 use crate::naming::{deduplicate, sanitize};
 use crate::outbound::Outbound;
@@ -39,63 +43,227 @@ impl McpUpstream {
     pub async fn connect(
         namespace: &str,
         url: &Url,
-        headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
+        headers: HeaderMap,
         outbound: &Outbound,
         redactor: &Redactor,
     ) -> Result<(Self, Vec<ToolDef>), McpConnectError> {
         outbound.check_url(url).map_err(|e| McpConnectError::Failed(e.to_string()))?;
-        let client = match McpClient::connect(url.clone(), headers.into_iter().collect(), outbound, redactor).await {
+        let client = match McpClient::connect(url.clone(), headers, outbound, redactor).await {
             Ok(client) => client,
             Err(McpClientError::Unauthorized { challenges, body }) => {
                 return Err(McpConnectError::Unauthorized { challenges, body });
             }
             Err(e) => return Err(McpConnectError::Failed(format!("MCP handshake failed: {e}"))),
         };
-        let mut listed =
+        let listed =
             client.list_tools().await.map_err(|e| McpConnectError::Failed(format!("tools/list failed: {e}")))?;
-        // Named in name order, so collisions after sanitising resolve the same way every time.
-        listed.sort_by(|a, b| a.name.cmp(&b.name));
-        let paths = deduplicate(listed.iter().map(|t| format!("{namespace}.{}", sanitize(&t.name))));
-        let tools = listed
-            .into_iter()
-            .zip(paths)
-            .map(|(tool, path)| ToolDef {
-                path,
-                namespace: namespace.to_owned(),
-                description: tool.description.as_deref().or(tool.title.as_deref()).unwrap_or("").to_owned(),
-                // Only an explicit read-only hint makes a read: an unannotated tool may change things.
-                effect: match tool.annotations.as_ref().and_then(|a| a.read_only_hint) {
-                    Some(true) => Effect::Read,
-                    _ => Effect::Write,
-                },
-                schemas: Schemas::Text {
-                    input: Value::Object(tool.input_schema).to_string(),
-                    output: tool.output_schema.map(|s| Value::Object(s).to_string()),
-                    root: None,
-                },
-                target: Target::Mcp {
-                    hints: tool.annotations.as_ref().map(|a| a.hints()).unwrap_or_default(),
-                    name: tool.name,
-                },
-            })
-            .collect();
-        Ok((Self { client }, tools))
+        Ok((Self { client }, tool_defs(namespace, listed)))
     }
 
     pub async fn call(&self, name: &str, args: Value) -> ToolOutcome {
-        let arguments = match args {
-            Value::Object(map) => Some(map),
-            Value::Null => None,
-            _ => {
-                return Err(ToolError {
-                    code: "invalid_arguments".into(),
-                    message: "arguments must be an object".into(),
-                });
-            }
-        };
-        match self.client.call_tool(name, arguments).await {
+        match self.client.call_tool(name, arguments(args)?).await {
             Ok(result) => outcome(result),
             Err(e) => Err(ToolError { code: "upstream_error".into(), message: e.to_string() }),
+        }
+    }
+}
+
+/// The listed tools as the catalog's, under `namespace`.
+fn tool_defs(namespace: &str, mut listed: Vec<ListedTool>) -> Vec<ToolDef> {
+    // Named in name order, so collisions after sanitising resolve the same way every time.
+    listed.sort_by(|a, b| a.name.cmp(&b.name));
+    let paths = deduplicate(listed.iter().map(|t| format!("{namespace}.{}", sanitize(&t.name))));
+    listed
+        .into_iter()
+        .zip(paths)
+        .map(|(tool, path)| ToolDef {
+            path,
+            namespace: namespace.to_owned(),
+            description: tool.description.as_deref().or(tool.title.as_deref()).unwrap_or("").to_owned(),
+            // Only an explicit read-only hint makes a read: an unannotated tool may change things.
+            effect: match tool.annotations.as_ref().and_then(|a| a.read_only_hint) {
+                Some(true) => Effect::Read,
+                _ => Effect::Write,
+            },
+            schemas: Schemas::Text {
+                input: Value::Object(tool.input_schema).to_string(),
+                output: tool.output_schema.map(|s| Value::Object(s).to_string()),
+                root: None,
+            },
+            target: Target::Mcp {
+                hints: tool.annotations.as_ref().map(|a| a.hints()).unwrap_or_default(),
+                name: tool.name,
+            },
+        })
+        .collect()
+}
+
+/// A call's arguments as `tools/call` takes them.
+fn arguments(args: Value) -> Result<Option<Map<String, Value>>, ToolError> {
+    match args {
+        Value::Object(map) => Ok(Some(map)),
+        Value::Null => Ok(None),
+        _ => Err(ToolError { code: "invalid_arguments".into(), message: "arguments must be an object".into() }),
+    }
+}
+
+/// An OAuth-protected MCP server that each owner connects to (MCP
+/// authorization): every request carries the calling owner's token, in a
+/// session of that owner's (servers may bind sessions to their user). Its
+/// tools are listed once per instance, with the token of the first connected
+/// owner who needs them: before that, this instance does not know them.
+pub struct OwnerMcp {
+    namespace: String,
+    url: Url,
+    /// The source's configured headers; the owner's `Authorization` is added per session.
+    headers: HeaderMap,
+    outbound: Outbound,
+    owners: Arc<OwnerTokens>,
+    /// The source's own secrets (the registered client's secret).
+    redactor: Redactor,
+    listed: tokio::sync::OnceCell<Listed>,
+    sessions: Mutex<HashMap<Principal, Session>>,
+    /// Where owners authorize, for the operator and the model.
+    authorization: String,
+}
+
+/// Sessions kept at most: remade on demand, so a long-lived host with many
+/// owners forgets them rather than growing.
+const MAX_SESSIONS: usize = 256;
+
+struct Session {
+    token: Arc<str>,
+    client: Arc<McpClient>,
+}
+
+/// The tools of an [`OwnerMcp`], once listed.
+pub struct Listed {
+    pub tools: Vec<ToolDef>,
+    pub index: SearchIndex,
+}
+
+/// Why an owner's request to an [`OwnerMcp`] was not answered.
+#[derive(Debug, thiserror::Error)]
+pub enum OwnerMcpError {
+    #[error(transparent)]
+    Token(#[from] OwnerTokenError),
+    #[error("the MCP request failed: {0}")]
+    Failed(McpClientError),
+}
+
+impl OwnerMcpError {
+    pub fn into_tool_error(self) -> ToolError {
+        let code = match &self {
+            OwnerMcpError::Token(_) => "auth_error",
+            OwnerMcpError::Failed(_) => "upstream_error",
+        };
+        ToolError { code: code.into(), message: self.to_string() }
+    }
+}
+
+impl OwnerMcp {
+    pub(crate) fn new(
+        namespace: &str,
+        url: Url,
+        headers: HeaderMap,
+        outbound: Outbound,
+        owners: Arc<OwnerTokens>,
+        redactor: Redactor,
+        authorization: String,
+    ) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            url,
+            headers,
+            outbound,
+            owners,
+            redactor,
+            listed: tokio::sync::OnceCell::new(),
+            sessions: Mutex::default(),
+            authorization,
+        }
+    }
+
+    /// Where owners authorize: the authorization server and client.
+    pub fn authorization(&self) -> &str {
+        &self.authorization
+    }
+
+    /// The tools, when this instance has listed them.
+    pub fn tools(&self) -> Option<&Listed> {
+        self.listed.get()
+    }
+
+    /// The tools, listed with `owner`'s token if this instance has not yet
+    /// (one listing at a time: the others wait for it and share it).
+    pub async fn list(&self, owner: &Principal) -> Result<&Listed, OwnerMcpError> {
+        self.listed
+            .get_or_try_init(|| async {
+                let (client, token) = self.session(owner).await?;
+                let listed = client.list_tools().await;
+                let listed = self.answered(owner, &token, listed).await?;
+                let tools = tool_defs(&self.namespace, listed);
+                tracing::info!(namespace = %self.namespace, tools = tools.len(), "tools listed with an owner's token");
+                Ok(Listed { index: SearchIndex::build(&tools), tools })
+            })
+            .await
+    }
+
+    /// `tools/call` with `owner`'s token.
+    pub async fn call(&self, owner: &Principal, name: &str, args: Value) -> ToolOutcome {
+        let arguments = arguments(args)?;
+        let (client, token) = self.session(owner).await.map_err(OwnerMcpError::into_tool_error)?;
+        let result = client.call_tool(name, arguments).await;
+        outcome(self.answered(owner, &token, result).await.map_err(OwnerMcpError::into_tool_error)?)
+    }
+
+    /// `owner`'s session with their current token: the one kept, or a new
+    /// one (the first, or the token was refreshed).
+    async fn session(&self, owner: &Principal) -> Result<(Arc<McpClient>, Arc<str>), OwnerMcpError> {
+        let token = self.owners.access_token(owner, &self.namespace).await?;
+        let kept = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(owner)
+            .and_then(|session| (session.token == token).then(|| session.client.clone()));
+        if let Some(client) = kept {
+            return Ok((client, token));
+        }
+        let mut headers = self.headers.clone();
+        // Checked to be valid in a header when it was issued.
+        let mut bearer = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+            OwnerMcpError::Failed(McpClientError::Protocol("the access token is not valid in a header".into()))
+        })?;
+        bearer.set_sensitive(true);
+        headers.insert(reqwest::header::AUTHORIZATION, bearer);
+        let redactor = self.owners.redactor(&self.redactor);
+        let connected = McpClient::connect(self.url.clone(), headers, &self.outbound, &redactor).await;
+        let client = Arc::new(self.answered(owner, &token, connected).await?);
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        if sessions.len() >= MAX_SESSIONS {
+            sessions.clear();
+        }
+        sessions.insert(owner.clone(), Session { token: token.clone(), client: client.clone() });
+        Ok((client, token))
+    }
+
+    /// A 401 means the server no longer takes `owner`'s token (revoked at
+    /// the provider): their session and connection go, and they are asked to
+    /// connect again on their next run.
+    async fn answered<T>(
+        &self,
+        owner: &Principal,
+        token: &str,
+        result: Result<T, McpClientError>,
+    ) -> Result<T, OwnerMcpError> {
+        match result {
+            Ok(value) => Ok(value),
+            Err(McpClientError::Unauthorized { .. }) => {
+                self.sessions.lock().unwrap_or_else(|e| e.into_inner()).remove(owner);
+                Err(OwnerMcpError::Token(self.owners.forget(owner, &self.namespace, token).await))
+            }
+            Err(error) => Err(OwnerMcpError::Failed(error)),
         }
     }
 }

@@ -96,6 +96,10 @@ pub struct TokenEndpoint {
     /// `None`: a public client.
     pub client_secret: Option<Arc<str>>,
     pub scopes: Vec<String>,
+    /// RFC 8707 `resource`: the server the tokens are for, sent with every
+    /// grant. MCP authorization requires it (a token for one MCP server must
+    /// not open another); `None` for configured sources.
+    pub resource: Option<Url>,
 }
 
 impl TokenEndpoint {
@@ -154,6 +158,9 @@ impl TokenEndpoint {
     ) -> Result<Issued, OAuthError> {
         let url = display_url(&self.url);
         let mut form = form.to_vec();
+        if let Some(resource) = &self.resource {
+            form.push(("resource", resource.as_str()));
+        }
         let mut request = outbound.request(reqwest::Method::POST, self.url.clone());
         match &self.client_secret {
             Some(secret) => {

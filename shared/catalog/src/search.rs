@@ -1,4 +1,5 @@
-//! Tool search, built once over all tools.
+//! Tool search, built once over all tools (and once over each source's
+//! tools that are listed later).
 //!
 //! Ranking: the query is split into terms (lower case, on non-alphanumerics
 //! and camelCase humps; one-letter terms are ignored). Each term scores its
@@ -68,34 +69,45 @@ impl SearchIndex {
         Self { entries }
     }
 
-    /// Indexes into `tools` (the slice the index was built from) of the
-    /// matches among those `include` accepts, best first.
-    pub fn search(&self, tools: &[ToolDef], query: &str, include: impl Fn(&ToolDef) -> bool) -> Vec<usize> {
-        let terms: Vec<String> = words(query).into_iter().filter(|t| t.chars().count() > 1).collect();
-        let exact = query.trim();
-        let mut hits: Vec<(u32, usize)> = self
-            .entries
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| include(&tools[*i]))
-            .filter_map(|(i, entry)| {
-                if terms.is_empty() {
-                    return Some((0, i));
-                }
-                let bonus = if tools[i].path == exact { 100 } else { 0 };
-                let score: u32 = bonus + terms.iter().map(|term| entry.score(term)).sum::<u32>();
-                (score > 0).then_some((score, i))
-            })
-            .collect();
-        hits.sort_by(|(sa, a), (sb, b)| {
-            let (pa, pb) = (&tools[*a].path, &tools[*b].path);
-            match terms.is_empty() {
-                true => pa.cmp(pb),
-                false => sb.cmp(sa).then(pa.len().cmp(&pb.len())).then(pa.cmp(pb)),
+    /// Each accepted tool with its score (0 for all when there are no terms); `None` for no match.
+    fn scored<'t>(
+        &self,
+        tools: &'t [ToolDef],
+        terms: &[String],
+        exact: &str,
+        include: &impl Fn(&ToolDef) -> bool,
+    ) -> impl Iterator<Item = (u32, &'t ToolDef)> {
+        self.entries.iter().zip(tools).filter(|(_, tool)| include(tool)).filter_map(move |(entry, tool)| {
+            if terms.is_empty() {
+                return Some((0, tool));
             }
-        });
-        hits.into_iter().map(|(_, i)| i).collect()
+            let bonus = if tool.path == exact { 100 } else { 0 };
+            let score: u32 = bonus + terms.iter().map(|term| entry.score(term)).sum::<u32>();
+            (score > 0).then_some((score, tool))
+        })
     }
+}
+
+/// The matches of `query` across several indexed parts, ranked together:
+/// the catalog's tools, and the tools of sources listed later (MCP servers
+/// that list their tools only to a connected owner).
+pub fn search_parts<'t>(
+    parts: &[(&SearchIndex, &'t [ToolDef])],
+    query: &str,
+    include: impl Fn(&ToolDef) -> bool,
+) -> Vec<&'t ToolDef> {
+    let terms: Vec<String> = words(query).into_iter().filter(|t| t.chars().count() > 1).collect();
+    let exact = query.trim();
+    let mut hits: Vec<(u32, &ToolDef)> =
+        parts.iter().flat_map(|(index, tools)| index.scored(tools, &terms, exact, &include)).collect();
+    hits.sort_by(|(sa, a), (sb, b)| {
+        let (pa, pb) = (&a.path, &b.path);
+        match terms.is_empty() {
+            true => pa.cmp(pb),
+            false => sb.cmp(sa).then(pa.len().cmp(&pb.len())).then(pa.cmp(pb)),
+        }
+    });
+    hits.into_iter().map(|(_, tool)| tool).collect()
 }
 
 impl Entry {
@@ -153,7 +165,7 @@ mod tests {
         ];
         let index = SearchIndex::build(&tools);
         let run = |query: &str| -> Vec<&str> {
-            index.search(&tools, query, |_| true).into_iter().map(|i| tools[i].path.as_str()).collect()
+            search_parts(&[(&index, &tools)], query, |_| true).into_iter().map(|t| t.path.as_str()).collect()
         };
         // name word (8) + path word (5) beats path word + description word.
         assert_eq!(run("list issues")[..2], ["gh.issues.list", "gh.repos.list"]);
@@ -166,7 +178,7 @@ mod tests {
         assert_eq!(run("gh.repos.list")[0], "gh.repos.list");
         assert_eq!(run("nothing matches this"), Vec::<&str>::new());
         assert_eq!(run("").len(), 5);
-        let gh_only: Vec<usize> = index.search(&tools, "search", |t| t.namespace == "gh");
+        let gh_only = search_parts(&[(&index, &tools)], "search", |t| t.namespace == "gh");
         assert!(gh_only.is_empty());
     }
 }

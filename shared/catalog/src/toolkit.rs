@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use executor_core::{PolicyAction, Toolkit, ToolkitName};
+use executor_core::{PolicyAction, Principal, Toolkit, ToolkitName};
 use executor_sandbox::{CallContext, PathFilter, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
 use serde_json::Value;
 
@@ -110,6 +110,10 @@ impl Tools for ToolkitView {
         }
     }
 
+    async fn prepare_for(&self, owner: &Principal) {
+        self.inner.prepare_for(owner).await;
+    }
+
     async fn call(&self, path: &str, args: Value, ctx: &CallContext) -> ToolOutcome {
         self.call_with_status(path, args, ctx).await.map(|success| success.data)
     }
@@ -155,13 +159,16 @@ impl Tools for ToolkitView {
     async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {
         let mut found =
             self.inner.search_visible(request, &|path| self.toolkit.includes(path) && visible(path)).await?;
-        // Only the unavailable sources that could hold the toolkit's tools are its business.
-        if let Some(Value::Array(unavailable)) = found.get_mut("unavailable") {
-            unavailable.retain(|u| u["namespace"].as_str().is_some_and(|n| self.namespaces.iter().any(|m| m == n)));
-            if unavailable.is_empty()
-                && let Some(object) = found.as_object_mut()
-            {
-                object.remove("unavailable");
+        // Only the sources that could hold the toolkit's tools are its business
+        // (unavailable ones, and those waiting for a connection to list their tools).
+        for key in ["unavailable", "needsConnection"] {
+            if let Some(Value::Array(sources)) = found.get_mut(key) {
+                sources.retain(|u| u["namespace"].as_str().is_some_and(|n| self.namespaces.iter().any(|m| m == n)));
+                if sources.is_empty()
+                    && let Some(object) = found.as_object_mut()
+                {
+                    object.remove(key);
+                }
             }
         }
         Ok(found)

@@ -29,13 +29,13 @@ async fn dynamic_registration_is_stored_reused_by_every_instance_and_redone_when
 
     let first = instance(&fixture, &store, Some(SITE)).await;
     let issuer = fixture.issuer();
-    assert_eq!(
-        reason(&first),
-        format!(
-            "source `docs` (mcp authorization) failed: the server requires each owner's OAuth authorization from \
-             {issuer} (client `dcr-client-1`, scopes [\"docs:read\"]); connecting owners to MCP sources is not \
-             available in this version"
-        )
+    assert_eq!(first.error, None, "{first:?}");
+    assert!(
+        reason(&first).starts_with(&format!(
+            "`docs` is an OAuth-protected MCP server (owners authorize at {issuer} (client `dcr-client-1`, scopes \
+             [\"docs:read\"])) that lists its tools only to a connected owner"
+        )),
+        "{first:?}"
     );
     assert_eq!(
         fixture.registrations(),
@@ -86,7 +86,7 @@ async fn dynamic_registration_is_stored_reused_by_every_instance_and_redone_when
     // The source moved to a server with another authorization server: registered there.
     let moved = start().await;
     let namespace = instance(&moved, &store, Some(SITE)).await;
-    assert!(reason(&namespace).contains(&format!("from {} (client `dcr-client-1`", moved.issuer())), "{namespace:?}");
+    assert!(reason(&namespace).contains(&format!("at {} (client `dcr-client-1`", moved.issuer())), "{namespace:?}");
     assert_eq!(moved.registrations().len(), 1);
     let stored = store.get_oauth_client("docs").await.unwrap();
     assert_eq!((stored.issuer, stored.version), (moved.issuer(), 4));
@@ -149,8 +149,8 @@ async fn every_failure_says_what_failed() {
         ),
         (|s| s.registration = false, "supports neither Client ID Metadata Documents nor dynamic client registration"),
         // Discovered through OpenID Connect metadata alone, or with the resource metadata at its well-known URL: it works.
-        (|s| s.openid_only = true, "requires each owner's OAuth authorization from"),
-        (|s| s.unnamed_metadata = true, "requires each owner's OAuth authorization from"),
+        (|s| s.openid_only = true, "is an OAuth-protected MCP server (owners authorize at"),
+        (|s| s.unnamed_metadata = true, "is an OAuth-protected MCP server (owners authorize at"),
     ];
     for (change, expected) in cases {
         let fixture = start().await;

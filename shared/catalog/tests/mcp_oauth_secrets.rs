@@ -34,7 +34,8 @@ async fn racing_instances_agree_on_one_registration_and_its_secret_stays_out_of_
         assert!(!reason(namespace).contains(SECRET));
     }
     assert!((1..=2).contains(&fixture.registrations().len()));
-    assert_eq!(stored.client_secret.as_deref(), Some(SECRET), "kept for the token requests of the per-owner flow");
+    let sealed = stored.client_secret.as_deref().expect("kept for the token requests of the per-owner flow");
+    assert!(!sealed.contains(SECRET), "stored sealed, not in clear: {sealed}");
     let logs = capture.0.lock().unwrap().clone();
     assert!(logs.contains("OAuth client registered"), "the log was captured:\n{logs}");
     assert!(!logs.contains(SECRET), "{logs}");

@@ -21,7 +21,8 @@ pub struct OAuthClient {
     /// The authorization server's `issuer`: another server means another registration.
     pub issuer: String,
     pub client_id: String,
-    /// Only when the server insisted on a confidential client.
+    /// Only when the server insisted on a confidential client; sealed with
+    /// the owners' token key (the catalog seals and opens it), never in clear.
     pub client_secret: Option<String>,
     /// The scopes registered; asking for more means registering again.
     pub scopes: Vec<String>,

@@ -85,6 +85,12 @@ pub trait Tools: Send + Sync {
     /// connections) loads it here, so runs that never meet one never read it.
     async fn prepare_approvals(&self) {}
 
+    /// Called with the run's owner by the view that knows it, when the owner's
+    /// connections are read (and before a search): tools that only an owner's
+    /// token can list (an OAuth-protected MCP server's) are listed now, so the
+    /// policy decides on them. Views forward it to the view they wrap.
+    async fn prepare_for(&self, _owner: &Principal) {}
+
     /// Make a call. Only called for paths the policy lets run (or that were approved).
     async fn call(&self, path: &str, args: Value, ctx: &CallContext) -> ToolOutcome;
 

@@ -85,6 +85,7 @@ impl Tools for Connected {
                 }
             })
             .await;
+        self.inner.prepare_for(&self.owner).await;
         self.inner.prepare_approvals().await;
     }
 
@@ -96,11 +97,14 @@ impl Tools for Connected {
         self.inner.call_with_status(path, args, &self.with_owner(ctx)).await
     }
 
+    /// A search or describe may be for tools only the owner's token lists.
     async fn search(&self, request: Value) -> ToolOutcome {
+        self.inner.prepare_for(&self.owner).await;
         self.inner.search(request).await
     }
 
     async fn describe(&self, request: Value) -> ToolOutcome {
+        self.inner.prepare_for(&self.owner).await;
         self.inner.describe(request).await
     }
 
@@ -113,6 +117,7 @@ impl Tools for Connected {
     }
 
     async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {
+        self.inner.prepare_for(&self.owner).await;
         self.inner.search_visible(request, visible).await
     }
 }

@@ -163,6 +163,10 @@ impl Tools for Granted {
             .await;
     }
 
+    async fn prepare_for(&self, owner: &Principal) {
+        self.inner.prepare_for(owner).await;
+    }
+
     async fn call(&self, path: &str, args: Value, ctx: &CallContext) -> ToolOutcome {
         self.inner.call(path, args, ctx).await
     }

@@ -3,25 +3,31 @@
 //! `resource_metadata` to any request without a token issued for it, the
 //! protected resource metadata (RFC 9728) names the authorization server
 //! `<base>/as`, whose metadata (RFC 8414, or OpenID discovery only), dynamic
-//! registration (RFC 7591) and authorization endpoint are here too. The
-//! authorization endpoint checks the client: a registered one, or a Client
-//! ID Metadata Document it fetches from the client id URL.
+//! registration (RFC 7591), authorization and token endpoints are here too.
+//! The authorization endpoint checks the client (a registered one, or a
+//! Client ID Metadata Document it fetches from the client id URL), PKCE and
+//! the RFC 8707 `resource`; its consent form's "Allow" (a POST) sends a code
+//! back to the redirect URI. Each consent is a new account; the token
+//! endpoint issues that account's tokens for the resource asked for, and the
+//! MCP server takes only tokens issued for itself.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::extract::{Query, Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use base64::Engine as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
-use executor_catalog::{Catalog, CatalogConfig, McpAuth, NamespaceInfo, OAuthBacking};
+use executor_catalog::{Catalog, CatalogConfig, McpAuth, NamespaceInfo, OAuthBacking, TokenKey, Vault};
 use executor_core::{ClientSite, ManualClock};
 use executor_store::EmbeddedStore;
 
@@ -75,6 +81,25 @@ pub struct Fixture {
     /// Access tokens the MCP server accepts, and the resource each was issued for.
     pub tokens: Arc<Mutex<HashMap<String, String>>>,
     pub recorded: Arc<Recorded>,
+    /// Codes waiting for their exchange.
+    codes: Arc<Mutex<HashMap<String, Code>>>,
+    /// Refresh tokens, and the account and resource they are for.
+    refresh_tokens: Arc<Mutex<HashMap<String, (usize, String)>>>,
+    /// Consents given: each is a new account.
+    consents: Arc<AtomicUsize>,
+    /// Every token request's form fields.
+    pub token_requests: Arc<Mutex<Vec<HashMap<String, String>>>>,
+    /// Every token text issued (access and refresh): never to be stored or logged in clear.
+    pub issued: Arc<Mutex<Vec<String>>>,
+}
+
+/// An authorization waiting for its code's exchange.
+struct Code {
+    client_id: String,
+    redirect_uri: String,
+    challenge: String,
+    resource: String,
+    account: usize,
 }
 
 impl Fixture {
@@ -92,6 +117,12 @@ impl Fixture {
 
     pub fn set(&self, change: impl FnOnce(&mut Settings)) {
         change(&mut self.settings.lock().unwrap());
+    }
+
+    /// The provider revokes every token (the owners removed the app's access).
+    pub fn revoke_all(&self) {
+        self.tokens.lock().unwrap().clear();
+        self.refresh_tokens.lock().unwrap().clear();
     }
 
     pub fn registrations(&self) -> Vec<Value> {
@@ -123,7 +154,8 @@ pub async fn start() -> Fixture {
         .route("/.well-known/oauth-authorization-server/as", get(rfc8414_metadata))
         .route("/.well-known/openid-configuration/as", get(openid_metadata))
         .route("/as/register", post(register))
-        .route("/as/authorize", get(authorize))
+        .route("/as/authorize", get(authorize).post(allow))
+        .route("/as/token", post(token))
         .with_state(fixture.clone())
         .merge(protected);
     let base = serve(router).await;
@@ -211,23 +243,54 @@ async fn register(State(f): State<Fixture>, Json(body): Json<Value>) -> Response
 }
 
 /// Checks the authorization request as a careful server does, then shows
-/// its consent page; the owner's answer is the per-owner flow's business.
+/// its consent page, a form that posts the same request back.
 async fn authorize(State(f): State<Fixture>, Query(query): Query<HashMap<String, String>>) -> Response {
+    if let Err(refused) = check(&f, &query).await {
+        return refused;
+    }
+    let client_id = query.get("client_id").cloned().unwrap_or_default();
+    Html(format!("<form method=post><p>Allow {client_id} to read the docs?</p><button>Allow</button></form>"))
+        .into_response()
+}
+
+/// "Allow": a code for a new account, sent back to the redirect URI.
+async fn allow(State(f): State<Fixture>, Query(query): Query<HashMap<String, String>>) -> Response {
+    if let Err(refused) = check(&f, &query).await {
+        return refused;
+    }
+    let field = |name: &str| query.get(name).cloned().unwrap_or_default();
+    let account = f.consents.fetch_add(1, Ordering::SeqCst) + 1;
+    let code = format!("mcp-code-{account}");
+    let grant = Code {
+        client_id: field("client_id"),
+        redirect_uri: field("redirect_uri"),
+        challenge: field("code_challenge"),
+        resource: field("resource"),
+        account,
+    };
+    f.codes.lock().unwrap().insert(code.clone(), grant);
+    let mut target = url::Url::parse(&field("redirect_uri")).unwrap();
+    target.query_pairs_mut().append_pair("code", &code).append_pair("state", &field("state"));
+    Redirect::to(target.as_str()).into_response()
+}
+
+/// The client, PKCE and resource of an authorization request.
+async fn check(f: &Fixture, query: &HashMap<String, String>) -> Result<(), Response> {
     let field = |name: &str| query.get(name).cloned().unwrap_or_default();
     let client_id = field("client_id");
     let redirect_uris = if client_id.starts_with("http://") || client_id.starts_with("https://") {
         if !f.settings().client_id_metadata_documents {
-            return refuse("client id metadata documents are not accepted here");
+            return Err(refuse("client id metadata documents are not accepted here"));
         }
         f.documents_fetched.fetch_add(1, Ordering::SeqCst);
         let document: Value = match reqwest::get(&client_id).await {
             Ok(response) if response.status().is_success() => {
                 serde_json::from_slice(&response.bytes().await.unwrap_or_default()).unwrap_or(Value::Null)
             }
-            _ => return refuse("the client metadata document cannot be fetched"),
+            _ => return Err(refuse("the client metadata document cannot be fetched")),
         };
         if document["client_id"] != json!(client_id) {
-            return refuse("the client metadata document names another client_id");
+            return Err(refuse("the client metadata document names another client_id"));
         }
         document["redirect_uris"]
             .as_array()
@@ -238,20 +301,78 @@ async fn authorize(State(f): State<Fixture>, Query(query): Query<HashMap<String,
     } else {
         match f.clients.lock().unwrap().get(&client_id) {
             Some(uris) => uris.clone(),
-            None => return refuse("unknown client"),
+            None => return Err(refuse("unknown client")),
         }
     };
     if !redirect_uris.contains(&field("redirect_uri")) {
-        return refuse("the redirect_uri is not registered for this client");
+        return Err(refuse("the redirect_uri is not registered for this client"));
     }
     if field("code_challenge_method") != "S256" || field("code_challenge").is_empty() {
-        return refuse("PKCE with S256 is required");
+        return Err(refuse("PKCE with S256 is required"));
     }
     if field("resource") != f.mcp_url() {
-        return refuse("the resource is not served here");
+        return Err(refuse("the resource is not served here"));
     }
-    Html(format!("<form method=post><p>Allow {client_id} to read the docs?</p><button>Allow</button></form>"))
-        .into_response()
+    Ok(())
+}
+
+/// The authorization code and refresh token grants, for the resource each names.
+async fn token(State(f): State<Fixture>, headers: HeaderMap, body: String) -> Response {
+    let form: HashMap<String, String> = url::form_urlencoded::parse(body.as_bytes()).into_owned().collect();
+    f.token_requests.lock().unwrap().push(form.clone());
+    let field = |name: &str| form.get(name).cloned().unwrap_or_default();
+    // A confidential client authenticates with basic auth, a public one names itself.
+    let basic = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Basic "));
+    let client_id = match (f.settings().client_secret, basic) {
+        (Some(secret), Some(basic)) => {
+            let decoded = base64::engine::general_purpose::STANDARD.decode(basic).unwrap_or_default();
+            let decoded = String::from_utf8_lossy(&decoded).into_owned();
+            match decoded.split_once(':') {
+                Some((id, given)) if given == secret => id.to_owned(),
+                _ => return token_error(StatusCode::UNAUTHORIZED, "invalid_client"),
+            }
+        }
+        (Some(_), None) => return token_error(StatusCode::UNAUTHORIZED, "invalid_client"),
+        (None, _) => field("client_id"),
+    };
+    if field("resource") != f.mcp_url() {
+        return token_error(StatusCode::BAD_REQUEST, "invalid_target");
+    }
+    let account = match field("grant_type").as_str() {
+        "authorization_code" => {
+            let Some(code) = f.codes.lock().unwrap().remove(&field("code")) else {
+                return token_error(StatusCode::BAD_REQUEST, "invalid_grant");
+            };
+            let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .encode(Sha256::digest(field("code_verifier").as_bytes()));
+            if code.client_id != client_id
+                || code.redirect_uri != field("redirect_uri")
+                || code.challenge != challenge
+                || code.resource != field("resource")
+            {
+                return token_error(StatusCode::BAD_REQUEST, "invalid_grant");
+            }
+            code.account
+        }
+        "refresh_token" => match f.refresh_tokens.lock().unwrap().remove(&field("refresh_token")) {
+            Some((account, resource)) if resource == field("resource") => account,
+            _ => return token_error(StatusCode::BAD_REQUEST, "invalid_grant"),
+        },
+        _ => return token_error(StatusCode::BAD_REQUEST, "unsupported_grant_type"),
+    };
+    let n = f.issued.lock().unwrap().len();
+    let (access, refresh) = (format!("mcp-at-{account}-{n}-e4a9c2"), format!("mcp-rt-{account}-{n}-7b3d5f"));
+    f.tokens.lock().unwrap().insert(access.clone(), field("resource"));
+    f.refresh_tokens.lock().unwrap().insert(refresh.clone(), (account, field("resource")));
+    f.issued.lock().unwrap().extend([access.clone(), refresh.clone()]);
+    let scope = f.settings().scopes.join(" ");
+    Json(json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600, "refresh_token": refresh,
+        "scope": scope}))
+    .into_response()
+}
+
+fn token_error(status: StatusCode, error: &str) -> Response {
+    (status, Json(json!({"error": error}))).into_response()
 }
 
 fn refuse(reason: &str) -> Response {
@@ -276,20 +397,25 @@ pub fn config(fixture: &Fixture, auth: &str) -> CatalogConfig {
     CatalogConfig::from_toml_str(&toml, std::path::Path::new("executor.toml")).unwrap()
 }
 
+/// What every instance of the deployment keeps: registrations and owners' tokens in `store`.
+pub fn backing(store: &Arc<EmbeddedStore>, site: Option<&str>) -> OAuthBacking {
+    let mcp_auth = McpAuth { registrations: store.clone(), site: site.map(ClientSite::new) };
+    let vault = Vault { store: store.clone(), key: TokenKey::from_bytes(&[5u8; 32]).unwrap() };
+    OAuthBacking { vault: Some(vault), mcp: Some(mcp_auth) }
+}
+
 /// One instance of the deployment: a catalog over the fixture, registering through `store`.
 pub async fn instance(fixture: &Fixture, store: &Arc<EmbeddedStore>, site: Option<&str>) -> NamespaceInfo {
-    let mcp_auth = McpAuth { registrations: store.clone(), site: site.map(ClientSite::new) };
     let clock = Arc::new(ManualClock::starting_now());
-    let catalog = Catalog::connect_with(&config(fixture, ""), clock, OAuthBacking { vault: None, mcp: Some(mcp_auth) })
-        .await
-        .unwrap();
+    let catalog = Catalog::connect_with(&config(fixture, ""), clock, backing(store, site)).await.unwrap();
     catalog.namespaces().remove(0)
 }
 
-/// Why the source is unavailable (it must be).
+/// Why the source has no tools: it is unavailable, or (its client
+/// registered) waits for an owner to connect.
 pub fn reason(namespace: &NamespaceInfo) -> &str {
     assert_eq!(namespace.tools, 0, "{namespace:?}");
-    namespace.error.as_deref().expect("the source is unavailable with a reason")
+    namespace.error.as_deref().or(namespace.needs_connection.as_deref()).expect("a reason")
 }
 
 /// A public URL for the redirect URI (dynamic registration never calls it).

@@ -55,7 +55,11 @@ pub struct Recorded {
     pub posts: AtomicUsize,
     pub deletes: AtomicUsize,
     pub calls: AtomicUsize,
+    /// `tools/list` requests answered (MCP).
+    pub lists: AtomicUsize,
     pub authorization: Mutex<Vec<String>>,
+    /// The `Authorization` header of each `tools/call` (MCP), `none` without one.
+    pub bearers: Mutex<Vec<String>>,
     pub queries: Mutex<Vec<String>>,
     pub header_params: Mutex<Vec<String>>,
     pub idempotency_keys: Mutex<Vec<String>>,
@@ -236,6 +240,7 @@ impl ServerHandler for Docs {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.recorded.lists.fetch_add(1, Ordering::SeqCst);
         let schema = |value: Value| match value {
             Value::Object(map) => Arc::new(map),
             _ => unreachable!(),
@@ -266,6 +271,8 @@ impl ServerHandler for Docs {
             .unwrap_or("none")
             .to_owned();
         self.recorded.authorization.lock().unwrap().push(key.clone());
+        let bearer = headers.as_ref().and_then(|h| h.get("authorization")).and_then(|v| v.to_str().ok());
+        self.recorded.bearers.lock().unwrap().push(bearer.unwrap_or("none").to_owned());
         let args = Value::Object(request.arguments.unwrap_or_default());
         let result = match request.name.as_ref() {
             "search_docs" => CallToolResult::success(vec![ContentBlock::text(
