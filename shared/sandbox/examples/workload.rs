@@ -44,15 +44,28 @@ fn code(name: &str) -> Option<&'static str> {
     })
 }
 
-fn run_once(runtime: &tokio::runtime::Runtime, sandbox: &Sandbox, tools: &Arc<dyn Tools>, code: &str) {
+/// On the calling thread, as criterion's `to_async` does; with `SPAWNED=1`, on a
+/// tokio worker thread, as a server does.
+fn run_once(runtime: &tokio::runtime::Runtime, sandbox: &Sandbox, tools: &Arc<dyn Tools>, code: &'static str) {
     let segment = Segment::start(ExecutionId::parse("bench").unwrap(), code, Timestamp::from_millis(0), 7);
-    let outcome = runtime.block_on(sandbox.run(segment, tools.clone()));
+    let outcome = if std::env::var_os("SPAWNED").is_some_and(|v| v == "1") {
+        let (sandbox, tools) = (sandbox.clone(), tools.clone());
+        runtime.block_on(runtime.spawn(async move { sandbox.run(segment, tools).await })).unwrap()
+    } else {
+        runtime.block_on(sandbox.run(segment, tools.clone()))
+    };
     assert!(matches!(outcome, Outcome::Completed { .. }), "{outcome:?}");
 }
 
 /// The runs callgrind counts (`--toggle-collect=*workload::measured*`).
 #[inline(never)]
-fn measured(runtime: &tokio::runtime::Runtime, sandbox: &Sandbox, tools: &Arc<dyn Tools>, code: &str, runs: u32) {
+fn measured(
+    runtime: &tokio::runtime::Runtime,
+    sandbox: &Sandbox,
+    tools: &Arc<dyn Tools>,
+    code: &'static str,
+    runs: u32,
+) {
     for _ in 0..runs {
         run_once(runtime, sandbox, tools, code);
     }
