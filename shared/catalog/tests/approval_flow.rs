@@ -11,16 +11,9 @@ use std::time::Duration;
 use executor_cli::{keys, serve};
 use executor_service::HostConfig;
 use executor_store::EmbeddedStore;
-use rmcp::RoleClient;
-use rmcp::ServiceExt;
-use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion,
-};
-use rmcp::service::RunningService;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
-use support::{Recorded, World, click_in_chromium, world};
+use support::{McpClient, Recorded, World, call_tool, click_in_chromium, mcp_client, world};
 
 const WRITE: &str =
     r#"const created = await tools.shop.items.createItem({ body: { name: "chair" } }); return created.data"#;
@@ -30,7 +23,7 @@ struct Local {
     base: String,
     alice: String,
     bob: String,
-    client: RunningService<RoleClient, InitializeRequestParams>,
+    client: McpClient,
     http: reqwest::Client,
     _data: tempfile::TempDir,
 }
@@ -47,12 +40,12 @@ impl Local {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(serve::serve(listener, host, std::future::pending()));
-        let client = connect(&base, &alice, "browser").await;
+        let client = mcp_client(&base, &alice, "browser").await;
         Self { world, base, alice, bob, client, http: executor_http_client::builder().build().unwrap(), _data: data }
     }
 
     async fn call(&self, name: &'static str, arguments: Value) -> Value {
-        call(&self.client, name, arguments).await
+        call_tool(&self.client, name, arguments).await
     }
 
     /// `execute` that pauses: (executionId, approvalUrl).
@@ -67,26 +60,6 @@ impl Local {
     fn posts(&self) -> usize {
         Recorded::count(&self.world.shop.recorded.posts)
     }
-}
-
-/// An MCP client of the owner of `token`, in `mode` (`browser`, `model`).
-async fn connect(base: &str, token: &str, mode: &str) -> RunningService<RoleClient, InitializeRequestParams> {
-    let url = format!("{base}/mcp?elicitation_mode={mode}");
-    let transport = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token.to_owned());
-    let info = InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("agent", "1"))
-        .with_protocol_version(ProtocolVersion::V_2025_06_18);
-    info.serve(StreamableHttpClientTransport::with_client(executor_http_client::builder().build().unwrap(), transport))
-        .await
-        .unwrap()
-}
-
-async fn call(
-    client: &RunningService<RoleClient, InitializeRequestParams>,
-    name: &'static str,
-    arguments: Value,
-) -> Value {
-    let params = CallToolRequestParams::new(name).with_arguments(arguments.as_object().unwrap().clone());
-    client.call_tool(params).await.unwrap().structured_content.unwrap()
 }
 
 /// What a browser gets for the link: status, the CSRF cookie, the HTML.
@@ -382,8 +355,8 @@ async fn always_allowed_by_a_click_in_headless_chromium() {
     }
 
     // The grant is alice's: bob's code still pauses, and bob sees no grant of hers.
-    let bob = connect(&local.base, &local.bob, "browser").await;
-    let paused = call(&bob, "execute", json!({ "code": WRITE })).await;
+    let bob = mcp_client(&local.base, &local.bob, "browser").await;
+    let paused = call_tool(&bob, "execute", json!({ "code": WRITE })).await;
     assert_eq!(paused["status"], "user_approval_required", "{paused}");
     let (status, listed) = grants_api(&local, &local.bob, reqwest::Method::GET, None).await;
     assert_eq!((status, listed), (200, json!({"grants": []})));
@@ -416,7 +389,7 @@ async fn always_allowed_by_a_click_in_headless_chromium() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_mode_resume_never_creates_a_grant() {
     let local = Local::start(quick_wait()).await;
-    let model = connect(&local.base, &local.alice, "model").await;
+    let model = mcp_client(&local.base, &local.alice, "model").await;
     let shapes = [
         json!({"action": "accept", "remember": "always"}),
         json!({"action": "accept", "remember": true}),
@@ -432,7 +405,7 @@ async fn a_model_mode_resume_never_creates_a_grant() {
     ];
     let mut posts = 0;
     for shape in shapes {
-        let paused = call(&model, "execute", json!({ "code": WRITE })).await;
+        let paused = call_tool(&model, "execute", json!({ "code": WRITE })).await;
         assert_eq!(paused["status"], "waiting_for_interaction", "{shape}: {paused}");
         let mut arguments = shape.clone();
         arguments["executionId"] = paused["executionId"].clone();
@@ -448,7 +421,7 @@ async fn a_model_mode_resume_never_creates_a_grant() {
         assert_eq!((status, &listed), (200, &json!({"grants": []})), "{shape}");
     }
     assert!(posts > 0, "some shapes are plain accepts and run once");
-    let still = call(&model, "execute", json!({ "code": WRITE })).await;
+    let still = call_tool(&model, "execute", json!({ "code": WRITE })).await;
     assert_eq!(still["status"], "waiting_for_interaction", "{still}");
 }
 

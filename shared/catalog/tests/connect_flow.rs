@@ -21,16 +21,9 @@ use executor_cli::{keys, serve};
 use executor_core::ManualClock;
 use executor_service::HostConfig;
 use executor_store::{EmbeddedStore, Store};
-use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion,
-};
-use rmcp::service::RunningService;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use support::authcode::{AuthServer, LIFETIME_SECONDS, config, start};
-use support::click_in_chromium;
+use support::{McpClient, call_tool, click_in_chromium, mcp_client};
 use tracing_subscriber::layer::SubscriberExt;
 
 const LIST: &str = "const r = await tools.crm.contacts.list({}); return r.data";
@@ -50,28 +43,13 @@ async fn host<S: Store + 'static>(store: &Arc<S>, sources: &CatalogConfig, clock
     base
 }
 
-async fn client(base: &str, token: &str) -> RunningService<RoleClient, InitializeRequestParams> {
-    client_in(base, token, "model").await
-}
-
-async fn client_in(base: &str, token: &str, mode: &str) -> RunningService<RoleClient, InitializeRequestParams> {
-    let url = format!("{base}/mcp?elicitation_mode={mode}");
-    let transport = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token.to_owned());
-    let info = InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("agent", "1"))
-        .with_protocol_version(ProtocolVersion::V_2025_06_18);
-    info.serve(StreamableHttpClientTransport::with_client(executor_http_client::builder().build().unwrap(), transport))
-        .await
-        .unwrap()
-}
-
-async fn call(client: &RunningService<RoleClient, InitializeRequestParams>, name: &'static str, args: Value) -> Value {
-    let params = CallToolRequestParams::new(name).with_arguments(args.as_object().unwrap().clone());
-    client.call_tool(params).await.unwrap().structured_content.unwrap()
+async fn client(base: &str, token: &str) -> McpClient {
+    mcp_client(base, token, "model").await
 }
 
 /// `execute` that waits for a connection: (executionId, pauseId, connectUrl).
-async fn connect_pause(client: &RunningService<RoleClient, InitializeRequestParams>) -> (String, String, String) {
-    let paused = call(client, "execute", json!({ "code": LIST })).await;
+async fn connect_pause(client: &McpClient) -> (String, String, String) {
+    let paused = call_tool(client, "execute", json!({ "code": LIST })).await;
     assert_eq!(paused["status"], "waiting_for_interaction", "{paused}");
     assert_eq!(paused["interaction"]["kind"], "connect", "{paused}");
     assert_eq!(paused["interaction"]["tool"], "crm.contacts.list", "{paused}");
@@ -146,7 +124,8 @@ async fn an_owner_connects_in_headless_chromium_and_the_call_runs_once_with_no_t
         assert_eq!(*server.scopes.lock().unwrap(), ["contacts.read offline_access"], "the refresh scope is asked for");
 
         // The model's accept of the same pause returns that outcome; nothing runs again.
-        let resumed = call(&agent, "resume", json!({ "executionId": id, "pauseId": pause, "action": "accept" })).await;
+        let resumed =
+            call_tool(&agent, "resume", json!({ "executionId": id, "pauseId": pause, "action": "accept" })).await;
         assert_eq!(resumed["status"], "completed", "{resumed}");
         assert_eq!(resumed["result"], json!([{"name": "Ada"}]));
         assert_eq!(AuthServer::count(&server.crm_calls), 1);
@@ -156,7 +135,7 @@ async fn an_owner_connects_in_headless_chromium_and_the_call_runs_once_with_no_t
         assert_eq!(again.status().as_u16(), 409, "{}", again.text().await.unwrap());
 
         // Connected now: alice's next run calls straight through.
-        let direct = call(&agent, "execute", json!({ "code": LIST })).await;
+        let direct = call_tool(&agent, "execute", json!({ "code": LIST })).await;
         assert_eq!(direct["status"], "completed", "{direct}");
         assert_eq!(AuthServer::count(&server.crm_calls), 2);
 
@@ -221,7 +200,7 @@ async fn refresh_race<S: Store + 'static>(store: Arc<S>) -> AuthServer {
     // 20 executions at once after the access token expired: one refresh.
     clock.advance(Duration::from_secs(LIFETIME_SECONDS + 1));
     let agent = client(&first, &alice).await;
-    let runs = (0..20).map(|_| call(&agent, "execute", json!({ "code": LIST })));
+    let runs = (0..20).map(|_| call_tool(&agent, "execute", json!({ "code": LIST })));
     for run in futures_util::future::join_all(runs).await {
         assert_eq!(run["status"], "completed", "{run}");
     }
@@ -231,7 +210,7 @@ async fn refresh_race<S: Store + 'static>(store: Arc<S>) -> AuthServer {
     // Expired again; two hosts (two processes' worth of caches and locks) race on one store.
     clock.advance(Duration::from_secs(LIFETIME_SECONDS + 1));
     let other = client(&second, &alice).await;
-    let runs = (0..20).map(|i| call(if i % 2 == 0 { &agent } else { &other }, "execute", json!({ "code": LIST })));
+    let runs = (0..20).map(|i| call_tool(if i % 2 == 0 { &agent } else { &other }, "execute", json!({ "code": LIST })));
     for run in futures_util::future::join_all(runs).await {
         assert_eq!(run["status"], "completed", "{run}");
     }
@@ -296,7 +275,7 @@ async fn a_dead_refresh_token_or_a_disconnect_asks_to_connect_again() {
     server.revoke_all();
     clock.advance(Duration::from_secs(LIFETIME_SECONDS + 1));
     let code = "const r = await tools.crm.contacts.list({}); return r";
-    let failed = call(&agent, "execute", json!({ "code": code })).await;
+    let failed = call_tool(&agent, "execute", json!({ "code": code })).await;
     assert_eq!(failed["result"]["ok"], false, "{failed}");
     assert_eq!(failed["result"]["error"]["code"], "auth_error", "{failed}");
     assert!(failed["result"]["error"]["message"].as_str().unwrap().contains("connect"), "{failed}");
@@ -313,7 +292,7 @@ async fn a_dead_refresh_token_or_a_disconnect_asks_to_connect_again() {
     assert!(body.contains("connection_not_found"), "{body}");
     connect_pause(&agent).await;
     // A tool the source does not have is unknown, not a reason to connect.
-    let typo = call(&agent, "execute", json!({ "code": "return await tools.crm.contacts.lst({})" })).await;
+    let typo = call_tool(&agent, "execute", json!({ "code": "return await tools.crm.contacts.lst({})" })).await;
     assert_eq!(typo["result"]["error"]["code"], "unknown_tool", "{typo}");
 }
 
@@ -325,8 +304,8 @@ async fn in_browser_mode_the_approval_page_links_to_the_connection() {
     let store = Arc::new(EmbeddedStore::open(data.path()).unwrap());
     let alice = keys::create(&*store, "alice").await.unwrap();
     let base = host(&store, &config(&base_url, dir.path()), Arc::new(ManualClock::starting_now())).await;
-    let agent = client_in(&base, &alice, "browser").await;
-    let paused = call(&agent, "execute", json!({ "code": LIST })).await;
+    let agent = mcp_client(&base, &alice, "browser").await;
+    let paused = call_tool(&agent, "execute", json!({ "code": LIST })).await;
     assert_eq!(paused["status"], "user_approval_required", "{paused}");
     let id = paused["executionId"].as_str().unwrap();
 
@@ -340,7 +319,7 @@ async fn in_browser_mode_the_approval_page_links_to_the_connection() {
 
     assert!(connect_by_http(&format!("{base}{link}")).await.contains("Connected to crm."));
     assert_eq!(AuthServer::count(&server.crm_calls), 1);
-    let resumed = call(&agent, "resume", json!({ "executionId": id })).await;
+    let resumed = call_tool(&agent, "resume", json!({ "executionId": id })).await;
     assert_eq!(resumed["status"], "completed", "{resumed}");
     assert_eq!(resumed["result"], json!([{"name": "Ada"}]));
     assert_eq!(AuthServer::count(&server.crm_calls), 1);

@@ -23,21 +23,15 @@ use executor_core::{ExecutionId, ManualClock};
 use executor_sandbox::{CallContext, Tools};
 use executor_service::HostConfig;
 use executor_store::EmbeddedStore;
-use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion,
-};
-use rmcp::service::RunningService;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use support::mcp_oauth::{Fixture, SITE, backing, config, start};
+use support::{McpClient, call_tool, mcp_client};
 use tracing_subscriber::layer::SubscriberExt;
 
 const SEARCH: &str = r#"const r = await tools.docs.search_docs({query: "start"}); return r.data"#;
 const CLIENT_SECRET: &str = "dcr-secret-mcp-31f7a0";
 
-type Client = RunningService<RoleClient, InitializeRequestParams>;
+type Client = McpClient;
 
 /// One `executor serve` host over `store`, at its own address (its public
 /// URL, where the authorization server sends owners back), and its clock.
@@ -63,22 +57,11 @@ async fn host(fixture: &Fixture, store: &Arc<EmbeddedStore>) -> (String, Arc<Man
 }
 
 async fn client(base: &str, token: &str) -> Client {
-    let url = format!("{base}/mcp?elicitation_mode=model");
-    let transport = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token.to_owned());
-    let info = InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("agent", "1"))
-        .with_protocol_version(ProtocolVersion::V_2025_06_18);
-    info.serve(StreamableHttpClientTransport::with_client(executor_http_client::builder().build().unwrap(), transport))
-        .await
-        .unwrap()
-}
-
-async fn call(client: &Client, name: &'static str, args: Value) -> Value {
-    let params = CallToolRequestParams::new(name).with_arguments(args.as_object().unwrap().clone());
-    client.call_tool(params).await.unwrap().structured_content.unwrap()
+    mcp_client(base, token, "model").await
 }
 
 async fn execute(client: &Client, code: &str) -> Value {
-    call(client, "execute", json!({ "code": code })).await
+    call_tool(client, "execute", json!({ "code": code })).await
 }
 
 /// `execute` of `code` that waits for a connection to `docs`: (executionId, pauseId, connectUrl).
@@ -161,7 +144,7 @@ async fn owners_connect_to_an_oauth_protected_mcp_server_and_each_call_carries_i
     assert_eq!(requests[0]["resource"], fixture.mcp_url());
 
     // The model's accept of the same pause returns that outcome; nothing runs again.
-    let resumed = call(&agent, "resume", json!({ "executionId": id, "pauseId": pause, "action": "accept" })).await;
+    let resumed = call_tool(&agent, "resume", json!({ "executionId": id, "pauseId": pause, "action": "accept" })).await;
     assert_eq!(resumed["status"], "completed", "{resumed}");
     assert_eq!(resumed["result"], json!({"hits": [{"title": "Getting started", "query": "start"}]}));
     assert_eq!(calls(&fixture), 1);

@@ -379,3 +379,28 @@ pub async fn click_in_chromium(url: String, screenshot: &str, button: &str) -> (
     assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     (serde_json::from_str(stdout.trim()).unwrap(), path)
 }
+
+/// An MCP client of a host under test.
+pub type McpClient = rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::InitializeRequestParams>;
+
+/// An MCP client (rmcp over Streamable HTTP) of the owner of `token`, at
+/// `base`'s `/mcp`, in elicitation `mode` (`browser`, `model`).
+pub async fn mcp_client(base: &str, token: &str, mode: &str) -> McpClient {
+    use rmcp::ServiceExt;
+    use rmcp::model::{ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion};
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let url = format!("{base}/mcp?elicitation_mode={mode}");
+    let transport = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token.to_owned());
+    let info = InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("agent", "1"))
+        .with_protocol_version(ProtocolVersion::V_2025_06_18);
+    info.serve(StreamableHttpClientTransport::with_client(executor_http_client::builder().build().unwrap(), transport))
+        .await
+        .unwrap()
+}
+
+/// Call the tool `name` with `args`: its structured result.
+pub async fn call_tool(client: &McpClient, name: &'static str, args: serde_json::Value) -> serde_json::Value {
+    let params = CallToolRequestParams::new(name).with_arguments(args.as_object().unwrap().clone());
+    client.call_tool(params).await.unwrap().structured_content.unwrap()
+}
