@@ -3,40 +3,18 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use criterion::{Criterion, criterion_group, criterion_main};
 use executor_core::{ApprovalAction, ExecutionId, Timestamp};
-use executor_sandbox::{CallContext, Limits, Outcome, Policy, Sandbox, Segment, Snapshot, ToolOutcome, Tools};
-use serde_json::Value;
+use executor_sandbox::{Limits, Outcome, Sandbox, Segment, Snapshot, Tools};
 
-/// A host tool that returns its arguments; `w.*` needs approval.
-struct Echo;
-
-#[async_trait]
-impl Tools for Echo {
-    fn policy(&self, path: &str, _: &Value) -> Policy {
-        if path.starts_with("w.") { Policy::NeedsApproval { message: "write?".into() } } else { Policy::Run }
-    }
-    async fn call(&self, _: &str, args: Value, _: &CallContext) -> ToolOutcome {
-        Ok(args)
-    }
-    async fn search(&self, request: Value) -> ToolOutcome {
-        Ok(request)
-    }
-    async fn describe(&self, request: Value) -> ToolOutcome {
-        Ok(request)
-    }
-}
+#[path = "support/workloads.rs"]
+mod workloads;
+use workloads::Echo;
 
 fn segment(code: &str) -> Segment {
     Segment::start(ExecutionId::parse("bench").unwrap(), code, Timestamp::from_millis(0), 7)
 }
 
-const W1: &str = "return 1 + 2";
-const W2: &str = "let s = 0; for (let i = 0; i < 100000; i++) s += i % 7; return s";
-const W3: &str = "const items = []; for (let i = 0; i < 1000; i++) items.push({id: i, name: 'item ' + i, tags: ['a', 'b', 'c']});\n\
-                  return JSON.parse(JSON.stringify(items)).length";
-const W4: &str = "for (let i = 0; i < 20; i++) await tools.echo({i}); return 'done'";
 /// 100 journaled reads, then a write that pauses: resuming it replays 100 steps.
 const REPLAY: &str = "let n = 0; for (let i = 0; i < 100; i++) n += (await tools.svc.read({i})).data.i;\n\
                       await tools.w.write({n}); return n";
@@ -56,9 +34,7 @@ fn workloads(c: &mut Criterion) {
         }
     };
     let mut group = c.benchmark_group("execution");
-    for (name, code) in
-        [("W1 return 1 + 2", W1), ("W2 loop 100k", W2), ("W3 1000 objects JSON", W3), ("W4 20 tool calls", W4)]
-    {
+    for (name, code) in workloads::ALL {
         group.bench_function(name, |b| b.to_async(&runtime).iter(run(code)));
     }
 

@@ -6,43 +6,12 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use executor_core::{ExecutionId, Timestamp};
-use executor_sandbox::{CallContext, Limits, Outcome, Policy, Sandbox, Segment, ToolOutcome, Tools};
-use serde_json::Value;
+use executor_sandbox::{Limits, Outcome, Sandbox, Segment, Tools};
 
-/// A host tool that returns its arguments, as in the bench.
-struct Echo;
-
-#[async_trait]
-impl Tools for Echo {
-    fn policy(&self, _: &str, _: &Value) -> Policy {
-        Policy::Run
-    }
-    async fn call(&self, _: &str, args: Value, _: &CallContext) -> ToolOutcome {
-        Ok(args)
-    }
-    async fn search(&self, request: Value) -> ToolOutcome {
-        Ok(request)
-    }
-    async fn describe(&self, request: Value) -> ToolOutcome {
-        Ok(request)
-    }
-}
-
-/// The bench's workloads (benches/execution.rs).
-fn code(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "W1" => "return 1 + 2",
-        "W2" => "let s = 0; for (let i = 0; i < 100000; i++) s += i % 7; return s",
-        "W3" => {
-            "const items = []; for (let i = 0; i < 1000; i++) items.push({id: i, name: 'item ' + i, tags: ['a', 'b', 'c']});\n\
-             return JSON.parse(JSON.stringify(items)).length"
-        }
-        "W4" => "for (let i = 0; i < 20; i++) await tools.echo({i}); return 'done'",
-        _ => return None,
-    })
-}
+#[path = "../benches/support/workloads.rs"]
+mod workloads;
+use workloads::Echo;
 
 /// On the calling thread, as criterion's `to_async` does; with `SPAWNED=1`, on a
 /// tokio worker thread, as a server does.
@@ -75,7 +44,11 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let name = args.next().unwrap_or_else(|| "W1".into());
     let runs = args.next().map_or(10, |n| n.parse().expect("RUNS is a number"));
-    let code = code(&name).unwrap_or_else(|| panic!("unknown workload {name}: W1, W2, W3 or W4"));
+    let code = workloads::ALL
+        .iter()
+        .find(|(label, _)| label.split(' ').next() == Some(name.as_str()))
+        .map(|(_, code)| *code)
+        .unwrap_or_else(|| panic!("unknown workload {name}: W1, W2, W3 or W4"));
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let tools: Arc<dyn Tools> = Arc::new(Echo);
     let sandbox = Sandbox::new(Limits::default());
