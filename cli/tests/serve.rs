@@ -51,7 +51,7 @@ fn launch(data_dir: &str, args: &[&str], env: &[(&str, &str)]) -> Result<Server,
     let mut pipe = child.stderr.take().unwrap();
     let collected = stderr.clone();
     // Drained as it comes, so the server never blocks on a full pipe.
-    std::thread::spawn(move || {
+    let drained = std::thread::spawn(move || {
         let mut chunk = [0u8; 4096];
         while let Ok(n @ 1..) = pipe.read(&mut chunk) {
             collected.lock().unwrap().push_str(&String::from_utf8_lossy(&chunk[..n]));
@@ -60,6 +60,8 @@ fn launch(data_dir: &str, args: &[&str], env: &[(&str, &str)]) -> Result<Server,
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let Some(Ok(first)) = lines.next() else {
         child.wait().unwrap();
+        // All of what it said before exiting, not what the drain had read so far.
+        drained.join().unwrap();
         return Err(stderr.lock().unwrap().clone());
     };
     let url = first.strip_prefix("Executor is listening on ").expect(&first).to_owned();
