@@ -12,7 +12,7 @@ mod catalog_support;
 
 use std::sync::Arc;
 
-use catalog_support::authcode::{AuthServer, config, start};
+use catalog_support::authcode::{AuthServer, allow_by_http, config, start};
 use executor_catalog::{Catalog, OAuthBacking, TokenKey, Vault};
 use executor_sandbox::{Limits, Sandbox};
 use executor_scheduler::InProcessScheduler;
@@ -71,27 +71,8 @@ async fn connect_pause_and_callback_across_the_two_functions_on_dynamodb() {
     assert!(connect.starts_with(&format!("{url}/oauth/connect/")), "{connect}");
 
     // The browser: the connect link (approval function) redirects to the consent page; "Allow" sends it to the callback.
-    let browser = reqwest::Client::builder().redirect(reqwest::redirect::Policy::limited(5)).build().unwrap();
-    let consent = browser.get(&connect).send().await.unwrap();
-    let authorize = consent.url().clone();
-    let html = consent.text().await.unwrap();
-    let field = |name: &str| {
-        let marker = format!("name=\"{name}\" value=\"");
-        let start = html.find(&marker).unwrap_or_else(|| panic!("no {name} in {html}")) + marker.len();
-        html[start..].split('"').next().unwrap().replace("&amp;", "&").replace("&quot;", "\"")
-    };
-    let form: Vec<(&str, String)> =
-        ["redirect_uri", "state", "code_challenge", "scope"].iter().map(|n| (*n, field(n))).collect();
-    assert!(form[0].1.starts_with(&format!("{url}/oauth/callback")), "{form:?}");
-    let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(&form).finish();
-    let done = browser
-        .post(authorize.join("/authorize").unwrap())
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    let page = done.text().await.unwrap();
+    let (redirect_uri, page) = allow_by_http(&connect).await;
+    assert!(redirect_uri.starts_with(&format!("{url}/oauth/callback")), "{redirect_uri}");
     assert!(page.contains("Connected to crm."), "{page}");
     assert_eq!(AuthServer::count(&server.crm_calls), 1, "the approval function ran the call once");
 

@@ -22,7 +22,7 @@ use executor_core::ManualClock;
 use executor_service::HostConfig;
 use executor_store::{EmbeddedStore, Store};
 use serde_json::{Value, json};
-use support::authcode::{AuthServer, LIFETIME_SECONDS, config, start};
+use support::authcode::{AuthServer, LIFETIME_SECONDS, allow_by_http, config, start};
 use support::{McpClient, call_tool, click_in_chromium, mcp_client};
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -55,32 +55,6 @@ async fn connect_pause(client: &McpClient) -> (String, String, String) {
     assert_eq!(paused["interaction"]["tool"], "crm.contacts.list", "{paused}");
     let text = |k: &str| paused[k].as_str().unwrap().to_owned();
     (text("executionId"), text("pauseId"), paused["interaction"]["connectUrl"].as_str().unwrap().to_owned())
-}
-
-/// Follow a connect link as a browser without JavaScript would: the
-/// redirect to the consent page, its form's "Allow", the callback. The final page.
-async fn connect_by_http(url: &str) -> String {
-    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::limited(5)).build().unwrap();
-    let consent = http.get(url).send().await.unwrap();
-    let authorize = consent.url().clone();
-    let html = consent.text().await.unwrap();
-    let field = |name: &str| {
-        let marker = format!("name=\"{name}\" value=\"");
-        let start = html.find(&marker).unwrap_or_else(|| panic!("no {name} in {html}")) + marker.len();
-        html[start..].split('"').next().unwrap().replace("&amp;", "&").replace("&quot;", "\"")
-    };
-    let form: Vec<(&str, String)> =
-        ["redirect_uri", "state", "code_challenge", "scope"].iter().map(|n| (*n, field(n))).collect();
-    let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(&form).finish();
-    let done = http
-        .post(authorize.join("/authorize").unwrap())
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(done.status(), 200);
-    done.text().await.unwrap()
 }
 
 async fn api(base: &str, token: &str, method: reqwest::Method, path: &str) -> (u16, String) {
@@ -179,7 +153,7 @@ async fn an_owner_connects_in_headless_chromium_and_the_call_runs_once_with_no_t
 async fn connected_alice(base: &str, alice: &str, server: &AuthServer) {
     let agent = client(base, alice).await;
     let (_, _, url) = connect_pause(&agent).await;
-    let page = connect_by_http(&url).await;
+    let page = allow_by_http(&url).await.1;
     assert!(page.contains("Connected to crm."), "{page}");
     assert_eq!(AuthServer::count(&server.crm_calls), 1);
 }
@@ -284,7 +258,7 @@ async fn a_dead_refresh_token_or_a_disconnect_asks_to_connect_again() {
     let (_, _, url) = connect_pause(&agent).await;
 
     // Connected again, then disconnected through the API: asked once more.
-    assert!(connect_by_http(&url).await.contains("Connected to crm."));
+    assert!(allow_by_http(&url).await.1.contains("Connected to crm."));
     let (status, _) = api(&base, &alice, reqwest::Method::DELETE, "/api/connections/crm").await;
     assert_eq!(status, 204);
     let (status, body) = api(&base, &alice, reqwest::Method::DELETE, "/api/connections/crm").await;
@@ -317,7 +291,7 @@ async fn in_browser_mode_the_approval_page_links_to_the_connection() {
     let link = page[start..].split('"').next().unwrap();
     assert_eq!(AuthServer::count(&server.crm_calls), 0);
 
-    assert!(connect_by_http(&format!("{base}{link}")).await.contains("Connected to crm."));
+    assert!(allow_by_http(&format!("{base}{link}")).await.1.contains("Connected to crm."));
     assert_eq!(AuthServer::count(&server.crm_calls), 1);
     let resumed = call_tool(&agent, "resume", json!({ "executionId": id })).await;
     assert_eq!(resumed["status"], "completed", "{resumed}");

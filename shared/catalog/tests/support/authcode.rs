@@ -250,3 +250,30 @@ pub fn config(base: &str, dir: &std::path::Path) -> executor_catalog::CatalogCon
     std::fs::write(&file, toml).unwrap();
     executor_catalog::CatalogConfig::load(&file).unwrap()
 }
+
+/// Follow a connect link as a browser without JavaScript would: the redirect
+/// to this server's consent page, its form's "Allow", the redirect to the
+/// callback. The `redirect_uri` the form carried, and the final page.
+pub async fn allow_by_http(connect_url: &str) -> (String, String) {
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::limited(5)).build().unwrap();
+    let consent = http.get(connect_url).send().await.unwrap();
+    let authorize = consent.url().clone();
+    let html = consent.text().await.unwrap();
+    let field = |name: &str| {
+        let marker = format!("name=\"{name}\" value=\"");
+        let start = html.find(&marker).unwrap_or_else(|| panic!("no {name} in {html}")) + marker.len();
+        html[start..].split('"').next().unwrap().replace("&amp;", "&").replace("&quot;", "\"")
+    };
+    let form: Vec<(&str, String)> =
+        ["redirect_uri", "state", "code_challenge", "scope"].iter().map(|n| (*n, field(n))).collect();
+    let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(&form).finish();
+    let done = http
+        .post(authorize.join("/authorize").unwrap())
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(done.status(), 200);
+    (form[0].1.clone(), done.text().await.unwrap())
+}
