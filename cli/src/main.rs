@@ -268,24 +268,30 @@ impl From<KeysCommand> for keys::Command {
     }
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     // No command is `serve` with its defaults (and its environment variables).
     let command = Cli::parse().command.unwrap_or_else(|| Command::Serve(ServeArgs::parse_from(["executor"])));
-    let result = match command {
-        Command::Serve(args) => serve_command(args).await,
-        Command::Keys { command, store } => run_admin(commands::Command::Keys(command.into()), &store).await,
-        Command::Grants { command, store } => run_admin(commands::Command::Grants(command.into()), &store).await,
-        Command::Catalog { command: CatalogCommand::Build { config, out } } => build_index(&config, &out),
-        Command::Connections { command, store } => {
-            run_admin(commands::Command::Connections(command.into()), &store).await
-        }
+    let result = match executor_sandbox::tokio_runtime() {
+        Ok(runtime) => runtime.block_on(run(command)),
+        Err(error) => Err(format!("could not start the async runtime: {error}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("executor: {error}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command) -> Result<(), String> {
+    match command {
+        Command::Serve(args) => serve_command(args).await,
+        Command::Keys { command, store } => run_admin(commands::Command::Keys(command.into()), &store).await,
+        Command::Grants { command, store } => run_admin(commands::Command::Grants(command.into()), &store).await,
+        Command::Catalog { command: CatalogCommand::Build { config, out } } => build_index(&config, &out),
+        Command::Connections { command, store } => {
+            run_admin(commands::Command::Connections(command.into()), &store).await
         }
     }
 }

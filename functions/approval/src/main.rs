@@ -1,7 +1,6 @@
 //! The approval Lambda bootstrap: the browser page `/approvals/...` and the
 //! JSON API `/api/...`.
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_http::Error> {
-    executor_lambda_shell::run(executor_lambda_shell::Routes::Approvals).await
+fn main() -> Result<(), lambda_http::Error> {
+    executor_lambda_shell::main(executor_lambda_shell::Routes::Approvals)
 }

@@ -1,6 +1,5 @@
 //! The MCP Lambda bootstrap: `/mcp`, `/.well-known/...` and `/healthz`.
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_http::Error> {
-    executor_lambda_shell::run(executor_lambda_shell::Routes::Mcp).await
+fn main() -> Result<(), lambda_http::Error> {
+    executor_lambda_shell::main(executor_lambda_shell::Routes::Mcp)
 }

@@ -41,6 +41,11 @@ impl Routes {
     }
 }
 
+/// A function's `main`: [`run`] on the sandbox's tokio runtime.
+pub fn main(routes: Routes) -> Result<(), Error> {
+    executor_sandbox::tokio_runtime()?.block_on(run(routes))
+}
+
 /// Wire the host from the environment and serve Lambda invocations until the runtime stops.
 pub async fn run(routes: Routes) -> Result<(), Error> {
     let telemetry = Telemetry::lambda(routes.service())?;
@@ -78,9 +83,14 @@ pub async fn run(routes: Routes) -> Result<(), Error> {
         .collect();
     let sandbox = Sandbox::new(Limits { wall_clock: config.max_execution, ..Limits::default() });
     let host = Host::new(store, catalog, &namespaces, sandbox, scheduler, config);
+    // Each invocation in a task on a worker thread (the Runtime API loop runs on
+    // the main thread): its execution starts on that worker with no hand-off,
+    // and the worker, idle while the next invocation is awaited, frees the
+    // execution's context and prepares the next one (`executor_sandbox::tidy`).
     let handler = service_fn(move |request: Request| {
         let host = host.clone();
-        async move { Ok::<_, Infallible>(handle(&host, routes, request).await) }
+        let answer = tokio::spawn(async move { handle(&host, routes, request).await });
+        async move { Ok::<_, Infallible>(answer.await.unwrap_or_else(|e| crashed(&e))) }
     });
     lambda_http::runtime(handler).layer(telemetry.invocations()).run().await
 }
@@ -108,4 +118,13 @@ pub async fn handle(host: &Host, routes: Routes, request: Request) -> Response<B
         Ok(text) => Body::Text(text),
         Err(binary) => Body::Binary(binary.into_bytes()),
     })
+}
+
+/// The answer when the task handling an invocation panicked.
+fn crashed(error: &tokio::task::JoinError) -> Response<Body> {
+    let body = serde_json::json!({ "error": format!("internal error: the request failed ({error}); try it again") });
+    let mut response = Response::new(Body::Text(body.to_string()));
+    *response.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+    response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    response
 }

@@ -1,7 +1,10 @@
-//! Whole executions, context creation included (see docs/benchmarks.md).
+//! Executions through `Sandbox::run`: on the request path (`execution/`), and
+//! whole, context creation and freeing included (`execution-whole/`); see
+//! docs/benchmarks.md.
 //! `cargo bench -p executor-sandbox --bench execution`
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use executor_core::{ApprovalAction, ExecutionId, Timestamp};
@@ -33,10 +36,35 @@ fn workloads(c: &mut Criterion) {
             }
         }
     };
+    // The request path: what an execution takes when its thread was idle
+    // before it, as a host's workers are between requests; the last
+    // execution's context freed and this one's prepared (`tidy`), untimed.
     let mut group = c.benchmark_group("execution");
+    for (name, code) in workloads::ALL {
+        let run = run(code);
+        group.bench_function(name, |b| {
+            b.iter_custom(|iterations| {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iterations {
+                    executor_sandbox::tidy();
+                    let started = Instant::now();
+                    runtime.block_on(run());
+                    spent += started.elapsed();
+                }
+                spent
+            })
+        });
+    }
+    group.finish();
+    // Whole executions back to back, freeing and preparing included: what a
+    // host with no idle moment pays per execution.
+    let mut group = c.benchmark_group("execution-whole");
     for (name, code) in workloads::ALL {
         group.bench_function(name, |b| b.to_async(&runtime).iter(run(code)));
     }
+    group.finish();
+
+    let mut group = c.benchmark_group("replay");
 
     let paused = runtime.block_on(sandbox.run(segment(REPLAY), tools.clone()));
     let Outcome::Paused { snapshot, .. } = paused else { panic!("{paused:?}") };

@@ -116,6 +116,12 @@ struct Host {
     logs: Logs,
 }
 
+impl Host {
+    fn new(seed: u64, pinned_now: f64, log_bytes: usize) -> Self {
+        Self { issued: Vec::new(), next_step: 0, pinned_now, random: SplitMix64(seed), logs: Logs::new(log_bytes) }
+    }
+}
+
 /// `Math.random()`: SplitMix64 from the journal's seed, so a replay draws the
 /// same numbers in the same order.
 struct SplitMix64(u64);
@@ -142,12 +148,20 @@ struct Meter {
     wall_limit: Duration,
     stop: Stop,
     tripped: Option<SandboxError>,
+    /// On a worker thread: the JavaScript time after which the run stops to be
+    /// started over off the worker (see `run::drive`).
+    relocate_after: Option<Duration>,
+    relocating: bool,
 }
 
 impl Meter {
     fn check(&mut self) -> bool {
         let now = Instant::now();
         let running = self.running_since.map_or(Duration::ZERO, |since| now - since);
+        if self.relocate_after.is_some_and(|budget| self.cpu_used + running > budget) {
+            self.relocating = true;
+            return true;
+        }
         if self.cpu_used + running > self.cpu_limit {
             self.tripped.get_or_insert(SandboxError::CpuLimit { limit: self.cpu_limit });
         } else if now > self.wall_deadline {
@@ -159,12 +173,33 @@ impl Meter {
     }
 }
 
+/// A fresh context with the globals and the prelude installed, no code run in
+/// it yet: what every execution starts from, made ahead of time when it can be.
+struct Prepared {
+    // Declared first so they drop before the context and runtime they live in.
+    deliver: Persistent<Function<'static>>,
+    finish: Persistent<Function<'static>>,
+    context: Context,
+    runtime: Runtime,
+    host: Rc<RefCell<Host>>,
+}
+
+/// An execution's engine after its answer, waiting to be freed.
+struct Finished {
+    // Declared first so they drop before the context and runtime they live in.
+    hooks: [Persistent<Function<'static>>; 2],
+    main: Option<Persistent<Promise<'static>>>,
+    context: Context,
+    runtime: Runtime,
+    /// Ended cleanly: its runtime may be kept for the next context.
+    reusable: bool,
+}
+
 thread_local! {
-    /// A runtime whose last execution ended cleanly, for the next one on this
-    /// thread: creating and freeing a runtime is a tenth of a small execution.
-    /// Every execution still gets a fresh context; the two share nothing a
-    /// program can read (interned strings and shapes are invisible to it).
-    static SPARE: RefCell<Option<Runtime>> = const { RefCell::new(None) };
+    /// The context the next execution on this thread starts from.
+    static READY: RefCell<Option<Prepared>> = const { RefCell::new(None) };
+    /// The last finished engine on this thread, freed at the next [`tidy`].
+    static FINISHED: RefCell<Option<Finished>> = const { RefCell::new(None) };
 }
 
 /// The most an execution allocates before its first garbage collection.
@@ -172,6 +207,73 @@ const GC_THRESHOLD_MAX: usize = 8 << 20;
 
 /// A runtime holding more than this once its context is gone is not kept.
 const SPARE_MAX_BYTES: usize = 1 << 20;
+
+/// Creating a context and freeing it are nine tenths of a small execution
+/// (docs/benchmarks.md). Both are done here, between executions: free the
+/// engine of the execution that finished last on this thread (keeping its
+/// runtime if it ended cleanly and gave its memory back), and prepare the
+/// context the next one starts from. Hosts call it when a worker thread is idle
+/// ([`crate::tokio_runtime`]), so neither is on a request's path; an
+/// execution that finds nothing prepared does both first itself.
+pub fn tidy() {
+    // An error here is met again, and reported, by the next execution.
+    let _ = tidy_now();
+}
+
+fn tidy_now() -> Result<(), SandboxError> {
+    let spare = FINISHED.with(|finished| finished.borrow_mut().take()).and_then(Finished::free);
+    if READY.with(|ready| ready.borrow().is_some()) {
+        return Ok(());
+    }
+    let prepared = prepare(spare)?;
+    READY.with(|ready| *ready.borrow_mut() = Some(prepared));
+    Ok(())
+}
+
+impl Finished {
+    /// Left for the next [`tidy`]; freed now if it hit a limit (`tripped`),
+    /// with the heap it may have grown.
+    fn set_aside(self, tripped: bool) {
+        if tripped {
+            return drop(self);
+        }
+        let previous = FINISHED.with(|slot| slot.borrow_mut().replace(self));
+        drop(previous);
+    }
+
+    /// Free the context; the runtime back if it is clean enough to keep.
+    fn free(self) -> Option<Runtime> {
+        let Self { hooks, main, context, runtime, reusable } = self;
+        drop((hooks, main, context));
+        if !reusable || runtime.is_job_pending() {
+            return None;
+        }
+        runtime.run_gc();
+        let size = usize::try_from(runtime.memory_usage().malloc_size).unwrap_or(usize::MAX);
+        (size < SPARE_MAX_BYTES).then_some(runtime)
+    }
+}
+
+/// A context ready for code, in `runtime` if given (a fresh one otherwise).
+/// Its limits and its host state are set when an execution takes it.
+fn prepare(runtime: Option<Runtime>) -> Result<Prepared, SandboxError> {
+    let internal = |e: rquickjs::Error| SandboxError::Internal { message: e.to_string() };
+    keep_heap_top();
+    let runtime = match runtime {
+        Some(runtime) => runtime,
+        None => Runtime::new().map_err(internal)?,
+    };
+    let context = new_context(&runtime).map_err(internal)?;
+    let host = Rc::new(RefCell::new(Host::new(0, 0.0, 0)));
+    let (deliver, finish) = context.with(|ctx| -> Result<_, SandboxError> {
+        let hooks = install_prelude(&ctx, &host).map_err(|e| SandboxError::Internal { message: e })?;
+        let hook = |name: &str| -> Result<Function, SandboxError> {
+            hooks.get(name).map_err(|e| SandboxError::Internal { message: e.to_string() })
+        };
+        Ok((Persistent::save(&ctx, hook("deliver")?), Persistent::save(&ctx, hook("finish")?)))
+    })?;
+    Ok(Prepared { deliver, finish, context, runtime, host })
+}
 
 /// glibc gives the top of the heap back to the kernel whenever more than 128 KiB
 /// of it is free, and an execution that builds and drops a few MiB (strings
@@ -201,7 +303,8 @@ pub(crate) struct Engine {
     // Declared first so they drop before the context and runtime they live in.
     deliver: Persistent<Function<'static>>,
     finish: Persistent<Function<'static>>,
-    main: Persistent<Promise<'static>>,
+    /// The code's promise, once [`Engine::begin`] has called it.
+    main: Option<Persistent<Promise<'static>>>,
     context: Context,
     runtime: Runtime,
     host: Rc<RefCell<Host>>,
@@ -210,22 +313,25 @@ pub(crate) struct Engine {
 }
 
 impl Engine {
-    /// A fresh runtime and context with the globals installed, the code's async
-    /// function called (so it runs until its first `await`).
-    pub fn start(
-        js: &str,
+    /// The prepared context (made now if none is) under the execution's
+    /// limits. `relocate_after`: see [`Engine::relocating`].
+    pub fn new(
         seed: u64,
         pinned_now: f64,
         limits: &Limits,
         wall_deadline: Instant,
         stop: Stop,
+        relocate_after: Option<Duration>,
     ) -> Result<Self, SandboxError> {
-        let internal = |e: rquickjs::Error| SandboxError::Internal { message: e.to_string() };
-        keep_heap_top();
-        let runtime = match SPARE.with(|spare| spare.borrow_mut().take()) {
-            Some(runtime) => runtime,
-            None => Runtime::new().map_err(internal)?,
+        let prepared = match READY.with(|ready| ready.borrow_mut().take()) {
+            Some(prepared) => prepared,
+            None => {
+                tidy_now()?;
+                READY.with(|ready| ready.borrow_mut().take()).expect("tidy_now prepares a context")
+            }
         };
+        let Prepared { deliver, finish, context, runtime, host } = prepared;
+        *host.borrow_mut() = Host::new(seed, pinned_now, limits.log_bytes);
         runtime.set_memory_limit(limits.memory_bytes);
         runtime.set_max_stack_size(limits.stack_bytes);
         // QuickJS first collects at 256 KiB, then at 1.5 times what survived:
@@ -240,34 +346,33 @@ impl Engine {
             wall_limit: limits.wall_clock,
             stop,
             tripped: None,
+            relocate_after,
+            relocating: false,
         }));
         let interrupt_meter = meter.clone();
         runtime.set_interrupt_handler(Some(Box::new(move || interrupt_meter.borrow_mut().check())));
-        let context = new_context(&runtime).map_err(internal)?;
-        let host = Rc::new(RefCell::new(Host {
-            issued: Vec::new(),
-            next_step: 0,
-            pinned_now,
-            random: SplitMix64(seed),
-            logs: Logs::new(limits.log_bytes),
-        }));
-
-        let started = meter.borrow_mut().start();
-        let installed = context.with(|ctx| -> Result<_, SandboxError> {
-            let hooks = install_prelude(&ctx, &host).map_err(|e| SandboxError::Internal { message: e })?;
-            let hook = |name: &str| -> Result<Function, SandboxError> {
-                hooks.get(name).map_err(|e| SandboxError::Internal { message: e.to_string() })
-            };
-            let (deliver, finish) = (hook("deliver")?, hook("finish")?);
-            let main: Function = ctx.eval(js).catch(&ctx).map_err(|e| classify(&meter, e, limits))?;
-            let promise: Promise = main.call(()).catch(&ctx).map_err(|e| classify(&meter, e, limits))?;
-            Ok((Persistent::save(&ctx, deliver), Persistent::save(&ctx, finish), Persistent::save(&ctx, promise)))
-        });
-        meter.borrow_mut().stop(started);
-        let (deliver, finish, main) = installed?;
-        Ok(Self { deliver, finish, main, context, runtime, host, meter, limits: limits.clone() })
+        Ok(Self { deliver, finish, main: None, context, runtime, host, meter, limits: limits.clone() })
     }
 
+    /// Call the code's async function: it runs until its first `await`.
+    pub fn begin(&mut self, js: &str) -> Result<(), SandboxError> {
+        let started = self.meter.borrow_mut().start();
+        let called = self.context.with(|ctx| -> Result<_, SandboxError> {
+            let classify = |e| classify(&self.meter, e, &self.limits);
+            let main: Function = ctx.eval(js).catch(&ctx).map_err(classify)?;
+            let promise: Promise = main.call(()).catch(&ctx).map_err(classify)?;
+            Ok(Persistent::save(&ctx, promise))
+        });
+        self.meter.borrow_mut().stop(started);
+        self.main = Some(called?);
+        Ok(())
+    }
+
+    /// The run went past its `relocate_after` budget and was stopped there
+    /// (every error since is that stop's): start it over off the worker.
+    pub fn relocating(&self) -> bool {
+        self.meter.borrow().relocating
+    }
     /// Run queued promise jobs until the code blocks on something.
     pub fn run_jobs(&mut self) -> Result<(), SandboxError> {
         let started = self.meter.borrow_mut().start();
@@ -294,7 +399,8 @@ impl Engine {
     pub fn state(&self) -> MainState {
         let started = self.meter.borrow_mut().start();
         let state = self.context.with(|ctx| {
-            let main = match self.main.clone().restore(&ctx) {
+            let restored = self.main.clone().ok_or(rquickjs::Error::Unknown).and_then(|main| main.restore(&ctx));
+            let main = match restored {
                 Ok(main) => main,
                 Err(e) => return MainState::Failed(SandboxError::Internal { message: e.to_string() }),
             };
@@ -353,20 +459,16 @@ impl Engine {
         delivered
     }
 
-    /// The console output. The context is freed; the runtime is kept for the
-    /// next execution on this thread if this one ended cleanly (`reusable`), left
-    /// no work queued and gave back its memory.
+    /// The console output. The engine is freed at the next [`tidy`] (its
+    /// runtime kept if it ended cleanly: `reusable`), so the answer need not
+    /// wait for it.
     pub fn into_logs(self, reusable: bool) -> Vec<String> {
         let logs = self.host.borrow_mut().logs.take_lines();
         let Self { deliver, finish, main, context, runtime, meter, .. } = self;
-        drop((deliver, finish, main, context));
         runtime.set_interrupt_handler(None);
-        if reusable && meter.borrow().tripped.is_none() && !runtime.is_job_pending() {
-            runtime.run_gc();
-            if usize::try_from(runtime.memory_usage().malloc_size).unwrap_or(usize::MAX) < SPARE_MAX_BYTES {
-                SPARE.with(|spare| *spare.borrow_mut() = Some(runtime));
-            }
-        }
+        let tripped = meter.borrow().tripped.is_some();
+        let hooks = [deliver, finish];
+        Finished { hooks, main, context, runtime, reusable: reusable && !tripped }.set_aside(tripped);
         logs
     }
 }
@@ -387,11 +489,11 @@ impl Meter {
 fn install_prelude<'js>(ctx: &Ctx<'js>, host: &Rc<RefCell<Host>>) -> Result<Object<'js>, String> {
     let fail = |e: rquickjs::Error| format!("installing the sandbox globals failed: {e}");
     let calls = host.clone();
-    let host_call = Function::new(ctx.clone(), move |path: String, args: Opt<String>| -> u32 {
+    let host_call = Function::new(ctx.clone(), move |path: String, args: Opt<Option<String>>| -> u32 {
         let mut host = calls.borrow_mut();
         let step = host.next_step;
         host.next_step += 1;
-        let args = args.0.and_then(|json| serde_json::from_str(&json).ok()).unwrap_or(Json::Null);
+        let args = args.0.flatten().and_then(|json| serde_json::from_str(&json).ok()).unwrap_or(Json::Null);
         host.issued.push(IssuedCall::new(step, path, args));
         step
     })

@@ -19,8 +19,11 @@ mod tools;
 use std::sync::Arc;
 
 use executor_core::{Clock, SystemClock};
+use run::Place;
+use tokio::runtime::RuntimeFlavor;
 
 pub use connections::{Authorization, ConnectError, ConnectionInfo, Connections};
+pub use engine::tidy;
 pub use error::SandboxError;
 pub use limits::Limits;
 pub use run::{Outcome, Segment, Snapshot};
@@ -51,8 +54,10 @@ impl Sandbox {
     }
 
     /// Run `segment` until the code completes, fails or pauses. Each run gets a
-    /// fresh QuickJS context, driven synchronously off the async scheduler, so
-    /// hostile code cannot starve other requests or see another execution's state.
+    /// fresh QuickJS context (no other execution's state to see), driven
+    /// synchronously: in a task on a worker thread, there for its first
+    /// moments, then off the scheduler (`run::drive`), so hostile code cannot
+    /// starve other requests.
     ///
     /// The segment runs in an `execution.run` span (new code) or an
     /// `execution.replay` span (a resume), with its tool calls as children.
@@ -60,25 +65,37 @@ impl Sandbox {
         let span = run::segment_span(&segment);
         let (limits, clock, in_span) = (self.limits.clone(), self.clock.clone(), span.clone());
         let runtime = tokio::runtime::Handle::current();
-        let outcome =
-            off_the_scheduler(move || in_span.in_scope(|| run::drive(segment, tools, &limits, &*clock, &runtime)))
-                .await;
+        let drive = move |place| {
+            let drive = || in_span.in_scope(|| run::drive(segment, tools, &limits, &*clock, &runtime, place));
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(drive))
+                .unwrap_or_else(|_| crashed("it panicked".into()))
+        };
+        let outcome = match tokio::runtime::Handle::current().runtime_flavor() {
+            // In a task on a worker thread: there, within a budget (`run::drive`).
+            RuntimeFlavor::MultiThread if tokio::task::try_id().is_some() => drive(Place::Worker),
+            // A `block_on` caller's own thread may block.
+            RuntimeFlavor::MultiThread => drive(Place::Blocking),
+            // A single-threaded runtime must not block at all.
+            _ => tokio::task::spawn_blocking(move || drive(Place::Blocking))
+                .await
+                .unwrap_or_else(|e| crashed(e.to_string())),
+        };
         run::record_outcome(&span, &outcome);
         outcome
     }
 }
 
-/// On a multi-threaded runtime the worker itself turns blocking (no thread
-/// hand-off, which costs more than a small execution); elsewhere a blocking
-/// thread takes the work.
-async fn off_the_scheduler(drive: impl FnOnce() -> Outcome + Send + 'static) -> Outcome {
-    let crashed = |what: String| Outcome::Failed {
+fn crashed(what: String) -> Outcome {
+    Outcome::Failed {
         error: SandboxError::Internal { message: format!("the sandbox failed: {what}") },
         logs: Vec::new(),
-    };
-    if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
-        let caught = tokio::task::block_in_place(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(drive)));
-        return caught.unwrap_or_else(|_| crashed("it panicked".into()));
     }
-    tokio::task::spawn_blocking(drive).await.unwrap_or_else(|e| crashed(e.to_string()))
+}
+
+/// The tokio runtime a host runs on: multi-threaded, and every worker
+/// [`tidy`]s the sandbox when it is about to wait for work, so freeing an
+/// execution's context and preparing the next one happen between requests,
+/// not on their path.
+pub fn tokio_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().on_thread_park(tidy).build()
 }

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use executor_core::{
     ApprovalAction, Clock, ExecutionId, Journal, JournalStep, PendingCall, QuotaExceeded, QuotaLimit, Replay,
@@ -267,18 +267,55 @@ struct Steps {
     pending: usize,
 }
 
-/// Run one segment to completion or the next pause. Blocking: call it on a
-/// blocking thread; tool calls are awaited on `runtime`. The step counts go
-/// on the current (segment) span.
+/// Where a segment runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// On an async worker thread, which must not be held for long.
+    Worker,
+    /// Where blocking is fine: a blocking thread, or a `block_on` caller's own.
+    Blocking,
+}
+
+/// The JavaScript time a run gets on a worker thread before it moves off.
+/// Handing a run to a blocking thread costs more than most executions take
+/// (docs/benchmarks.md), so a run starts on the worker it was asked on; one
+/// that is still going after this much stops and starts over off the worker.
+const INLINE_BUDGET: Duration = Duration::from_micros(500);
+
+/// A run stopped at its inline budget: the segment to start over, whose
+/// journal holds every call made so far (they are replayed, not made again).
+struct Relocate(Box<Segment>);
+
+/// Run one segment to completion or the next pause. Tool calls are awaited on
+/// `runtime`, the worker's other tasks handed on meanwhile. On a worker
+/// (`place`), a run past [`INLINE_BUDGET`] starts over on this thread made
+/// blocking (`block_in_place`): the code runs again from the start, its calls
+/// so far replayed from the journal. The step counts go on the current
+/// (segment) span.
 pub(crate) fn drive(
     segment: Segment,
     tools: Arc<dyn Tools>,
     limits: &Limits,
     clock: &dyn Clock,
     runtime: &tokio::runtime::Handle,
+    place: Place,
 ) -> Outcome {
+    let deadline = Instant::now() + limits.wall_clock;
     let mut steps = Steps::default();
-    let outcome = drive_counting(segment, tools, limits, clock, runtime, &mut steps);
+    let budget = (place == Place::Worker).then_some(INLINE_BUDGET);
+    let outcome = match drive_counting(segment, tools.clone(), limits, clock, runtime, deadline, budget, &mut steps) {
+        Ok(outcome) => outcome,
+        Err(Relocate(segment)) => {
+            let first = std::mem::take(&mut steps);
+            let outcome = tokio::task::block_in_place(|| {
+                drive_counting(*segment, tools, limits, clock, runtime, deadline, None, &mut steps)
+            });
+            // The second run replayed the first's calls: they count as called.
+            steps.replayed = steps.replayed.saturating_sub(first.called);
+            steps.called += first.called;
+            outcome.unwrap_or_else(|_| unreachable!("only a run with a budget relocates"))
+        }
+    };
     let span = Span::current();
     if !span.is_disabled() {
         // `execution.run` has no replayed field: recording it there does nothing.
@@ -289,17 +326,25 @@ pub(crate) fn drive(
     outcome
 }
 
+/// Wait for `future` from the synchronous run, handing the worker's other
+/// tasks to another thread first when on a worker.
+fn wait<F: std::future::Future>(runtime: &tokio::runtime::Handle, future: F) -> F::Output {
+    tokio::task::block_in_place(|| runtime.block_on(future))
+}
+
+#[allow(clippy::too_many_arguments)]
 fn drive_counting(
     segment: Segment,
     tools: Arc<dyn Tools>,
     limits: &Limits,
     clock: &dyn Clock,
     runtime: &tokio::runtime::Handle,
+    deadline: Instant,
+    inline_budget: Option<Duration>,
     steps: &mut Steps,
-) -> Outcome {
-    let deadline = Instant::now() + limits.wall_clock;
+) -> Result<Outcome, Relocate> {
     let Segment { execution_id, code, mut journal, decisions, max_tool_calls, stop } = segment;
-    let failed = |error: SandboxError, logs: Vec<String>| Outcome::Failed { error, logs };
+    let failed = |error: SandboxError, logs: Vec<String>| Ok(Outcome::Failed { error, logs });
 
     let js = match source::prepare(&code, limits) {
         Ok(js) => js,
@@ -308,15 +353,30 @@ fn drive_counting(
     let mut pinned = journal.started_at;
     // Whether `tools.prepare_approvals` ran in this segment.
     let prepared = std::cell::Cell::new(false);
-    let mut engine = match Engine::start(&js, journal.seed, pinned.as_millis() as f64, limits, deadline, stop.clone()) {
-        Ok(engine) => engine,
-        Err(error) => return failed(error, Vec::new()),
-    };
+    let mut engine =
+        match Engine::new(journal.seed, pinned.as_millis() as f64, limits, deadline, stop.clone(), inline_budget) {
+            Ok(engine) => engine,
+            Err(error) => return failed(error, Vec::new()),
+        };
+    // What an error from the engine means: the run's end, or its relocation.
+    macro_rules! engine_failed {
+        ($error:expr) => {{
+            if engine.relocating() {
+                engine.into_logs(false);
+                let segment = Segment { execution_id, code, journal, decisions, max_tool_calls, stop };
+                return Err(Relocate(Box::new(segment)));
+            }
+            return failed($error, engine.into_logs(false));
+        }};
+    }
+    if let Err(error) = engine.begin(&js) {
+        engine_failed!(error);
+    }
 
     loop {
         // Running: the code runs until it finishes or waits on tool calls.
         if let Err(error) = engine.run_jobs() {
-            return failed(error, engine.into_logs(false));
+            engine_failed!(error);
         }
         match engine.state() {
             MainState::Completed(json) if json.len() > limits.result_bytes => {
@@ -325,9 +385,9 @@ fn drive_counting(
             }
             MainState::Completed(json) => {
                 let result = serde_json::from_str(&json).unwrap_or(Value::Null);
-                return Outcome::Completed { result, logs: engine.into_logs(true) };
+                return Ok(Outcome::Completed { result, logs: engine.into_logs(true) });
             }
-            MainState::Failed(error) => return failed(error, engine.into_logs(false)),
+            MainState::Failed(error) => engine_failed!(error),
             MainState::Pending => {}
         }
 
@@ -342,11 +402,11 @@ fn drive_counting(
         }
         // Not while a decided call waits to be made: its decision is not in the journal.
         if stop.is_hand_off() && journal.pending.is_empty() {
-            return Outcome::Yielded { snapshot: Snapshot { code, journal }, logs: engine.into_logs(true) };
+            return Ok(Outcome::Yielded { snapshot: Snapshot { code, journal }, logs: engine.into_logs(true) });
         }
         let policy = |path: &str, args: &Value| match tools.policy(path, args) {
             Policy::NeedsApproval { .. } | Policy::NeedsConnect { .. } if !prepared.replace(true) => {
-                runtime.block_on(tools.prepare_approvals());
+                wait(runtime, tools.prepare_approvals());
                 tools.policy(path, args)
             }
             policy => policy,
@@ -400,7 +460,7 @@ fn drive_counting(
             Some(results) => results,
             None => {
                 let remaining = deadline.saturating_duration_since(Instant::now());
-                match runtime.block_on(tokio::time::timeout(remaining, all)) {
+                match wait(runtime, tokio::time::timeout(remaining, all)) {
                     Ok(results) => results,
                     Err(_) => {
                         let error = SandboxError::WallClockLimit { limit: limits.wall_clock };
@@ -460,7 +520,7 @@ fn drive_counting(
         if paused {
             // Paused: calls already made are journaled; nothing is delivered, so
             // the replay re-forms this same batch.
-            return Outcome::Paused { snapshot: Snapshot { code, journal }, logs: engine.into_logs(true) };
+            return Ok(Outcome::Paused { snapshot: Snapshot { code, journal }, logs: engine.into_logs(true) });
         }
 
         // Delivering: outcomes in step order, with the clock pinned to the batch.
@@ -470,7 +530,7 @@ fn drive_counting(
             let delivery = delivery(&call.path, &done.outcome);
             engine.set_pinned_now(pinned.as_millis() as f64);
             if let Err(error) = engine.deliver(call.step, delivery) {
-                return failed(error, engine.into_logs(false));
+                engine_failed!(error);
             }
         }
     }

@@ -109,6 +109,13 @@ async fn tools_proxy_calls_by_path_and_is_not_a_thenable() {
 }
 
 #[tokio::test]
+async fn a_tool_called_without_arguments_gets_null() {
+    let (outcome, tools) = run("return (await tools.status.ping()).data.args").await;
+    assert_eq!(completed(&outcome), &json!(null));
+    assert_eq!(tools.calls(), [("status.ping".to_owned(), json!(null))]);
+}
+
+#[tokio::test]
 async fn tool_errors_and_blocked_calls_are_values_not_throws() {
     let code = "const a = await tools.fail.now({}); const b = await tools.x.drop({}); return {a, b}";
     let (outcome, tools) = run(code).await;
