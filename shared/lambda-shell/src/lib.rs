@@ -89,7 +89,9 @@ pub async fn run(routes: Routes) -> Result<(), Error> {
     // execution's context and prepares the next one (`executor_sandbox::tidy`).
     let handler = service_fn(move |request: Request| {
         let host = host.clone();
-        let answer = tokio::spawn(async move { handle(&host, routes, request).await });
+        // In the invocation's span, which the request's logs and spans belong to.
+        let handled = async move { handle(&host, routes, request).await };
+        let answer = tokio::spawn(tracing::Instrument::in_current_span(handled));
         async move { Ok::<_, Infallible>(answer.await.unwrap_or_else(|e| crashed(&e))) }
     });
     lambda_http::runtime(handler).layer(telemetry.invocations()).run().await
