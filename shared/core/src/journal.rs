@@ -18,7 +18,11 @@ impl ArgsHash {
     pub fn of(args: &Value) -> Self {
         let mut canonical = Vec::new();
         write_canonical(args, &mut canonical);
-        Self(hex::encode(Sha256::digest(&canonical)))
+        // `encode_to_slice`, not `encode`: `encode` builds the text a char at a
+        // time, ten times slower, and every tool call is hashed.
+        let mut text = [0u8; 64];
+        hex::encode_to_slice(Sha256::digest(&canonical), &mut text).expect("64 hex digits for 32 bytes");
+        Self(String::from_utf8_lossy(&text).into_owned())
     }
 
     pub fn as_str(&self) -> &str {
