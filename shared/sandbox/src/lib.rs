@@ -9,6 +9,7 @@
 mod connections;
 mod engine;
 mod error;
+mod let_as_var;
 mod limits;
 mod logs;
 mod run;

@@ -86,6 +86,10 @@ pub(crate) fn compile(code: &str) -> Result<String, SyntaxError> {
         let offset = error.labels.first().map_or(0, |l| l.offset() as usize);
         return Err(position(&wrapped, offset, fence_lines, error.message.to_string()));
     }
+    // A second semantic pass, for what the TypeScript pass left: only worth it with a `let` about.
+    if body.contains("let") {
+        crate::let_as_var::lower(&allocator, &mut program);
+    }
     Ok(Codegen::new().build(&program).code)
 }
 

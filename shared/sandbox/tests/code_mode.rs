@@ -108,6 +108,36 @@ async fn tools_proxy_calls_by_path_and_is_not_a_thenable() {
     assert_eq!(tools.calls(), [("github.issues.create".to_owned(), json!({"title": "t"}))]);
 }
 
+/// `let`s run as `var`s where nothing can tell (let_as_var.rs): what a
+/// program can see of a `let` stays as the language says.
+#[tokio::test]
+async fn let_keeps_its_meaning() {
+    let cases = [
+        ("let s = 0; for (let i = 0; i < 100; i++) s += i % 7; return s", json!(295)),
+        ("const f = []; for (let i = 0; i < 3; i++) f.push(() => i); return f.map(g => g())", json!([0, 1, 2])),
+        ("try { x; } catch (e) { return e.name } let x = 1; return x", json!("ReferenceError")),
+        (
+            "const out = []; for (let j = 0; j < 2; j++) { let x; if (j === 0) x = 5; out.push(x) } return out",
+            json!([5, null]),
+        ),
+        ("let i = 5; for (let i = 0; i < 2; i++) {} return i", json!(5)),
+        (
+            "try { switch (1) { case 0: let c = 1; break; case 1: c = 2; } } catch (e) { return e.name } return 'no error'",
+            json!("ReferenceError"),
+        ),
+        ("let t = 0; for (let x of [1, 2, 3]) t += x; return t", json!(6)),
+        ("let ks = ''; for (let k in {a: 1, b: 2}) ks += k; return ks", json!("ab")),
+        ("try { for (let z of z) {} } catch (e) { return e.name }", json!("ReferenceError")),
+        ("{ let a = 1; } { let a = 2; } return typeof a", json!("undefined")),
+        ("{ let Math = 1; } return typeof Math", json!("object")),
+        ("let n = 1; const g = () => n; n = 2; return g()", json!(2)),
+    ];
+    for (code, expected) in cases {
+        let (outcome, _) = run(code).await;
+        assert_eq!(completed(&outcome), &expected, "{code}");
+    }
+}
+
 #[tokio::test]
 async fn a_tool_called_without_arguments_gets_null() {
     let (outcome, tools) = run("return (await tools.status.ping()).data.args").await;
