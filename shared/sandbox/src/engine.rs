@@ -270,7 +270,11 @@ fn prepare(runtime: Option<Runtime>) -> Result<Prepared, SandboxError> {
         let hook = |name: &str| -> Result<Function, SandboxError> {
             hooks.get(name).map_err(|e| SandboxError::Internal { message: e.to_string() })
         };
-        Ok((Persistent::save(&ctx, hook("deliver")?), Persistent::save(&ctx, hook("finish")?)))
+        let hooks = (Persistent::save(&ctx, hook("deliver")?), Persistent::save(&ctx, hook("finish")?));
+        // `tools` is built on first use (prelude.js); nearly every execution
+        // uses it, and here, ahead of the request, building it costs nothing.
+        ctx.globals().get::<_, Value>("tools").map_err(internal)?;
+        Ok(hooks)
     })?;
     Ok(Prepared { deliver, finish, context, runtime, host })
 }

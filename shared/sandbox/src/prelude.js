@@ -1,8 +1,9 @@
 // Installed into every fresh context before the user's code runs (compiled to
 // bytecode once per process). install() receives the host functions, keeps them
 // in its closure (the code never sees them) and returns the two hooks the engine
-// uses: deliver() and finish(). `console` and `tools` are built on first use:
-// most of a context's set-up time would otherwise go to them.
+// uses: deliver() and finish(). `console` and `tools` are built on first use,
+// which for `tools` is when the engine prepares the context, ahead of any
+// request; `console`, which few executions use, only if the code touches it.
 export function install(hostCall, hostLog, hostNow, hostRandom, hostLoadTools) {
   const g = globalThis;
   const RealDate = Date;
