@@ -237,8 +237,7 @@ impl Finished {
         if tripped {
             return drop(self);
         }
-        let previous = FINISHED.with(|slot| slot.borrow_mut().replace(self));
-        drop(previous);
+        FINISHED.with(|slot| *slot.borrow_mut() = Some(self));
     }
 
     /// Free the context; the runtime back if it is clean enough to keep.

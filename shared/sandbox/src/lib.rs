@@ -66,12 +66,13 @@ impl Sandbox {
         let span = run::segment_span(&segment);
         let (limits, clock, in_span) = (self.limits.clone(), self.clock.clone(), span.clone());
         let runtime = tokio::runtime::Handle::current();
+        let flavor = runtime.runtime_flavor();
         let drive = move |place| {
             let drive = || in_span.in_scope(|| run::drive(segment, tools, &limits, &*clock, &runtime, place));
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(drive))
                 .unwrap_or_else(|_| crashed("it panicked".into()))
         };
-        let outcome = match tokio::runtime::Handle::current().runtime_flavor() {
+        let outcome = match flavor {
             // In a task on a worker thread: there, within a budget (`run::drive`).
             RuntimeFlavor::MultiThread if tokio::task::try_id().is_some() => drive(Place::Worker),
             // A `block_on` caller's own thread may block.
