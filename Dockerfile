@@ -27,7 +27,7 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home-dir /data --no-create-home executor \
-    && mkdir /data && chown executor /data
+    && mkdir -m 700 /data && chown executor /data
 COPY --from=build /usr/local/bin/executor /usr/local/bin/executor
 USER executor
 WORKDIR /data

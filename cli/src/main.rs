@@ -270,6 +270,8 @@ impl From<KeysCommand> for keys::Command {
 
 fn main() -> ExitCode {
     // No command is `serve` with its defaults (and its environment variables).
+    // SAFETY: first in `main`, before any thread starts.
+    unsafe { executor_sandbox::pin_time_zone() };
     let command = Cli::parse().command.unwrap_or_else(|| Command::Serve(ServeArgs::parse_from(["executor"])));
     let result = match executor_sandbox::tokio_runtime() {
         Ok(runtime) => runtime.block_on(run(command)),
@@ -331,8 +333,13 @@ async fn open(args: &StoreArgs) -> Result<Opened, String> {
     }
 }
 
+/// The store in `dir`, after a warning for each part of it other users may open.
 fn open_embedded(dir: &Path) -> Result<Arc<EmbeddedStore>, String> {
-    EmbeddedStore::open(dir).map(Arc::new).map_err(|e| e.to_string())
+    let store = EmbeddedStore::open(dir).map(Arc::new).map_err(|e| e.to_string())?;
+    for exposed in EmbeddedStore::exposed(dir) {
+        eprintln!("executor: warning: {exposed}");
+    }
+    Ok(store)
 }
 
 async fn run_admin(command: commands::Command, args: &StoreArgs) -> Result<(), String> {

@@ -468,7 +468,7 @@ fn key_file<K>(data_dir: &Path, name: &str, make: impl Fn(Vec<u8>) -> Option<K>)
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let mut key = [0u8; 32];
             getrandom::fill(&mut key).map_err(std::io::Error::other)?;
-            std::fs::create_dir_all(data_dir)?;
+            executor_store::create_data_dir(data_dir)?;
             let mut options = std::fs::OpenOptions::new();
             options.write(true).create_new(true);
             #[cfg(unix)]

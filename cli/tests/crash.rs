@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -25,6 +25,7 @@ use executor_core::{ExecutionId, ManualClock, Principal, Timeouts};
 use executor_sandbox::{Limits, Sandbox};
 use executor_service::{ExecutionResult, Executions};
 use executor_store::EmbeddedStore;
+use executor_tests::cli::create_key;
 use executor_tests::faults::Upstream;
 use serde_json::{Value, json};
 
@@ -44,7 +45,7 @@ async fn kill_9_during_approvals_loses_no_pause_and_doubles_no_write() {
     let upstream = Arc::new(Upstream::start().await);
     let config = upstream.write_config(dir.path(), Duration::from_secs(30));
     let data = dir.path().join("data");
-    let token = create_key(&data);
+    let token = create_key(env!("CARGO_BIN_EXE_executor"), &data, OWNER);
     let addr = free_port();
     let server = Arc::new(Server {
         addr,
@@ -361,19 +362,6 @@ impl Client {
         }
         panic!("no view of {id} after {ATTEMPTS} attempts");
     }
-}
-
-/// `executor keys create`, the real command; the token it prints.
-fn create_key(data: &Path) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_executor"))
-        .args(["keys", "create", "--owner", OWNER])
-        .arg("--data-dir")
-        .arg(data)
-        .output()
-        .expect("run executor keys create");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    stdout.lines().map(str::trim).find(|l| l.starts_with("exk_")).expect("a token").to_owned()
 }
 
 fn free_port() -> SocketAddr {

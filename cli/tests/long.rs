@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +19,7 @@ use executor_core::{ExecutionId, HEARTBEAT_STALE, ManualClock, Principal, Timeou
 use executor_sandbox::{Limits, Sandbox};
 use executor_service::{ExecutionResult, Executions};
 use executor_store::EmbeddedStore;
+use executor_tests::cli::create_key;
 use executor_tests::faults::{Upstream, query_value};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, JsonObject};
 use rmcp::service::RunningService;
@@ -299,8 +300,8 @@ impl Rig {
         let upstream = Arc::new(Upstream::start().await);
         let config = upstream.write_config(dir.path(), Duration::from_secs(30));
         let data = dir.path().join("data");
-        let token = create_key(&data, OWNER);
-        let stranger = create_key(&data, STRANGER);
+        let token = create_key(env!("CARGO_BIN_EXE_executor"), &data, OWNER);
+        let stranger = create_key(env!("CARGO_BIN_EXE_executor"), &data, STRANGER);
         let addr = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free loopback port");
         let mut rig = Self { upstream, addr, data, config, token, stranger, child: None, _dir: dir };
         rig.spawn();
@@ -384,17 +385,4 @@ impl Drop for Rig {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-/// `executor keys create`, the real command; the token it prints.
-fn create_key(data: &Path, owner: &str) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_executor"))
-        .args(["keys", "create", "--owner", owner])
-        .arg("--data-dir")
-        .arg(data)
-        .output()
-        .expect("run executor keys create");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    stdout.lines().map(str::trim).find(|l| l.starts_with("exk_")).expect("a token").to_owned()
 }

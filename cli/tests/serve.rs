@@ -9,6 +9,7 @@ use std::net::Ipv4Addr;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 
+use executor_tests::raw_mcp;
 use rmcp::ServiceExt;
 use rmcp::model::{ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -104,17 +105,7 @@ fn http() -> reqwest::Client {
 
 /// A raw `initialize` (protocol 2025-06-18) at `url` with `token`, and its status.
 async fn initialize(url: &str, token: &str) -> u16 {
-    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
-    let response = http()
-        .post(url)
-        .header("authorization", format!("Bearer {token}"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(initialize.to_string())
-        .send()
-        .await
-        .unwrap();
+    let response = raw_mcp::post(&http(), url, token, &raw_mcp::initialize("t")).send().await.unwrap();
     response.status().as_u16()
 }
 

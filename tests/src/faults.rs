@@ -337,12 +337,16 @@ impl<T: ConnectionStore> ConnectionStore for Faulty<T> {
         self.faults.run("delete_connection", self.inner.delete_connection(owner, source, expected)).await
     }
 
-    async fn create_oauth_state(&self, state: &OAuthState) -> Result<(), StoreError> {
-        self.faults.run("create_oauth_state", self.inner.create_oauth_state(state)).await
+    async fn put_oauth_state(&self, state: &OAuthState) -> Result<(), StoreError> {
+        self.faults.run("put_oauth_state", self.inner.put_oauth_state(state)).await
     }
 
-    async fn take_oauth_state(&self, hash: &TokenHash) -> Result<OAuthState, StoreError> {
-        self.faults.run("take_oauth_state", self.inner.take_oauth_state(hash)).await
+    async fn take_oauth_state(&self, execution: &ExecutionId, hash: &TokenHash) -> Result<OAuthState, StoreError> {
+        self.faults.run("take_oauth_state", self.inner.take_oauth_state(execution, hash)).await
+    }
+
+    async fn release_oauth_state(&self, execution: &ExecutionId, hash: &TokenHash) -> Result<(), StoreError> {
+        self.faults.run("release_oauth_state", self.inner.release_oauth_state(execution, hash)).await
     }
 }
 

@@ -7,10 +7,14 @@
 //! [`faults`] wraps the stores, the alarm schedulers and an upstream service
 //! in fault injection.
 
+pub mod api_documents;
 pub mod big_spec;
+pub mod cli;
 pub mod counting;
 pub mod faults;
+pub mod lambda;
 pub mod mcp_client;
+pub mod raw_mcp;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -147,7 +147,7 @@ async fn items_match_docs_storage_md() {
         sealed_verifier: "sealed verifier".into(),
         expires_at: now().plus(Duration::from_secs(600)),
     };
-    store.create_oauth_state(&state).await.unwrap();
+    store.put_oauth_state(&state).await.unwrap();
 
     let items = client.scan().table_name(store.table()).send().await.unwrap().items.unwrap();
     let documented = documented_items();

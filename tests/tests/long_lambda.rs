@@ -19,20 +19,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use executor_catalog::{Catalog, CatalogConfig};
 use executor_core::ExecutionId;
-use executor_lambda_shell::{Routes, continuation_event, request_from_event};
-use executor_sandbox::{Limits, Sandbox};
+use executor_lambda_shell::{Routes, continuation_event};
 use executor_scheduler::{EventBridgeScheduler, SchedulerTarget};
 use executor_service::{ContinuationError, Continuations, Host, HostConfig};
-use executor_tests::faults::{Upstream, query_value};
+use executor_tests::faults::query_value;
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, JsonObject};
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use tokio::sync::{Mutex, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 const SIX_READS: &str = "const seen = [];
 for (let n = 1; n <= 6; n++) {
@@ -44,14 +42,12 @@ return seen;";
 /// `resume` calls at most while following one execution (each waits up to the budget).
 const MAX_POLLS: usize = 60;
 
-/// What the approval function's handler answered to each continuation event.
-type Answers = Arc<Mutex<Vec<(u16, String)>>>;
-
 /// Starts a continuation as the Lambda runtime would after an asynchronous
-/// invocation: the approval function's handler, called with the event.
+/// invocation: the approval function's handler, called with the event; what
+/// it answered goes to `answers`.
 struct InvokeApprovalFunction {
     approval: Arc<std::sync::OnceLock<Host>>,
-    answers: Answers,
+    answers: mpsc::UnboundedSender<Value>,
 }
 
 impl std::fmt::Debug for InvokeApprovalFunction {
@@ -64,16 +60,12 @@ impl std::fmt::Debug for InvokeApprovalFunction {
 impl Continuations for InvokeApprovalFunction {
     async fn start(&self, id: &ExecutionId) -> Result<(), ContinuationError> {
         let host = self.approval.get().expect("the approval function is up").clone();
-        let request = request_from_event(continuation_event(id)).expect("the event is an API Gateway request");
+        let event = continuation_event(id);
         let answers = self.answers.clone();
         // An asynchronous invocation: accepted now, run on its own.
         tokio::spawn(async move {
-            let response = executor_lambda_shell::handle(&host, Routes::Approvals, request).await;
-            let body = match response.body() {
-                lambda_http::Body::Text(text) => text.clone(),
-                other => format!("{other:?}"),
-            };
-            answers.lock().await.push((response.status().as_u16(), body));
+            let answer = executor_lambda_shell::handle(&host, Routes::Approvals, event).await;
+            let _ = answers.send(answer.expect("the approval function takes continuation events"));
         });
         Ok(())
     }
@@ -81,14 +73,8 @@ impl Continuations for InvokeApprovalFunction {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_execution_is_handed_to_the_approval_function_and_each_read_is_made_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let upstream = Upstream::start().await;
-    let config = CatalogConfig::load(&upstream.write_config(dir.path(), Duration::from_secs(30))).unwrap();
-    let catalog = Arc::new(Catalog::connect(&config).await.expect("the catalog connects"));
-    let namespaces = vec!["ledger".to_owned()];
-    let (store, _client) = executor_tests::dynamo_store().await;
-    let store = Arc::new(store);
-    let token = executor_cli::keys::create(&*store, "alice").await.unwrap();
+    let ledger = api_gateway::Ledger::start().await;
+    let (upstream, token) = (&ledger.upstream, &ledger.alice);
     let group = format!("executor-long-{}", std::process::id());
     executor_tests::scheduler_client().create_schedule_group().name(&group).send().await.unwrap();
     let target = SchedulerTarget {
@@ -102,12 +88,9 @@ async fn a_long_execution_is_handed_to_the_approval_function_and_each_read_is_ma
     // function hands long runs to the approval function.
     let base = HostConfig { allowed_hosts: None, response_budget: Duration::from_secs(2), ..HostConfig::default() };
     let approval_slot = Arc::new(std::sync::OnceLock::new());
-    let answers = Answers::default();
-    let continuations = InvokeApprovalFunction { approval: approval_slot.clone(), answers: answers.clone() };
-    let function = |config: HostConfig| {
-        let sandbox = Sandbox::new(Limits { wall_clock: config.max_execution, ..Limits::default() });
-        Host::new(store.clone(), catalog.clone(), &namespaces, sandbox, scheduler.clone(), config)
-    };
+    let (answered, mut answers) = mpsc::unbounded_channel();
+    let continuations = InvokeApprovalFunction { approval: approval_slot.clone(), answers: answered };
+    let function = |config| ledger.function(scheduler.clone(), config);
     let approval = function(base.clone());
     assert!(approval_slot.set(approval.clone()).is_ok(), "set once");
     let mcp = function(HostConfig { continuations: Some(Arc::new(continuations)), ..base });
@@ -144,21 +127,14 @@ async fn a_long_execution_is_handed_to_the_approval_function_and_each_read_is_ma
     }
     assert_eq!(reads, (1..=6).map(|n| (n, 1)).collect(), "each read reached the upstream once");
     // The handler answers (to nobody) just after it stored the outcome.
-    for _ in 0..200 {
-        if !answers.lock().await.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let answers = answers.lock().await.clone();
-    assert_eq!(answers.len(), 1, "the run was handed to the approval function once: {answers:?}");
-    assert_eq!(answers[0].0, 200, "{answers:?}");
-    assert!(answers[0].1.contains("completed"), "{answers:?}");
+    let answer = tokio::time::timeout(Duration::from_secs(30), answers.recv()).await.expect("the handler answers");
+    assert_eq!(answer, Some(json!({"executionId": id, "status": "completed"})));
+    assert!(answers.try_recv().is_err(), "the run was handed to the approval function once");
 
     // The same as an MCP task (the TypeScript SDK's client): handed to the
     // approval function at once, and followed with tasks/get and tasks/result.
     let code = SIX_READS.replace("n = 1; n <= 6", "n = 11; n <= 16");
-    let out = executor_tests::mcp_client::tasks(&format!("{url}/mcp"), &token, &["stream"], &code).await;
+    let out = executor_tests::mcp_client::tasks(&format!("{url}/mcp"), token, &["stream"], &code).await;
     let messages = out["messages"].as_array().expect("the stream's messages");
     let statuses: Vec<&str> = messages.iter().filter_map(|m| m["task"]["status"].as_str()).collect();
     assert_eq!((statuses.first(), statuses.last()), (Some(&"working"), Some(&"completed")), "{out}");

@@ -21,6 +21,7 @@ use executor_sandbox::{Limits, Sandbox};
 use executor_scheduler::{EventBridgeScheduler, SchedulerTarget};
 use executor_service::{Alarms, Host, HostConfig};
 use executor_store::{DynamoStore, EmbeddedStore};
+use executor_tests::raw_mcp;
 use quotas::{a_pause_resume_loop_stops_at_the_resume_cap, ten_racing_executes_against_five_an_hour};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, JsonObject, ProtocolVersion,
@@ -33,8 +34,8 @@ use serde_json::{Value, json};
 use support::TestTools;
 use tokio::sync::oneshot;
 use toolkits::{
-    a_scoped_key_works_only_on_its_toolkit, a_toolkit_sees_only_its_tools_and_only_tightens,
-    a_toolkits_executions_continue_in_its_view_in_every_mode,
+    a_scoped_key_cannot_reach_past_its_toolkit, a_scoped_key_works_only_on_its_toolkit,
+    a_toolkit_sees_only_its_tools_and_only_tightens, a_toolkits_executions_continue_in_its_view_in_every_mode,
 };
 
 /// Where the host under test runs.
@@ -255,9 +256,62 @@ on_both_deployments!(
     a_toolkit_sees_only_its_tools_and_only_tightens,
     a_toolkits_executions_continue_in_its_view_in_every_mode,
     a_scoped_key_works_only_on_its_toolkit,
+    a_scoped_key_cannot_reach_past_its_toolkit,
+    a_pause_over_a_batch_shows_every_call,
     ten_racing_executes_against_five_an_hour,
     a_pause_resume_loop_stops_at_the_resume_cap,
 );
+
+/// One decision covers every call of a `Promise.all` batch, so every channel
+/// shows each: the model's envelope (`interaction.calls`), the approval page
+/// and the native elicitation.
+async fn a_pause_over_a_batch_shows_every_call(deployment: Deployment) {
+    use rmcp::model::ElicitationAction;
+    let place = Place::new(deployment).await;
+    let host = Running::start_with(&place, None, native()).await;
+    let code = "const [a, b] = await Promise.all([tools.w.create({title: 'first'}), tools.w.close({id: 'second'})]); \
+                return [a.ok, b.ok]";
+
+    let model = host.client(ProtocolVersion::V_2025_06_18).await;
+    let (paused, _) = call(&model, "execute", json!({"code": code})).await;
+    let interaction = &paused["interaction"];
+    assert_eq!(interaction["tool"], "w.create", "the first, for older clients: {paused}");
+    assert_eq!(
+        interaction["calls"],
+        json!([
+            {"tool": "w.create", "args": {"title": "first"}, "message": "w.create wants to write"},
+            {"tool": "w.close", "args": {"id": "second"}, "message": "w.close wants to write"},
+        ]),
+        "{paused}"
+    );
+    let message = interaction["message"].as_str().unwrap();
+    assert!(message.contains("w.create wants to write") && message.contains("w.close wants to write"), "{message}");
+    model.cancel().await.unwrap();
+
+    let browser = host
+        .client_at(&format!("{}?elicitation_mode=browser", host.url), &host.token, ProtocolVersion::V_2025_06_18)
+        .await;
+    let (paused, _) = call(&browser, "execute", json!({"code": code})).await;
+    let link = paused["approvalUrl"].as_str().unwrap();
+    let page = executor_http_client::builder().build().unwrap().get(link).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains("these 2 calls together"), "{page}");
+    assert!(page.contains("tools.w.create") && page.contains("tools.w.close"), "{page}");
+    browser.cancel().await.unwrap();
+
+    let (native, asked) = approver(&host, &host.token, ElicitationAction::Accept).await;
+    let done = native
+        .call_tool(CallToolRequestParams::new("execute").with_arguments(args(json!({"code": code}))))
+        .await
+        .unwrap();
+    assert_eq!(done.structured_content.unwrap()["result"], json!([true, true]));
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "one answer for the batch: {asked:?}");
+    assert!(asked[0].contains("2 calls") && asked[0].contains("Tool: tools.w.create"), "{asked:?}");
+    assert!(asked[0].contains("Tool: tools.w.close"), "{asked:?}");
+    assert_eq!(host.tools.calls().len(), 2, "both ran once, after the one answer");
+    native.cancel().await.unwrap();
+    host.stop().await;
+}
 
 fn args(value: Value) -> JsonObject {
     value.as_object().unwrap().clone()
@@ -313,7 +367,8 @@ async fn pause_then_resume_from_another_session_and_after_a_restart(deployment: 
     assert_eq!(paused["status"], "waiting_for_interaction", "{paused}");
     assert_eq!(
         paused["interaction"],
-        json!({"kind": "approval", "message": "w.create wants to write", "tool": "w.create", "args": {"title": "bug"}})
+        json!({"kind": "approval", "message": "w.create wants to write", "tool": "w.create", "args": {"title": "bug"},
+            "calls": [{"tool": "w.create", "args": {"title": "bug"}, "message": "w.create wants to write"}]})
     );
     assert!(paused["expiresAt"].as_str().unwrap().ends_with('Z'));
     assert!(host.tools.calls().is_empty(), "nothing ran before the approval");
@@ -660,24 +715,11 @@ impl Raw {
     }
 
     async fn post(&self, session: Option<&str>, body: Value) -> reqwest::Response {
-        let mut request = self
-            .http
-            .post(&self.url)
-            .header("authorization", format!("Bearer {}", self.token))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-06-18")
-            .body(body.to_string());
-        if let Some(session) = session {
-            request = request.header("mcp-session-id", session);
-        }
-        request.send().await.unwrap()
+        raw_mcp::post_in(&self.http, &self.url, &self.token, session, &body).send().await.unwrap()
     }
 
     async fn initialize(&self) -> String {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
-        let response = self.post(None, body).await;
+        let response = self.post(None, raw_mcp::initialize("raw")).await;
         response.headers()["mcp-session-id"].to_str().unwrap().to_owned()
     }
 

@@ -42,7 +42,8 @@ executor_tests::on_both_stores!(
     connections_are_one_per_owner_and_source,
     connection_writes_are_conditional_on_version,
     connection_refresh_race_has_exactly_one_winner,
-    oauth_states_are_taken_once,
+    oauth_states_are_one_per_execution_and_taken_once,
+    a_state_taken_by_racing_callbacks_has_exactly_one_winner,
     oauth_client_registrations_are_conditional,
     concurrent_registrations_have_exactly_one_winner,
     expired_oauth_clients_read_as_absent,
@@ -731,30 +732,68 @@ async fn connection_refresh_race_has_exactly_one_winner<S: Store + 'static>(stor
     assert_eq!(store.get_connection(&alice(), "crm").await.unwrap().version, 2);
 }
 
-async fn oauth_states_are_taken_once<S: Store + 'static>(store: Arc<S>) {
-    let state = OAuthState {
-        hash: TokenHash::of_token("state-1"),
+fn oauth_state(execution: &str, state: &str) -> OAuthState {
+    OAuthState {
+        hash: TokenHash::of_token(state),
         owner: alice(),
         source: "crm".into(),
-        execution_id: eid("e1"),
+        execution_id: eid(execution),
         step: 3,
         link: TokenHash::of_token("link"),
         sealed_verifier: "sealed".into(),
         expires_at: now().plus(hours(1)),
-    };
-    store.create_oauth_state(&state).await.unwrap();
-    let again = store.create_oauth_state(&state).await;
-    assert!(matches!(again, Err(StoreError::AlreadyExists { .. })), "{again:?}");
-    assert_eq!(store.take_oauth_state(&state.hash).await.unwrap(), state);
-    assert_not_found(store.take_oauth_state(&state.hash).await);
-    assert_not_found(store.take_oauth_state(&TokenHash::of_token("never")).await);
-    let expired = OAuthState {
-        hash: TokenHash::of_token("state-2"),
-        expires_at: Timestamp::from_millis(now().as_millis() - 5_000),
-        ..state
-    };
-    store.create_oauth_state(&expired).await.unwrap();
-    assert_not_found(store.take_oauth_state(&expired.hash).await);
+    }
+}
+
+async fn oauth_states_are_one_per_execution_and_taken_once<S: Store + 'static>(store: Arc<S>) {
+    let (first, second) = (oauth_state("e1", "state-1"), oauth_state("e1", "state-2"));
+    let e1 = eid("e1");
+    store.put_oauth_state(&first).await.unwrap();
+    assert_not_found(store.take_oauth_state(&e1, &TokenHash::of_token("never")).await);
+    assert_not_found(store.take_oauth_state(&eid("e2"), &first.hash).await);
+    // A newer state replaces it: the older one is never taken.
+    store.put_oauth_state(&second).await.unwrap();
+    assert_not_found(store.take_oauth_state(&e1, &first.hash).await);
+    assert_eq!(store.take_oauth_state(&e1, &second.hash).await.unwrap(), second);
+    assert_not_found(store.take_oauth_state(&e1, &second.hash).await);
+    // While taken, no state replaces it, and a release of another changes nothing.
+    let third = oauth_state("e1", "state-3");
+    let held = store.put_oauth_state(&third).await;
+    assert!(matches!(held, Err(StoreError::Conflict { what: "OAuth state" })), "{held:?}");
+    store.release_oauth_state(&e1, &first.hash).await.unwrap();
+    let held = store.put_oauth_state(&third).await;
+    assert!(matches!(held, Err(StoreError::Conflict { .. })), "{held:?}");
+    store.release_oauth_state(&e1, &second.hash).await.unwrap();
+    assert_not_found(store.take_oauth_state(&e1, &second.hash).await);
+    store.put_oauth_state(&third).await.unwrap();
+    // Another execution's state is its own.
+    let other = oauth_state("e2", "state-4");
+    store.put_oauth_state(&other).await.unwrap();
+    assert_eq!(store.take_oauth_state(&e1, &third.hash).await.unwrap(), third);
+    assert_eq!(store.take_oauth_state(&eid("e2"), &other.hash).await.unwrap(), other);
+    // Released twice: a no-op the second time.
+    store.release_oauth_state(&e1, &third.hash).await.unwrap();
+    store.release_oauth_state(&e1, &third.hash).await.unwrap();
+    // An expired state is never taken, and is replaced like an untaken one.
+    let expired =
+        OAuthState { expires_at: Timestamp::from_millis(now().as_millis() - 5_000), ..oauth_state("e3", "state-5") };
+    store.put_oauth_state(&expired).await.unwrap();
+    assert_not_found(store.take_oauth_state(&eid("e3"), &expired.hash).await);
+    store.put_oauth_state(&oauth_state("e3", "state-6")).await.unwrap();
+}
+
+async fn a_state_taken_by_racing_callbacks_has_exactly_one_winner<S: Store + 'static>(store: Arc<S>) {
+    let state = oauth_state("e1", "state-1");
+    store.put_oauth_state(&state).await.unwrap();
+    let racers = (0..8).map(|_| {
+        let (store, hash) = (store.clone(), state.hash.clone());
+        tokio::spawn(async move { store.take_oauth_state(&eid("e1"), &hash).await })
+    });
+    let results: Vec<_> = futures_util::future::join_all(racers).await.into_iter().map(|r| r.unwrap()).collect();
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1, "{results:?}");
+    for result in &results {
+        assert!(matches!(result, Ok(_) | Err(StoreError::NotFound { .. })), "{result:?}");
+    }
 }
 
 async fn oauth_client_registrations_are_conditional<S: Store + 'static>(store: Arc<S>) {

@@ -1,6 +1,6 @@
-//! The approval Lambda bootstrap: the browser page `/approvals/...` and the
-//! JSON API `/api/...`.
+//! The approval Lambda bootstrap: the browser page `/approvals/...`, the
+//! JSON API `/api/...`, and the continuations the MCP function hands on.
 
-fn main() -> Result<(), lambda_http::Error> {
+fn main() -> Result<(), executor_lambda_shell::Error> {
     executor_lambda_shell::main(executor_lambda_shell::Routes::Approvals)
 }

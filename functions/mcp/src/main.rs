@@ -1,5 +1,5 @@
 //! The MCP Lambda bootstrap: `/mcp`, `/.well-known/...` and `/healthz`.
 
-fn main() -> Result<(), lambda_http::Error> {
+fn main() -> Result<(), executor_lambda_shell::Error> {
     executor_lambda_shell::main(executor_lambda_shell::Routes::Mcp)
 }

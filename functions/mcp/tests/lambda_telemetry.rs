@@ -4,10 +4,11 @@
 //! stdout has a JSON log line with the request id and the caller's trace id.
 
 mod runtime_http;
+mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -43,16 +44,7 @@ fn runtime_api(listener: TcpListener, seen: mpsc::Sender<Seen>) {
                     if !first {
                         return; // Held: the process is done for this test.
                     }
-                    let event = event();
-                    let head = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nLambda-Runtime-Aws-Request-Id: req-1\r\n\
-                         Lambda-Runtime-Deadline-Ms: 99999999999999\r\n\
-                         Lambda-Runtime-Invoked-Function-Arn: arn:aws:lambda:eu-west-1:1:function:executor-mcp\r\n\
-                         Content-Length: {}\r\n\r\n",
-                        event.len()
-                    );
-                    let _ = stream.write_all(head.as_bytes());
-                    let _ = stream.write_all(event.as_bytes());
+                    support::hand_over(&mut stream, "req-1", &event());
                 } else {
                     let _ = seen.send(Seen::Answer(format!("{line} {}", String::from_utf8_lossy(&body))));
                     let _ = stream.write_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n");
@@ -87,21 +79,7 @@ fn the_answer_goes_first_then_the_spans_then_the_next_invocation() {
     let to_api = tx.clone();
     std::thread::spawn(move || runtime_api(api, to_api));
     std::thread::spawn(move || collector(otlp, tx));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-function"))
-        .env_clear()
-        .env("AWS_LAMBDA_RUNTIME_API", &api_addr)
-        .env("AWS_LAMBDA_FUNCTION_NAME", "executor-mcp")
-        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")
-        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-        .env("AWS_LAMBDA_LOG_STREAM_NAME", "test")
-        .env("AWS_LAMBDA_LOG_GROUP_NAME", "test")
-        .env("AWS_REGION", "eu-west-1")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("EXECUTOR_TABLE", "executor")
-        .env("EXECUTOR_SCHEDULE_GROUP", "executor")
-        .env("EXECUTOR_ALARM_TARGET_ARN", "arn:aws:lambda:eu-west-1:1:function:executor-alarm")
-        .env("EXECUTOR_SCHEDULER_ROLE_ARN", "arn:aws:iam::1:role/executor-scheduler")
+    let mut child = support::bootstrap(&api_addr)
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp_url)
         // Long enough that the order below never depends on this machine's speed.
         .env("EXECUTOR_TELEMETRY_FLUSH_MS", "60000")

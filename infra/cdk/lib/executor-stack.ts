@@ -322,8 +322,9 @@ export class ExecutorStack extends Stack {
     // then the new tokens) or dropped after a refused one, wherever tools run;
     // the approval function also stores them at the callback and deletes them
     // for `DELETE /api/connections/{source}`. Authorizations in progress
-    // (`OAUTH#<hash>`) are put and taken only by the approval function's
-    // `/oauth/connect` and `/oauth/callback`.
+    // (`OAUTH#<executionId>`, one per pause) are put, taken (a conditional
+    // update) and released only by the approval function's `/oauth/connect`
+    // and `/oauth/callback`.
     const connections = (sid: string) =>
       new iam.PolicyStatement({
         sid,
@@ -383,7 +384,7 @@ export class ExecutorStack extends Stack {
       connections('Connections'),
       new iam.PolicyStatement({
         sid: 'OAuthStates',
-        actions: ['dynamodb:PutItem', 'dynamodb:DeleteItem'],
+        actions: ['dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'],
         resources: [this.table.tableArn],
         conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['OAUTH#*'] } },
       }),

@@ -399,7 +399,7 @@ describe('IAM', () => {
         {
           Sid: 'OAuthStates',
           Effect: 'Allow',
-          Action: ['dynamodb:DeleteItem', 'dynamodb:PutItem'],
+          Action: ['dynamodb:DeleteItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
           Resource: ['${Table.Arn}'],
           Condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['OAUTH#*'] } },
         },
@@ -568,7 +568,7 @@ describe('the Rust code still matches the grants', () => {
     assert.match(records, /format!\("QUOTA#\{owner\}"\)/);
     assert.match(records, /format!\("GRANTS#\{owner\}"\)/);
     assert.match(records, /format!\("CONNS#\{owner\}"\)/);
-    assert.match(records, /format!\("OAUTH#\{\}", hash\.as_str\(\)\)/);
+    assert.match(records, /format!\("OAUTH#\{execution\}"\)/);
   });
 
   test('the token key variable the hosts read', () => {

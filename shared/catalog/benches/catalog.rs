@@ -2,10 +2,13 @@
 //! built), warm search, describe (see docs/benchmarks.md).
 //! `cargo bench -p executor-catalog --bench catalog`
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
+#[path = "support/counting.rs"]
+mod counting;
+
+use counting::{LIVE, PEAK, mib};
 use criterion::{Criterion, criterion_group, criterion_main};
 use executor_catalog::{Catalog, CatalogConfig};
 use executor_sandbox::Tools;
@@ -102,44 +105,6 @@ fn bench(c: &mut Criterion) {
     c.bench_function("catalog_5000_operations/describe", |b| {
         b.to_async(&rt).iter(|| async { catalog.describe(path.clone()).await.unwrap() })
     });
-}
-
-/// Counts live heap bytes and their peak, for the memory figures in docs/benchmarks.md.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: defers to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-        PEAK.fetch_max(live, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    // Forwarded rather than left to the default (allocate, copy, free), which would slow what is timed.
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let moved = unsafe { System.realloc(ptr, layout, new_size) };
-        if !moved.is_null() {
-            let live = LIVE.fetch_add(new_size, Ordering::Relaxed) + new_size;
-            PEAK.fetch_max(live, Ordering::Relaxed);
-            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        }
-        moved
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-fn mib(bytes: usize) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 criterion_group!(benches, bench);

@@ -370,6 +370,12 @@ impl Catalog {
         self.tools.iter().map(|t| t.path.as_str())
     }
 
+    /// What the source's policy does with a call of `tool` before any
+    /// argument is known (toolkits tighten it in their view; `approval` of a search item).
+    fn approval(&self, tool: &ToolDef) -> PolicyAction {
+        self.source(&tool.namespace).map_or(PolicyAction::Run, |s| s.policy.decide(&tool.path, tool.effect).action)
+    }
+
     fn search_tools(&self, request: SearchRequest, visible: &PathFilter<'_>) -> Result<Value, ToolError> {
         if let Some(namespace) = &request.namespace {
             match self.source(namespace) {
@@ -391,7 +397,14 @@ impl Catalog {
             .take(limit)
             .map(|tool| {
                 let summary = tool.description.lines().next().unwrap_or("");
-                json!({"path": tool.path, "description": summary, "namespace": tool.namespace})
+                json!({
+                    "path": tool.path,
+                    "description": summary,
+                    "namespace": tool.namespace,
+                    // `read` or `write`; `run`, `approve` or `block`.
+                    "kind": tool.effect,
+                    "approval": self.approval(tool),
+                })
             })
             .collect();
         // Sources that failed to load are named with the reason, so a search
@@ -479,6 +492,23 @@ fn request<T: for<'de> Deserialize<'de>>(request: Value, key: &str, usage: &str)
 
 #[async_trait]
 impl Tools for Catalog {
+    /// The checks that making the call would make, so a call that could not be
+    /// made fails before anyone is asked to approve it. Unknown paths and
+    /// tools of unavailable sources pass: their call says why.
+    fn validate(&self, path: &str, args: &Value) -> Result<(), String> {
+        let Some(tool) = self.tool(path) else { return Ok(()) };
+        let Some(Source { connection: Ok(connection), .. }) = self.source(&tool.namespace) else { return Ok(()) };
+        let checked = match (&tool.target, &connection.upstream) {
+            (Target::Http(op), Upstream::OpenApi(http)) => {
+                http.request(op, args, false).map(drop).map_err(|e| e.to_string())
+            }
+            (Target::Mcp { input, .. }, _) => input.check(args).map_err(|e| e.to_string()),
+            (Target::Graphql(op), Upstream::Graphql(_)) => op.request(args).map(drop).map_err(|e| e.to_string()),
+            _ => unreachable!("a source's tools have that source's target kind"),
+        };
+        checked.map_err(|message| connection.redactor().redact(&message))
+    }
+
     fn policy(&self, path: &str, args: &Value) -> Policy {
         // Unknown paths run: the call itself then explains what exists.
         let Some(tool) = self.tool(path) else { return Policy::Run };
@@ -497,7 +527,7 @@ impl Tools for Catalog {
                 let Ok(connection) = &source.connection else { return Policy::NeedsApproval { message: headline } };
                 let effect = match (&tool.target, &connection.upstream) {
                     (Target::Http(op), Upstream::OpenApi(http)) => http.effect(op, args),
-                    (Target::Mcp { name, hints }, _) => approval_text::mcp_effect(name, hints),
+                    (Target::Mcp { name, hints, .. }, _) => approval_text::mcp_effect(name, hints),
                     (Target::Graphql(op), Upstream::Graphql(upstream)) => upstream.effect(op),
                     _ => unreachable!("a source's tools have that source's target kind"),
                 };
@@ -531,7 +561,10 @@ impl Tools for Catalog {
         let redactor = &*connection.redactor();
         let outcome = match (&tool.target, &connection.upstream) {
             (Target::Http(op), Upstream::OpenApi(http)) => http.call(op, args, tool.effect, ctx, redactor).await,
-            (Target::Mcp { name, .. }, Upstream::Mcp(mcp)) => mcp.call(name, args).await.map(ToolSuccess::plain),
+            (Target::Mcp { name, input, .. }, Upstream::Mcp(mcp)) => match input.check(&args) {
+                Ok(()) => mcp.call(name, args).await.map(ToolSuccess::plain),
+                Err(error) => Err(invalid(error.to_string())),
+            },
             (Target::Graphql(op), Upstream::Graphql(upstream)) => upstream.call(op, args, ctx, redactor).await,
             _ => unreachable!("a source's tools have that source's target kind"),
         };
@@ -609,6 +642,10 @@ impl Catalog {
         let redact = |error: ToolError| ToolError { message: connection.redactor().redact(&error.message), ..error };
         mcp.list(owner).await.map_err(|e| redact(e.into_tool_error()))?;
         let Some(tool) = self.tool(path) else { return Err(self.unknown_tool(path)) };
+        let Target::Mcp { name, input, .. } = &tool.target else {
+            unreachable!("a source's tools have that source's target kind")
+        };
+        input.check(&args).map_err(|e| redact(invalid(e.to_string())))?;
         // Listed only now (listing at planning failed): the policy the call was
         // planned with did not know the tool, so only one that runs unasked goes on.
         if !listed_before && self.policy(path, &args) != Policy::Run {
@@ -618,9 +655,6 @@ impl Catalog {
             );
             return Err(ToolError { code: "approval_required".into(), message });
         }
-        let Target::Mcp { name, .. } = &tool.target else {
-            unreachable!("a source's tools have that source's target kind")
-        };
         let redactor = connection.redactor();
         match mcp.call(owner, name, args).await {
             Ok(data) => Ok(ToolSuccess::plain(redactor.redact_json(data))),
@@ -634,11 +668,26 @@ impl HttpUpstream {
     /// URL with the path filled in (without the source's credentials), or the
     /// operation's template when the arguments do not make a request.
     fn effect(&self, op: &HttpOperation, args: &Value) -> String {
-        let url = op.request(args).ok().and_then(|parts| parts.url(&self.base_url, &[], &op.path).ok());
-        match url {
-            Some(url) => format!("{} {url}", op.method),
-            None => format!("{} {}{}", op.method, self.base_url.as_str().trim_end_matches('/'), op.path),
+        match self.request(op, args, false) {
+            Ok((_, url)) => format!("{} {url}", op.method),
+            Err(_) => format!("{} {}{}", op.method, self.base_url.as_str().trim_end_matches('/'), op.path),
         }
+    }
+
+    /// The request a call's arguments make: its parts, and its URL with the
+    /// source's query credentials when `with_credentials` (never in what a
+    /// person is shown). One function both validates a call before its
+    /// policy is asked and builds it when it is made.
+    fn request(
+        &self,
+        op: &HttpOperation,
+        args: &Value,
+        with_credentials: bool,
+    ) -> Result<(openapi::RequestParts, Url), openapi::ArgumentError> {
+        let parts = op.request(args)?;
+        let credentials = if with_credentials { self.query.as_slice() } else { &[] };
+        let url = parts.url(&self.base_url, credentials, &op.path)?;
+        Ok((parts, url))
     }
 
     async fn call(
@@ -649,12 +698,14 @@ impl HttpUpstream {
         ctx: &CallContext,
         redactor: &Redactor,
     ) -> Result<ToolSuccess, ToolError> {
-        let parts = op.request(&args).map_err(|e| invalid(e.to_string()))?;
-        let url = parts.url(&self.base_url, &self.query, &op.path).map_err(|e| invalid(e.to_string()))?;
+        let (parts, url) = self.request(op, &args, true).map_err(|e| invalid(e.to_string()))?;
         let method = reqwest::Method::from_bytes(op.method.as_bytes()).map_err(|e| invalid(e.to_string()))?;
         let request = |outbound: &Outbound| {
             let mut request = outbound.request(method.clone(), url.clone());
-            for (name, value) in &parts.headers {
+            // A header the source's credentials set is theirs alone, never also the caller's.
+            let credential =
+                |name: &str| self.endpoint.headers.iter().any(|(own, _)| own.as_str().eq_ignore_ascii_case(name));
+            for (name, value) in parts.headers.iter().filter(|(name, _)| !credential(name)) {
                 request = request.header(name, value);
             }
             if effect == executor_core::Effect::Write {

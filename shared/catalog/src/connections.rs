@@ -27,9 +27,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use base64::Engine as _;
 use executor_core::{
-    CONNECTION_RETENTION, Clock, OAUTH_STATE_TTL, OAuthState, Principal, SourceConnection, Timestamp, TokenHash,
+    CONNECTION_RETENTION, Clock, ExecutionId, OAUTH_STATE_TTL, OAuthState, Principal, SourceConnection, Timestamp,
+    TokenHash,
 };
-use executor_sandbox::{Authorization, ConnectError, ConnectionInfo, Connections};
+use executor_sandbox::{Authorization, ConnectError, ConnectionInfo, Connections, TakenAuthorization};
 use executor_store::{ConnectionStore, StoreError};
 use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use ring::rand::{SecureRandom, SystemRandom};
@@ -391,7 +392,9 @@ impl Connections for OwnerTokens {
 
     async fn begin(&self, authorization: &Authorization, redirect_uri: &str) -> Result<String, ConnectError> {
         let source = self.source(&authorization.source)?;
-        let (state, verifier) = (random_text()?, random_text()?);
+        // The execution id leads the callback to the pause's one stored state.
+        let state = format!("{}.{}", authorization.execution_id, random_text()?);
+        let verifier = random_text()?;
         let hash = TokenHash::of_token(&state);
         let sealed_verifier = self.key.seal(verifier.as_bytes(), &format!("state\n{}", hash.as_str()))?;
         let record = OAuthState {
@@ -404,7 +407,11 @@ impl Connections for OwnerTokens {
             sealed_verifier,
             expires_at: self.clock.now().plus(OAUTH_STATE_TTL),
         };
-        self.store.create_oauth_state(&record).await.map_err(store_error)?;
+        match self.store.put_oauth_state(&record).await {
+            Ok(()) => {}
+            Err(StoreError::Conflict { .. }) => return Err(ConnectError::Completing),
+            Err(e) => return Err(store_error(e)),
+        }
         // RFC 7636 4.2: S256.
         let challenge = BASE64.encode(Sha256::digest(verifier.as_bytes()));
         let mut url = source.config.authorization_url.clone();
@@ -428,14 +435,32 @@ impl Connections for OwnerTokens {
         Ok(url.into())
     }
 
-    async fn finish(&self, state: &str, code: &str, redirect_uri: &str) -> Result<Authorization, ConnectError> {
-        let record = match self.store.take_oauth_state(&TokenHash::of_token(state)).await {
+    async fn take(&self, state: &str) -> Result<TakenAuthorization, ConnectError> {
+        let execution = state.split_once('.').and_then(|(id, _)| ExecutionId::parse(id).ok());
+        let Some(execution) = execution else { return Err(ConnectError::StateNotFound) };
+        let record = match self.store.take_oauth_state(&execution, &TokenHash::of_token(state)).await {
             Ok(record) => record,
             Err(StoreError::NotFound { .. }) => return Err(ConnectError::StateNotFound),
             Err(e) => return Err(store_error(e)),
         };
-        let source = self.source(&record.source)?;
-        let verifier = self.key.open(&record.sealed_verifier, &format!("state\n{}", record.hash.as_str()))?;
+        Ok(TakenAuthorization {
+            authorization: Authorization {
+                owner: record.owner,
+                source: record.source,
+                execution_id: record.execution_id,
+                step: record.step,
+                link: record.link,
+            },
+            state: state.to_owned(),
+            sealed_verifier: record.sealed_verifier,
+        })
+    }
+
+    async fn finish(&self, taken: &TakenAuthorization, code: &str, redirect_uri: &str) -> Result<(), ConnectError> {
+        let Authorization { owner, source: name, .. } = &taken.authorization;
+        let source = self.source(name)?;
+        let hash = TokenHash::of_token(&taken.state);
+        let verifier = self.key.open(&taken.sealed_verifier, &format!("state\n{}", hash.as_str()))?;
         let verifier = String::from_utf8(verifier).map_err(|e| ConnectError::Store(e.to_string()))?;
         let now = self.clock.now();
         let issued = source
@@ -444,8 +469,8 @@ impl Connections for OwnerTokens {
             .await
             .map_err(|e| ConnectError::Refused(e.to_string()))?;
         let base = SourceConnection {
-            owner: record.owner.clone(),
-            source: record.source.clone(),
+            owner: owner.clone(),
+            source: name.clone(),
             connected_at: now,
             scopes: source.config.requested_scopes(),
             access_expires_at: None,
@@ -456,21 +481,23 @@ impl Connections for OwnerTokens {
         };
         let mut connection = self.issued_connection(&base, &issued, None, now)?;
         // A new connection replaces any earlier one (connecting again after a revoke).
-        let stored = match self.store.get_connection(&record.owner, &record.source).await {
+        let stored = match self.store.get_connection(owner, name).await {
             Ok(stored) => Some(stored.version),
             Err(StoreError::NotFound { .. }) => None,
             Err(e) => return Err(store_error(e)),
         };
         self.store.save_connection(&mut connection, stored).await.map_err(store_error)?;
         self.remember(&issued.access.value);
-        tracing::info!(source = record.source, owner = %record.owner, "OAuth connection stored");
-        Ok(Authorization {
-            owner: record.owner,
-            source: record.source,
-            execution_id: record.execution_id,
-            step: record.step,
-            link: record.link,
-        })
+        tracing::info!(source = name, %owner, "OAuth connection stored");
+        Ok(())
+    }
+
+    async fn release(&self, taken: &TakenAuthorization) {
+        let (execution, hash) = (&taken.authorization.execution_id, TokenHash::of_token(&taken.state));
+        if let Err(error) = self.store.release_oauth_state(execution, &hash).await {
+            // It lapses with its expiry; until then the pause cannot start another authorization.
+            tracing::warn!(%error, executor.execution.id = execution.as_str(), "an OAuth state could not be released");
+        }
     }
 
     async fn disconnect(&self, owner: &Principal, source: &str) -> Result<(), ConnectError> {

@@ -10,15 +10,22 @@
 //! fields of the object (the default selection set), so a call returns
 //! something useful without knowing the schema.
 //!
-//! `select` is one selection set, checked before sending: balanced braces
-//! (strings and comments skipped), nothing after the closing brace, nested
-//! at most [`MAX_SELECT_DEPTH`] levels. So a query tool can never carry a
-//! mutation or a second operation past the approval policy.
+//! The document a call makes is parsed (apollo-parser, as the GraphQL
+//! specification reads it) and checked before it is sent: one query or
+//! mutation, as the tool is, whose root selects the tool's field alone,
+//! with the given arguments as variables, its selection set nested at most
+//! [`MAX_SELECT_DEPTH`] levels and spreading no fragment. What is sent is
+//! that parsed document printed again without comments or ignored
+//! characters, so the service reads what was checked. So `select` can never
+//! carry another root field or a second operation past the approval policy,
+//! and the names the schema supplies are checked when it is loaded.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use apollo_parser::cst::{self, CstNode};
+use apollo_parser::{Lexer, Parser, SyntaxKind, SyntaxNode, TokenKind};
 use executor_core::Effect;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -31,6 +38,10 @@ pub const SELECT_ARGUMENT: &str = "select";
 /// How deeply `select` may nest fields: deep selections are how a single
 /// GraphQL request gets expensive.
 pub const MAX_SELECT_DEPTH: usize = 8;
+/// The parser's bound on nesting (selection sets, list and object values,
+/// list types): deeper input is refused without recursing further. Well
+/// above what a document within [`MAX_SELECT_DEPTH`] needs.
+const MAX_PARSE_NESTING: usize = 64;
 /// `ofType` wrappers followed in a type reference (the introspection query
 /// asks for seven; a hostile file could nest more).
 const MAX_TYPE_WRAPPERS: usize = 16;
@@ -51,6 +62,12 @@ pub enum SchemaError {
     Errors(String),
     #[error("the schema has no query type `{0}` among its types")]
     NoQueryType(String),
+    /// A name or type that would go into a document is not GraphQL.
+    #[error(
+        "the schema has {what} `{text}`, which GraphQL does not allow (names are letters, digits and `_`, \
+         not starting with a digit): fix the schema"
+    )]
+    NotGraphql { what: String, text: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -266,11 +283,17 @@ fn build(namespace: &str, schema: Schema) -> Result<Vec<ToolDef>, SchemaError> {
         // Named in field order, so names do not depend on the order the service lists them.
         fields.sort_by(|a, b| a.name.cmp(&b.name));
         for field in fields {
+            check_field(&owner.name, field)?;
             let (type_name, type_kind) = field.type_ref.named();
             let selection = match type_kind {
-                TypeKind::Object | TypeKind::Interface | TypeKind::Union => Some(
-                    selections.entry(type_name).or_insert_with(|| default_selection(by_name.get(type_name))).clone(),
-                ),
+                TypeKind::Object | TypeKind::Interface | TypeKind::Union => Some(match selections.get(type_name) {
+                    Some(made) => made.clone(),
+                    None => {
+                        let made = default_selection(by_name.get(type_name))?;
+                        selections.insert(type_name, made.clone());
+                        made
+                    }
+                }),
                 _ => None,
             };
             let tool = tool(namespace, kind, field, selection, &root);
@@ -279,6 +302,41 @@ fn build(namespace: &str, schema: Schema) -> Result<Vec<ToolDef>, SchemaError> {
     }
     let names = deduplicate(built.iter().map(|(wanted, _)| wanted.clone()));
     Ok(built.into_iter().zip(names).map(|((_, tool), path)| ToolDef { path, ..tool }).collect())
+}
+
+/// The names and types a field's tool writes into its documents must be
+/// GraphQL: they come from the schema, a file or a service we do not control.
+fn check_field(owner: &str, field: &Field) -> Result<(), SchemaError> {
+    let refused = |what: String, text: &str| Err(SchemaError::NotGraphql { what, text: text.to_owned() });
+    if !is_name(&field.name) {
+        return refused(format!("a field of `{owner}` named"), &field.name);
+    }
+    for arg in &field.args {
+        if !is_name(&arg.name) {
+            return refused(format!("an argument of `{owner}.{}` named", field.name), &arg.name);
+        }
+        let text = arg.type_ref.text(0);
+        if !is_type(&text) {
+            return refused(format!("the argument `{owner}.{}({})` of type", field.name, arg.name), &text);
+        }
+    }
+    Ok(())
+}
+
+/// `[_A-Za-z][_0-9A-Za-z]*`
+fn is_name(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars.next().is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+/// A type as [`TypeRef::text`] writes it: a name in list and non-null wrappers (`[ID!]!`, not `ID!!`).
+fn is_type(text: &str) -> bool {
+    let nullable = text.strip_suffix('!').unwrap_or(text);
+    match nullable.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+        Some(item) => is_type(item),
+        None => is_name(nullable),
+    }
 }
 
 fn tool(
@@ -389,18 +447,24 @@ fn selectable(t: &FullType) -> impl Iterator<Item = &Field> {
     })
 }
 
-fn default_selection(t: Option<&&FullType>) -> Arc<str> {
+fn default_selection(t: Option<&&FullType>) -> Result<Arc<str>, SchemaError> {
     let names: Vec<&str> = match t {
         Some(t) if matches!(t.kind, TypeKind::Object | TypeKind::Interface) => {
             selectable(t).map(|f| f.name.as_str()).collect()
         }
         _ => Vec::new(),
     };
+    if let (Some(t), Some(bad)) = (t, names.iter().find(|n| !is_name(n))) {
+        return Err(SchemaError::NotGraphql {
+            what: format!("a field of `{}` named", t.name),
+            text: (*bad).to_owned(),
+        });
+    }
     // A type without scalar fields still answers with its name, so the selection is never empty.
-    match names.is_empty() {
+    Ok(match names.is_empty() {
         true => "{ __typename }".into(),
         false => format!("{{ {} }}", names.join(" ")).into(),
-    }
+    })
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -455,13 +519,13 @@ impl GraphqlOperation {
                 None => {}
                 Some(value) => {
                     declarations.push(format!("${}: {}", arg.name, arg.type_text));
-                    passed.push(format!("{0}: ${0}", arg.name));
+                    passed.push(arg.name.as_str());
                     variables.insert(arg.name.clone(), value.clone());
                 }
             }
         }
         let selection = match (given.get(SELECT_ARGUMENT), &self.selection) {
-            (Some(Value::String(text)), Some(_)) => selection_set(text).map_err(ArgumentError::Select)?,
+            (Some(Value::String(text)), Some(_)) => braced(text).map_err(ArgumentError::Select)?,
             (Some(_), Some(_)) => return Err(ArgumentError::Select("must be a string".into())),
             (None, Some(default)) => default.to_string(),
             (_, None) => String::new(),
@@ -472,67 +536,214 @@ impl GraphqlOperation {
         }
         let _ = write!(query, " {{ {}", self.field);
         if !passed.is_empty() {
-            let _ = write!(query, "({})", passed.join(", "));
+            let arguments: Vec<String> = passed.iter().map(|name| format!("{name}: ${name}")).collect();
+            let _ = write!(query, "({})", arguments.join(", "));
         }
         // Line breaks around the selection: a comment inside it ends at its line.
         let _ = write!(query, "\n{selection}\n}}");
+        // Everything but `select` is the schema's names, checked when it was loaded.
+        let query = self.checked(&query, &passed).map_err(ArgumentError::Select)?;
         Ok(GraphqlRequest { query, variables })
+    }
+
+    /// `document` parsed and checked to be this tool's operation: one query
+    /// or mutation, as the tool is, without directives, whose root selects
+    /// only its field (unaliased, without directives, exactly the `passed`
+    /// arguments as variables) with a selection set at most
+    /// [`MAX_SELECT_DEPTH`] deep that spreads no fragment. An alias or a
+    /// directive at the root is refused rather than reasoned about: the
+    /// documents made here have none, and the answer is read at the field's
+    /// name. Returned printed again, as it is sent.
+    fn checked(&self, document: &str, passed: &[&str]) -> Result<String, String> {
+        let tree = Parser::new(document).recursion_limit(MAX_PARSE_NESTING).parse();
+        if let Some(error) = tree.errors().next() {
+            // The text at fault, shortened: it may be a long string.
+            let at: String = error.data().chars().take(40).collect();
+            return Err(match error.is_limit() {
+                true => format!("nests deeper than {MAX_SELECT_DEPTH} levels"),
+                false => format!("is not one GraphQL selection set: {} at `{at}`", error.message()),
+            });
+        }
+        let document = tree.document();
+        let field = &self.field;
+        let definitions: Vec<cst::Definition> = document.definitions().collect();
+        let [cst::Definition::OperationDefinition(operation)] = definitions.as_slice() else {
+            let found: Vec<String> = definitions.iter().map(definition).collect();
+            return Err(format!(
+                "must be one selection set of `{field}`, but the document would hold {}: \
+                 nothing may follow the selection's closing brace",
+                found.join(", ")
+            ));
+        };
+        let kind = match operation.operation_type() {
+            // `{ ... }` alone is a query.
+            None => Some(OperationKind::Query),
+            Some(t) if t.query_token().is_some() => Some(OperationKind::Query),
+            Some(t) if t.mutation_token().is_some() => Some(OperationKind::Mutation),
+            Some(_) => None,
+        };
+        if kind != Some(self.kind) {
+            return Err(format!(
+                "must be one selection set of `{field}`, but the document would be a {} rather than a {}",
+                definition(&definitions[0]),
+                self.kind.as_str()
+            ));
+        }
+        if has_directives(operation.directives()) {
+            return Err(format!("must be one selection set of `{field}`, but the operation would carry a directive"));
+        }
+        let roots: Vec<cst::Selection> = operation.selection_set().iter().flat_map(|s| s.selections()).collect();
+        let root = match roots.as_slice() {
+            [cst::Selection::Field(root)]
+                if root.alias().is_none() && !has_directives(root.directives()) && name(root.name()) == *field =>
+            {
+                root
+            }
+            _ => {
+                let found: Vec<String> = roots.iter().map(|s| format!("`{}`", selection(s))).collect();
+                return Err(format!(
+                    "must be one selection set of `{field}`, but the operation would select {} at its root: \
+                     the selection closes early",
+                    found.join(", ")
+                ));
+            }
+        };
+        let arguments: Vec<(String, Option<String>)> = (root.arguments().iter().flat_map(|a| a.arguments()))
+            .map(|a| match a.value() {
+                Some(cst::Value::Variable(variable)) => (name(a.name()), Some(name(variable.name()))),
+                _ => (name(a.name()), None),
+            })
+            .collect();
+        let expected: Vec<(String, Option<String>)> =
+            passed.iter().map(|p| ((*p).to_owned(), Some((*p).to_owned()))).collect();
+        if arguments != expected {
+            return Err(format!("must not change the arguments of `{field}`"));
+        }
+        if let Some(set) = root.selection_set()
+            && depth(&set)? > MAX_SELECT_DEPTH
+        {
+            return Err(format!("nests deeper than {MAX_SELECT_DEPTH} levels"));
+        }
+        Ok(print(document.syntax()))
     }
 }
 
-/// `text` as exactly one selection set (braces added when left out).
-fn selection_set(text: &str) -> Result<String, String> {
-    let text = text.trim();
-    let text = match text.starts_with('{') {
-        true => text.to_owned(),
-        false => format!("{{ {text} }}"),
-    };
-    let bytes = text.as_bytes();
-    let (mut depth, mut at) = (0usize, 0usize);
-    while at < bytes.len() {
-        match bytes[at] {
-            b'{' => {
-                depth += 1;
-                if depth > MAX_SELECT_DEPTH {
-                    return Err(format!("nests deeper than {MAX_SELECT_DEPTH} levels"));
-                }
+/// `text` as a selection set: braces added when it does not open with one
+/// (after what GraphQL ignores: white space, a BOM, comments, commas).
+fn braced(text: &str) -> Result<String, String> {
+    let first = Lexer::new(text)
+        .map_while(Result::ok)
+        .map(|token| token.kind())
+        .find(|kind| !matches!(kind, TokenKind::Whitespace | TokenKind::Comment | TokenKind::Comma));
+    match first {
+        Some(TokenKind::LCurly) => Ok(text.to_owned()),
+        Some(TokenKind::Eof) => Err("is empty".into()),
+        // Line breaks: a comment at its end ends before the added brace.
+        _ => Ok(format!("{{\n{text}\n}}")),
+    }
+}
+
+/// How many levels of selection sets `set` nests (itself one); a fragment
+/// spread is refused, since no fragment can be defined. The parser's bound
+/// on nesting bounds this recursion.
+fn depth(set: &cst::SelectionSet) -> Result<usize, String> {
+    let mut deepest = 0;
+    for selection in set.selections() {
+        let inner = match selection {
+            cst::Selection::Field(field) => field.selection_set(),
+            cst::Selection::InlineFragment(fragment) => fragment.selection_set(),
+            cst::Selection::FragmentSpread(spread) => {
+                let fragment = name(spread.fragment_name().and_then(|f| f.name()));
+                return Err(format!(
+                    "spreads the fragment `{fragment}`, but no fragment can be defined: \
+                     write an inline fragment (`... on Type {{ field }}`) instead"
+                ));
             }
-            b'}' => {
-                // Never below zero: the text starts with `{`, and reaching zero ends it.
-                depth -= 1;
-                if depth == 0 && at + 1 != bytes.len() {
-                    return Err("must be one selection set: there is text after its closing brace".into());
-                }
-            }
-            b'#' => {
-                at = text[at..].find('\n').map_or(bytes.len(), |n| at + n);
-                continue;
-            }
-            b'"' if text[at..].starts_with("\"\"\"") => {
-                let end = text[at + 3..].find("\"\"\"").ok_or("has an unterminated block string")?;
-                at += 3 + end + 3;
-                continue;
-            }
-            b'"' => {
-                at += 1;
-                loop {
-                    match bytes.get(at) {
-                        None | Some(b'\n') => return Err("has an unterminated string".into()),
-                        Some(b'\\') => at += 2,
-                        Some(b'"') => break,
-                        Some(_) => at += 1,
-                    }
-                }
-            }
-            _ => {}
+        };
+        if let Some(inner) = inner {
+            deepest = deepest.max(depth(&inner)?);
         }
-        at += 1;
     }
-    match depth {
-        0 if text.len() > 2 && text[1..text.len() - 1].trim().is_empty() => Err("is empty".into()),
-        0 => Ok(text),
-        _ => Err("leaves a brace open".into()),
+    Ok(deepest + 1)
+}
+
+fn has_directives(directives: Option<cst::Directives>) -> bool {
+    directives.is_some_and(|d| d.directives().next().is_some())
+}
+
+fn name(name: Option<cst::Name>) -> String {
+    name.map(|n| n.text().to_string()).unwrap_or_default()
+}
+
+/// A definition as an error names it: `mutation`, `fragment F`.
+fn definition(definition: &cst::Definition) -> String {
+    match definition {
+        cst::Definition::OperationDefinition(operation) => {
+            let kind = operation.operation_type().and_then(|t| t.syntax().first_token());
+            let kind = kind.map_or("query".to_owned(), |t| t.text().to_owned());
+            match operation.name() {
+                Some(named) => format!("{kind} {}", name(Some(named))),
+                None => kind,
+            }
+        }
+        cst::Definition::FragmentDefinition(fragment) => {
+            format!("fragment {}", name(fragment.fragment_name().and_then(|f| f.name())))
+        }
+        _ => "a type system definition".into(),
     }
+}
+
+/// A root selection as an error names it: `deleteAll`, `again: createItem`, `...F`, `... on Mutation`.
+fn selection(selection: &cst::Selection) -> String {
+    match selection {
+        cst::Selection::Field(field) => {
+            let alias = field.alias().map(|a| format!("{}: ", name(a.name()))).unwrap_or_default();
+            let directives: String = (field.directives().iter().flat_map(|d| d.directives()))
+                .map(|d| format!(" @{}", name(d.name())))
+                .collect();
+            format!("{alias}{}{directives}", name(field.name()))
+        }
+        cst::Selection::FragmentSpread(spread) => format!("...{}", name(spread.fragment_name().and_then(|f| f.name()))),
+        cst::Selection::InlineFragment(fragment) => match fragment.type_condition().and_then(|t| t.named_type()) {
+            Some(on) => format!("... on {}", name(on.name())),
+            None => "...".into(),
+        },
+    }
+}
+
+/// The parsed document as it is sent: its tokens one space apart (none
+/// where GraphQL writes none), without comments, white space or a BOM, and
+/// every string as a JSON string (which is a GraphQL string), so block
+/// strings and `\u{...}` escapes reach the service as plain strings.
+fn print(document: &SyntaxNode) -> String {
+    let mut out = String::with_capacity(document.text().len().into());
+    let mut glued = true;
+    for token in document.descendants_with_tokens().filter_map(|e| e.into_token()) {
+        let kind = token.kind();
+        if matches!(kind, SyntaxKind::WHITESPACE | SyntaxKind::COMMENT) {
+            continue;
+        }
+        let tight = matches!(
+            kind,
+            SyntaxKind::L_PAREN
+                | SyntaxKind::R_PAREN
+                | SyntaxKind::R_BRACK
+                | SyntaxKind::COLON
+                | SyntaxKind::BANG
+                | SyntaxKind::COMMA
+        );
+        if !glued && !tight {
+            out.push(' ');
+        }
+        match token.parent().and_then(cst::StringValue::cast) {
+            Some(string) if kind == SyntaxKind::STRING => {
+                out.push_str(&Value::String(String::from(&string)).to_string())
+            }
+            _ => out.push_str(token.text()),
+        }
+        glued = matches!(kind, SyntaxKind::DOLLAR | SyntaxKind::AT | SyntaxKind::L_PAREN | SyntaxKind::L_BRACK);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -643,14 +854,14 @@ mod tests {
         let tools = load("gh", &schema()).unwrap();
         let issues = operation(&tools, "gh.query.issues");
         let request = issues.request(&json!({"state": "OPEN"})).unwrap();
-        assert_eq!(request.query, "query($state: State) { issues(state: $state)\n{ id title state createdAt }\n}");
+        assert_eq!(request.query, "query($state: State) { issues(state: $state) { id title state createdAt } }");
         assert_eq!(Value::Object(request.variables), json!({"state": "OPEN"}));
         let custom = issues.request(&json!({"select": "id author { login }"})).unwrap();
-        assert_eq!(custom.query, "query { issues\n{ id author { login } }\n}");
+        assert_eq!(custom.query, "query { issues { id author { login } } }");
         let create = operation(&tools, "gh.mutation.createIssue");
         let request = create.request(&json!({"input": {"title": "t"}})).unwrap();
-        assert!(request.query.starts_with("mutation($input: IssueInput!) { createIssue(input: $input)"));
-        assert_eq!(operation(&tools, "gh.query.count").request(&Value::Null).unwrap().query, "query { count\n\n}");
+        assert!(request.query.starts_with("mutation($input: IssueInput!) { createIssue(input: $input) {"));
+        assert_eq!(operation(&tools, "gh.query.count").request(&Value::Null).unwrap().query, "query { count }");
     }
 
     #[test]
@@ -669,30 +880,153 @@ mod tests {
         assert!(matches!(count.request(&json!({"select": "{ a }"})), Err(ArgumentError::Unknown { .. })));
     }
 
+    fn nested(levels: usize) -> String {
+        format!("{}x{}", "{ a ".repeat(levels), " }".repeat(levels))
+    }
+
     #[test]
-    fn select_is_exactly_one_bounded_selection_set() {
-        assert_eq!(selection_set(" id name ").unwrap(), "{ id name }");
-        assert_eq!(selection_set("{ a(q: \"}\") { b } # }\n }").unwrap(), "{ a(q: \"}\") { b } # }\n }");
-        assert_eq!(selection_set("{ a(q: \"\"\" } \"\"\") }").unwrap(), "{ a(q: \"\"\" } \"\"\") }");
+    fn selects_that_leave_their_field_are_refused() {
+        let tools = load("gh", &schema()).unwrap();
+        let create = operation(&tools, "gh.mutation.createIssue");
+        let deep = nested(MAX_SELECT_DEPTH + 1);
+        let deeper = nested(MAX_PARSE_NESTING + 1);
         let refused = [
-            ("{ id } } mutation { deleteAll { id } ", "text after its closing brace"),
-            ("{ id } query other { x }", "text after its closing brace"),
-            ("{ id # }", "leaves a brace open"),
-            ("id }", "text after its closing brace"),
-            ("{ a } }", "text after its closing brace"),
-            ("{ a(q: \"x) }", "unterminated string"),
-            ("{ a(q: \"\"\"x) }", "unterminated block string"),
-            ("{ }", "is empty"),
+            // A comment ends at `\r` as at `\n`, so the selection closes and the rest is the operation's.
+            (
+                "{ id #\r } deleteAll again: createIssue(input: {title: \"y\"}) { id #\n }",
+                "would select `createIssue`, `deleteAll`, `again: createIssue` at its root",
+            ),
+            ("{ id #\r\n } deleteAll { id }", "would select `createIssue`, `deleteAll` at its root"),
+            ("id #\r } deleteAll { id #\n", "would select `createIssue`, `deleteAll` at its root"),
+            // A BOM is ignored like white space: the select opens with its brace.
+            ("\u{feff}{ id } deleteAll", "would select `createIssue`, `deleteAll` at its root"),
+            ("{ id }\u{feff} deleteAll", "would select `createIssue`, `deleteAll` at its root"),
+            // Escapes mean something in strings only.
+            ("{ id(q: \"\\u007d\") } deleteAll", "would select `createIssue`, `deleteAll` at its root"),
+            ("{ id \\u007d deleteAll { id }", "is not one GraphQL selection set"),
+            // A block string ends at `"""`, not at `\"""`.
+            ("{ a(q: \"\"\" \\\"\"\" } \"\"\") } deleteAll", "would select `createIssue`, `deleteAll` at its root"),
+            ("{ a(q: \"\"\" } \"\"\") } } mutation X { deleteAll ", "would hold mutation, mutation X"),
+            ("{ id } again: createIssue(input: {title: \"y\"}) { id }", "`createIssue`, `again: createIssue` at"),
+            ("{ id } ...F } fragment F on Mutation { deleteAll ", "would hold mutation, fragment F"),
+            ("{ ...F } } fragment F on Issue { id ", "would hold mutation, fragment F"),
+            ("{ id ...F }", "spreads the fragment `F`, but no fragment can be defined"),
+            ("{ id } ... on Mutation { deleteAll }", "would select `createIssue`, `... on Mutation` at its root"),
+            ("{ id } ... { deleteAll }", "would select `createIssue`, `...` at its root"),
+            ("{ id } deleteAll @include(if: true)", "would select `createIssue`, `deleteAll @include` at"),
+            ("{ id } } mutation X { deleteAll { id } ", "would hold mutation, mutation X"),
+            ("{ id } } subscription { issues { id } ", "would hold mutation, subscription"),
+            ("{ a { b } } } { deleteAll ", "would hold mutation, query"),
+            ("{ id } } }", "is not one GraphQL selection set"),
+            ("id } deleteAll { id", "would select `createIssue`, `deleteAll` at its root"),
+            ("{ a(q: \"x) }", "is not one GraphQL selection set"),
+            ("{ }", "is not one GraphQL selection set"),
             ("", "is empty"),
+            (" # only a comment", "is empty"),
+            (&deep, "nests deeper than 8 levels"),
+            (&deeper, "nests deeper than 8 levels"),
         ];
-        for (text, expected) in refused {
-            let error = selection_set(text).unwrap_err();
-            assert!(error.contains(expected), "{text:?}: {error}");
+        for (select, expected) in refused {
+            let refused = create.request(&json!({"input": {"title": "t"}, "select": select}));
+            let Err(ArgumentError::Select(message)) = refused else { panic!("{select:?}: {refused:?}") };
+            assert!(message.contains(expected), "{select:?}: {message}");
         }
-        let deep = format!("{}x{}", "{ a ".repeat(MAX_SELECT_DEPTH + 1), "}".repeat(MAX_SELECT_DEPTH + 1));
-        assert!(selection_set(&deep).unwrap_err().contains("deeper than 8"));
-        let ok = format!("{}x{}", "{ a ".repeat(MAX_SELECT_DEPTH), "}".repeat(MAX_SELECT_DEPTH));
-        assert!(selection_set(&ok).is_ok());
+        let not_text = create.request(&json!({"input": {"title": "t"}, "select": ["id"]}));
+        assert_eq!(not_text, Err(ArgumentError::Select("must be a string".into())));
+        let issue = operation(&tools, "gh.query.issue");
+        let read = issue.request(&json!({"id": "1", "select": "{ id #\r } secret"})).unwrap_err();
+        assert_eq!(
+            read.to_string(),
+            "`select` must be one selection set of `issue`, but the operation would select `issue`, `secret` at \
+             its root: the selection closes early; pass a selection set such as `{ id name }`"
+        );
+    }
+
+    #[test]
+    fn valid_selects_are_sent_as_parsed() {
+        let tools = load("gh", &schema()).unwrap();
+        let issue = operation(&tools, "gh.query.issue");
+        let sent = |select: &str| issue.request(&json!({"id": "1", "select": select})).map(|r| r.query);
+        let cases = [
+            ("id title", "{ id title }"),
+            ("\u{feff}id, title", "{ id, title }"),
+            ("# why\n{ id # the id\r title }", "{ id title }"),
+            ("{ a(q: \"} # {\") { b } me: title }", "{ a(q: \"} # {\") { b } me: title }"),
+            ("{ a(q: \"\"\" } # \\\"\"\" \"\"\") }", "{ a(q: \" } # \\\"\\\"\\\" \") }"),
+            ("{ a(q: \"\\u007d } deleteAll {\", r: \"\\u{1F600}\") }", "{ a(q: \"} } deleteAll {\", r: \"😀\") }"),
+            ("{ a(n: [1, -2.5e3], o: {k: null}) }", "{ a(n: [1, -2.5e3], o: { k: null }) }"),
+            (
+                "{ id ... on Issue { title } author @include(if: true) { login } }",
+                "{ id ... on Issue { title } author @include(if: true) { login } }",
+            ),
+        ];
+        for (select, expected) in cases {
+            assert_eq!(sent(select).unwrap(), format!("query($id: ID!) {{ issue(id: $id) {expected} }}"), "{select:?}");
+        }
+        let deepest = nested(MAX_SELECT_DEPTH);
+        assert_eq!(sent(&deepest).unwrap(), format!("query($id: ID!) {{ issue(id: $id) {deepest} }}"));
+    }
+
+    #[test]
+    fn documents_are_refused_unless_they_are_the_tools_operation() {
+        let tools = load("gh", &schema()).unwrap();
+        let create = operation(&tools, "gh.mutation.createIssue");
+        let cases = [
+            ("subscription($input: IssueInput!) { createIssue(input: $input) { id } }", "a subscription rather"),
+            ("query($input: IssueInput!) { createIssue(input: $input) { id } }", "a query rather than a mutation"),
+            ("{ createIssue(input: $input) { id } }", "a query rather than a mutation"),
+            ("mutation($input: IssueInput!) @x { createIssue(input: $input) { id } }", "would carry a directive"),
+            ("mutation($input: IssueInput!) { a: createIssue(input: $input) { id } }", "select `a: createIssue` at"),
+            ("mutation($i: IssueInput!) { createIssue(input: $i) @skip(if: true) { id } }", "`createIssue @skip` at"),
+            ("mutation($input: IssueInput!) { createIssues(input: $input) { id } }", "`createIssues` at"),
+            ("mutation { createIssue(input: {title: \"x\"}) { id } }", "must not change the arguments"),
+            ("mutation($input: IssueInput!) { createIssue(input: $input, b: $input) { id } }", "must not change"),
+            ("mutation($other: IssueInput!) { createIssue(input: $other) { id } }", "must not change"),
+            ("fragment F on Mutation { deleteAll }", "would hold fragment F"),
+            ("type Mutation { deleteAll: Int }", "would hold a type system definition"),
+        ];
+        for (document, expected) in cases {
+            let error = create.checked(document, &["input"]).unwrap_err();
+            assert!(error.contains(expected), "{document:?}: {error}");
+        }
+        let plain = "mutation($input: IssueInput!) { createIssue(input: $input) { id } }";
+        assert_eq!(create.checked(plain, &["input"]).unwrap(), plain);
+    }
+
+    #[test]
+    fn names_the_schema_puts_in_documents_must_be_graphql() {
+        let with = |query_fields: Value, issue_fields: Value| {
+            json!({"__schema": {"queryType": {"name": "Query"}, "types": [
+                {"kind": "OBJECT", "name": "Query", "fields": query_fields},
+                {"kind": "OBJECT", "name": "Issue", "fields": issue_fields},
+                {"kind": "INPUT_OBJECT", "name": "IssueInput", "inputFields": []},
+            ]}})
+            .to_string()
+        };
+        let id = json!([field("id", "ID!", &[])]);
+        let non_null_twice = json!({"kind": "NON_NULL", "name": null, "ofType": type_ref("ID!")});
+        let cases = [
+            (
+                json!([field("issue { id } secret", "Issue", &[])]),
+                &id,
+                "a field of `Query` named `issue { id } secret`",
+            ),
+            (json!([field("issue", "Issue", &[("id: ID) { id } x(y", "ID")])]), &id, "an argument of `Query.issue`"),
+            (
+                json!([{"name": "issue", "type": type_ref("Issue"), "args": [{"name": "id", "type": non_null_twice}]}]),
+                &id,
+                "the argument `Query.issue(id)` of type `ID!!`",
+            ),
+            (json!([field("issue", "Issue", &[])]), &json!([field("9lives", "Int", &[])]), "a field of `Issue` named"),
+        ];
+        for (query_fields, issue_fields, expected) in cases {
+            let error = load("gh", &with(query_fields, issue_fields.clone())).unwrap_err();
+            assert!(matches!(error, SchemaError::NotGraphql { .. }), "{error}");
+            assert!(error.to_string().contains(expected), "{error}");
+            assert!(error.to_string().ends_with("fix the schema"), "{error}");
+        }
+        let fine = with(json!([field("issue", "Issue", &[("ids", "[ID!]!"), ("input", "IssueInput")])]), id);
+        assert_eq!(load("gh", &fine).unwrap().len(), 1);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! so a `describe` never loads every schema of a big document. Layout:
 //!
 //! ```text
-//! executor-catalog-index 1\n
+//! executor-catalog-index 2\n
 //! <length of the head in bytes>\n
 //! <head: JSON>
 //! <details: JSON texts, addressed by (offset, length) from here>
@@ -41,7 +41,9 @@ use crate::typescript::Refs;
 
 /// The environment variable naming the index, over the sources file's `index`.
 pub const INDEX_ENV: &str = "EXECUTOR_CATALOG_INDEX";
-const MAGIC: &[u8] = b"executor-catalog-index 1\n";
+/// Version 2 added parameters' declared types (`Param::kind`): a version 1
+/// index would load without them and check no argument's type, so it is refused.
+const MAGIC: &[u8] = b"executor-catalog-index 2\n";
 /// The longest head length line read: digits and a newline.
 const MAX_LENGTH_LINE: u64 = 24;
 

@@ -27,6 +27,7 @@ mod secrets;
 mod tool;
 mod toolkit;
 mod typescript;
+mod vocabulary;
 
 pub use catalog::{Catalog, CatalogError, McpAuth, NamespaceInfo, OAuthBacking, Vault};
 pub use config::{CONFIG_ENV, CatalogConfig, ConfigError, OAuth2Config};

@@ -369,8 +369,10 @@ impl SseEvents {
             let event: Vec<u8> = self.pending.drain(..end + separator).take(end).collect();
             self.scanned = 0;
             let text = String::from_utf8_lossy(&event);
+            // SSE ends a line at CRLF, LF or a lone CR (`str::lines` knows only the first two).
             let data: Vec<&str> = text
-                .lines()
+                .split("\r\n")
+                .flat_map(|part| part.split(['\r', '\n']))
                 .filter_map(|line| line.strip_prefix("data"))
                 .filter_map(|rest| match rest.strip_prefix(':') {
                     Some(value) => Some(value.strip_prefix(' ').unwrap_or(value)),
@@ -415,8 +417,8 @@ mod tests {
     #[test]
     fn sse_events_are_split_however_the_bytes_arrive() {
         let stream = "id: 0\nretry: 1000\ndata:\n\n: comment\nevent: message\ndata: {\"a\":1}\n\ndata: x\ndata:y\r\n\r\n\
-                      data: mixed\n\r\ndata: last";
-        let expected = ["{\"a\":1}", "x\ny", "mixed"];
+                      data: mixed\n\r\ndata: cr\rdata: only\r\rdata: last";
+        let expected = ["{\"a\":1}", "x\ny", "mixed", "cr\nonly"];
         for piece in [1, 2, 5, 7, stream.len()] {
             let mut events = SseEvents::default();
             let mut seen = Vec::new();

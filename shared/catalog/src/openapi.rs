@@ -13,7 +13,10 @@
 //! `query_id`), and the request body as `body`. The document (paths,
 //! parameter names) is trusted; argument values are not: a path parameter
 //! must stay one segment ([`path_problem`]), a header value must be visible
-//! ASCII, and query values are form-encoded.
+//! ASCII, and query values are form-encoded. A parameter's value must also
+//! fit the JSON type its schema declares ([`ParamType`]). The same
+//! [`HttpOperation::request`] checks a call before its policy is asked and
+//! builds its request when it is made.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -45,6 +48,33 @@ pub enum SpecError {
     Version { found: String },
     #[error("the document has no `paths`")]
     NoPaths,
+}
+
+/// Header parameters a document may declare but a call may not set: those
+/// OpenAPI says to ignore (`Accept`, `Content-Type`, `Authorization`), the
+/// ones that frame or route the request, and those the gateway writes.
+/// (A source's own credential headers are kept from the call as it is sent.)
+const RESERVED_HEADERS: &[&str] = &[
+    "accept",
+    "authorization",
+    "connection",
+    "content-length",
+    "content-type",
+    "cookie",
+    "expect",
+    "host",
+    "idempotency-key",
+    "keep-alive",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+fn is_reserved_header(name: &str) -> bool {
+    RESERVED_HEADERS.iter().any(|reserved| reserved.eq_ignore_ascii_case(name.trim()))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,6 +113,92 @@ pub struct Param {
     pub argument: String,
     pub location: ParamLocation,
     pub required: bool,
+    /// The JSON type its schema declares, when it declares one (a type list
+    /// counts when it is one type and `null`).
+    pub kind: Option<ParamType>,
+}
+
+/// A parameter's declared JSON type. Parameters travel as text, so a value
+/// fits when its text reads as one: `7` and `"7"` both fit `integer` (they
+/// make the same request), `"seven"`, `7.5`, `true` or `[7]` do not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParamType {
+    String,
+    Integer,
+    Number,
+    Boolean,
+    Array,
+    Object,
+}
+
+impl ParamType {
+    /// The type a parameter's schema declares (`$ref`s resolved against `doc`).
+    fn of(doc: &Value, schema: &Value) -> Option<Self> {
+        let declared = resolve(doc, schema)?.get("type")?;
+        let name = match declared {
+            Value::String(name) => name.as_str(),
+            Value::Array(names) => match names.iter().filter(|n| n.as_str() != Some("null")).collect::<Vec<_>>()[..] {
+                [Value::String(name)] => name.as_str(),
+                _ => return None,
+            },
+            _ => return None,
+        };
+        Some(match name {
+            "string" => Self::String,
+            "integer" => Self::Integer,
+            "number" => Self::Number,
+            "boolean" => Self::Boolean,
+            "array" => Self::Array,
+            "object" => Self::Object,
+            _ => return None,
+        })
+    }
+
+    /// What fits, for the message when a value does not.
+    fn expected(self) -> &'static str {
+        match self {
+            Self::String => "a string (or a number or boolean, sent as text)",
+            Self::Integer => "an integer (7 or \"7\")",
+            Self::Number => "a number (1.5 or \"1.5\")",
+            Self::Boolean => "a boolean (true or false, or \"true\" or \"false\")",
+            Self::Array => "an array (or one value, sent as a one-item array)",
+            Self::Object => "an object",
+        }
+    }
+
+    /// Why `value` does not fit, if it does not.
+    fn misfit(self, value: &Value) -> Option<&'static str> {
+        let text_reads = |text: &str| match self {
+            Self::Integer => {
+                let digits = text.strip_prefix('-').unwrap_or(text);
+                !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+            }
+            Self::Number => text.parse::<f64>().is_ok_and(f64::is_finite),
+            Self::Boolean => matches!(text, "true" | "false"),
+            Self::String | Self::Array => true,
+            Self::Object => false,
+        };
+        let fits = match (self, value) {
+            (Self::Object, Value::Object(_)) | (Self::Array, Value::Array(_)) => true,
+            (_, Value::Object(_) | Value::Array(_)) => false,
+            // As text, `2.0` is not an integer (JavaScript's integers arrive without a fraction).
+            (Self::Integer, Value::Number(n)) => n.is_i64() || n.is_u64(),
+            (Self::Number | Self::String | Self::Array, Value::Number(_)) => true,
+            (Self::Boolean | Self::String | Self::Array, Value::Bool(_)) => true,
+            (_, Value::String(text)) => text_reads(text),
+            _ => false,
+        };
+        (!fits).then_some(match value {
+            Value::Object(_) => "an object",
+            Value::Array(_) => "an array",
+            Value::Bool(_) => "a boolean",
+            Value::Number(_) if self == Self::Integer => "a number that is not an integer in range",
+            Value::Number(_) => "a number",
+            Value::String(_) => "a string that does not read as one",
+            Value::Null => "null",
+        })
+    }
 }
 
 /// What a call needs to become an HTTP request.
@@ -229,12 +345,17 @@ fn build_tool(
         ) else {
             continue;
         };
+        // Headers the gateway sets itself are never the caller's to choose.
+        if location == ParamLocation::Header && is_reserved_header(name) {
+            continue;
+        }
         let argument = match properties.contains_key(name) || name == BODY_ARGUMENT {
             true => format!("{}_{name}", location.as_str()),
             false => name.to_owned(),
         };
         let is_required = location == ParamLocation::Path || param.get("required") == Some(&Value::Bool(true));
         let mut schema = param.get("schema").cloned().unwrap_or_else(|| json!({"type": "string"}));
+        let kind = ParamType::of(doc, &schema);
         if let (Some(description), Some(object)) = (param.get("description"), schema.as_object_mut()) {
             object.entry("description").or_insert_with(|| description.clone());
         }
@@ -242,7 +363,7 @@ fn build_tool(
         if is_required {
             required.push(Value::String(argument.clone()));
         }
-        params.push(Param { name: name.to_owned(), argument, location, required: is_required });
+        params.push(Param { name: name.to_owned(), argument, location, required: is_required, kind });
     }
 
     let body = operation.get("requestBody").and_then(|b| resolve(doc, b));
@@ -313,6 +434,11 @@ pub enum ArgumentError {
     UnsafePath { argument: String, problem: &'static str },
     #[error("argument `{argument}` (header parameter) may hold only visible ASCII characters, spaces and tabs")]
     UnsafeHeader { argument: String },
+    #[error(
+        "argument `{argument}` ({location} parameter) must be {expected}, got {found}; see tools.describe.tool for \
+         the input type"
+    )]
+    WrongType { argument: String, location: &'static str, expected: &'static str, found: &'static str },
     #[error("the URL would not keep the operation's path `{path}` (a segment of it would be read as `.` or `..`)")]
     PathChanged { path: String },
 }
@@ -365,6 +491,16 @@ impl HttpOperation {
                 }
                 continue;
             };
+            if let Some(kind) = param.kind
+                && let Some(found) = kind.misfit(value)
+            {
+                return Err(ArgumentError::WrongType {
+                    argument: param.argument.clone(),
+                    location: param.location.as_str(),
+                    expected: kind.expected(),
+                    found,
+                });
+            }
             match param.location {
                 ParamLocation::Path => {
                     let value = scalar(value);
@@ -586,6 +722,22 @@ components:
     }
 
     #[test]
+    fn headers_the_gateway_owns_are_never_arguments() {
+        let spec = r#"{"openapi": "3.1.0", "paths": {"/x": {"post": {"operationId": "x", "parameters": [
+            {"name": "Host", "in": "header"}, {"name": "content-length", "in": "header"},
+            {"name": "Transfer-Encoding", "in": "header"}, {"name": "Authorization", "in": "header"},
+            {"name": "Cookie", "in": "header"}, {"name": "Idempotency-Key", "in": "header"},
+            {"name": "X-Trace", "in": "header"}, {"name": "host", "in": "query"}]}}}}"#;
+        let tools = load("t", spec).unwrap();
+        let op = http(&tools[0]);
+        let arguments: Vec<(&str, ParamLocation)> =
+            op.params.iter().map(|p| (p.argument.as_str(), p.location)).collect();
+        assert_eq!(arguments, [("X-Trace", ParamLocation::Header), ("host", ParamLocation::Query)]);
+        let refused = op.request(&json!({"Host": "evil.example", "X-Trace": "t"})).unwrap_err();
+        assert!(refused.to_string().contains("unknown argument `Host`"), "{refused}");
+    }
+
+    #[test]
     fn arguments_map_to_path_query_header_and_body() {
         let tools = load("gh", SPEC).unwrap();
         let list = http(&tools[1]);
@@ -623,6 +775,71 @@ components:
         for (result, expected) in errors {
             let message = result.unwrap_err().to_string();
             assert!(message.contains(expected), "{message}");
+        }
+    }
+
+    #[test]
+    fn parameter_values_fit_their_declared_types() {
+        let tools = load("gh", SPEC).unwrap();
+        let (list, delete) = (http(&tools[1]), http(&tools[4]));
+        assert_eq!(delete.params[0].kind, Some(ParamType::Integer));
+        let fits = [
+            (delete, json!({"id": 7})),
+            (delete, json!({"id": "7"})),
+            (delete, json!({"id": -3})),
+            (delete, json!({"id": 7, "query_id": 5})),
+            (delete, json!({"id": 7, "query_id": false})),
+            (list, json!({"owner": "o", "repo": "r", "labels": ["x"]})),
+            (list, json!({"owner": "o", "repo": "r", "labels": "x"})),
+        ];
+        for (op, args) in fits {
+            assert!(op.request(&args).is_ok(), "{args} fits");
+        }
+        let integer = "argument `id` (path parameter) must be an integer (7 or \"7\"), got";
+        let refused = [
+            (delete, json!({"id": "seven"}), format!("{integer} a string that does not read as one")),
+            (delete, json!({"id": "7.0"}), format!("{integer} a string that does not read as one")),
+            (delete, json!({"id": 7.5}), format!("{integer} a number that is not an integer in range")),
+            (delete, json!({"id": 1e21}), format!("{integer} a number that is not an integer in range")),
+            (delete, json!({"id": true}), format!("{integer} a boolean")),
+            (delete, json!({"id": [7]}), format!("{integer} an array")),
+            (
+                delete,
+                json!({"id": 7, "query_id": {"a": 1}}),
+                "argument `query_id` (query parameter) must be a string".into(),
+            ),
+            (
+                list,
+                json!({"owner": "o", "repo": "r", "labels": {"a": 1}}),
+                "argument `labels` (query parameter) must be an array".into(),
+            ),
+        ];
+        for (op, args, expected) in refused {
+            let message = op.request(&args).unwrap_err().to_string();
+            assert!(message.starts_with(&expected), "{args}: {message}");
+        }
+        let doc = json!({"components": {"schemas": {"Id": {"type": "integer"}}}});
+        let declared = [
+            (json!({"$ref": "#/components/schemas/Id"}), Some(ParamType::Integer)),
+            (json!({"type": ["number", "null"]}), Some(ParamType::Number)),
+            (json!({"type": ["number", "string"]}), None),
+            (json!({"type": "null"}), None),
+            (json!({"enum": ["a"]}), None),
+        ];
+        for (schema, expected) in declared {
+            assert_eq!(ParamType::of(&doc, &schema), expected, "{schema}");
+        }
+        let (number, boolean) = (ParamType::Number, ParamType::Boolean);
+        let values = [
+            (number, json!("1.5"), None),
+            (number, json!("NaN"), Some("a string that does not read as one")),
+            (number, json!("inf"), Some("a string that does not read as one")),
+            (boolean, json!("true"), None),
+            (boolean, json!("yes"), Some("a string that does not read as one")),
+            (boolean, json!(1), Some("a number")),
+        ];
+        for (kind, value, expected) in values {
+            assert_eq!(kind.misfit(&value), expected, "{kind:?} {value}");
         }
     }
 
@@ -682,9 +899,27 @@ components:
             method: "GET".into(),
             path: "/files/{name}/v{n}.json/{missing}".into(),
             params: vec![
-                Param { name: "name".into(), argument: "name".into(), location: ParamLocation::Path, required: true },
-                Param { name: "n".into(), argument: "n".into(), location: ParamLocation::Path, required: true },
-                Param { name: "q".into(), argument: "q".into(), location: ParamLocation::Query, required: false },
+                Param {
+                    name: "name".into(),
+                    argument: "name".into(),
+                    location: ParamLocation::Path,
+                    required: true,
+                    kind: Some(ParamType::String),
+                },
+                Param {
+                    name: "n".into(),
+                    argument: "n".into(),
+                    location: ParamLocation::Path,
+                    required: true,
+                    kind: Some(ParamType::Integer),
+                },
+                Param {
+                    name: "q".into(),
+                    argument: "q".into(),
+                    location: ParamLocation::Query,
+                    required: false,
+                    kind: None,
+                },
             ],
             body: None,
         };

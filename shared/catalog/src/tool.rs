@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::graphql::GraphqlOperation;
 use crate::index::{IndexError, IndexedSource, Span};
+use crate::mcp_source::McpInput;
 use crate::openapi::HttpOperation;
 use crate::typescript::{self, Refs, SchemaIn};
 
@@ -44,11 +45,13 @@ pub enum Schemas {
 #[derive(Debug, Clone)]
 pub enum Target {
     Http(Arc<HttpOperation>),
-    /// The upstream MCP tool's own name, and the annotations it declared
-    /// (e.g. `("destructiveHint", true)`), shown to whoever approves a call.
+    /// The upstream MCP tool's own name, the annotations it declared
+    /// (e.g. `("destructiveHint", true)`), shown to whoever approves a call,
+    /// and what its `inputSchema` requires of a call's arguments.
     Mcp {
         name: String,
         hints: Vec<(&'static str, bool)>,
+        input: Arc<McpInput>,
     },
     Graphql(Arc<GraphqlOperation>),
 }

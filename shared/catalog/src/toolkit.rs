@@ -91,6 +91,15 @@ fn name(action: PolicyAction) -> &'static str {
 
 #[async_trait]
 impl Tools for ToolkitView {
+    /// The inner view's check, for the toolkit's tools; any other passes, like
+    /// an unknown path (the call then says the tool does not exist).
+    fn validate(&self, path: &str, args: &Value) -> Result<(), String> {
+        match self.toolkit.includes(path) {
+            true => self.inner.validate(path, args),
+            false => Ok(()),
+        }
+    }
+
     fn policy(&self, path: &str, args: &Value) -> Policy {
         // Like an unknown path: the call then says the tool does not exist.
         if !self.toolkit.includes(path) {
@@ -152,6 +161,17 @@ impl Tools for ToolkitView {
         Some(&self.toolkit.name)
     }
 
+    /// The toolkit's rules stay on top: what `wrap` loosens (the owner's
+    /// grants) never loosens the toolkit's own `approve` or `block`.
+    fn beneath(&self, wrap: &dyn Fn(Arc<dyn Tools>) -> Arc<dyn Tools>) -> Option<Arc<dyn Tools>> {
+        let (toolkit, namespaces) = (self.toolkit.clone(), self.namespaces.clone());
+        Some(Arc::new(Self { toolkit, inner: wrap(self.inner.clone()), namespaces }))
+    }
+
+    async fn prepare_approvals(&self) {
+        self.inner.prepare_approvals().await;
+    }
+
     fn offers(&self, path: &str) -> bool {
         self.toolkit.includes(path) && self.inner.offers(path)
     }
@@ -159,6 +179,17 @@ impl Tools for ToolkitView {
     async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {
         let mut found =
             self.inner.search_visible(request, &|path| self.toolkit.includes(path) && visible(path)).await?;
+        // What a call would do here: the stricter of its source's action and the toolkit's.
+        for item in found["items"].as_array_mut().into_iter().flatten() {
+            let (Some(path), Ok(source)) =
+                (item["path"].as_str().map(str::to_owned), serde_json::from_value(item["approval"].clone()))
+            else {
+                continue;
+            };
+            if let Some(own) = self.toolkit.tightens(&path, source) {
+                item["approval"] = name(own.action).into();
+            }
+        }
         // Only the sources that could hold the toolkit's tools are its business
         // (unavailable ones, and those waiting for a connection to list their tools).
         for key in ["unavailable", "needsConnection"] {

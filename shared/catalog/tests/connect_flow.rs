@@ -3,6 +3,7 @@
 //! `support/authcode.rs`: the connect pause, the consent page in headless
 //! Chromium, the callback that continues the execution, refresh races
 //! (within a process and across two), a dead refresh token, disconnecting,
+//! states that died with their pause (replaced, used, declined, expired),
 //! and no token text in the store, the logs or the API.
 //!
 //! The log of every thread goes to one capture (the process's subscriber),
@@ -22,7 +23,7 @@ use executor_core::ManualClock;
 use executor_service::HostConfig;
 use executor_store::{EmbeddedStore, Store};
 use serde_json::{Value, json};
-use support::authcode::{AuthServer, LIFETIME_SECONDS, allow_by_http, config, start};
+use support::authcode::{AuthServer, LIFETIME_SECONDS, allow_by_http, config, open_consent, start};
 use support::{McpClient, call_tool, click_in_chromium, mcp_client};
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -41,6 +42,27 @@ async fn host<S: Store + 'static>(store: &Arc<S>, sources: &CatalogConfig, clock
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(serve::serve(listener, host, std::future::pending()));
     base
+}
+
+/// One host over a fresh embedded store holding alice's key, on its own
+/// clock, with the authorization server and service it connects to.
+struct OneHost {
+    server: AuthServer,
+    base: String,
+    alice: String,
+    clock: Arc<ManualClock>,
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+}
+
+async fn one_host() -> OneHost {
+    let (server, base_url) = start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let store = Arc::new(EmbeddedStore::open(data.path()).unwrap());
+    let alice = keys::create(&*store, "alice").await.unwrap();
+    let clock = Arc::new(ManualClock::starting_now());
+    let base = host(&store, &config(&base_url, dir.path()), clock.clone()).await;
+    OneHost { server, base, alice, clock, _dirs: (dir, data) }
 }
 
 async fn client(base: &str, token: &str) -> McpClient {
@@ -235,13 +257,7 @@ async fn refresh_races_on_dynamodb() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_refresh_token_or_a_disconnect_asks_to_connect_again() {
-    let (server, base_url) = start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let data = tempfile::tempdir().unwrap();
-    let store = Arc::new(EmbeddedStore::open(data.path()).unwrap());
-    let alice = keys::create(&*store, "alice").await.unwrap();
-    let clock = Arc::new(ManualClock::starting_now());
-    let base = host(&store, &config(&base_url, dir.path()), clock.clone()).await;
+    let OneHost { server, base, alice, clock, _dirs } = one_host().await;
     connected_alice(&base, &alice, &server).await;
     let agent = client(&base, &alice).await;
 
@@ -272,12 +288,7 @@ async fn a_dead_refresh_token_or_a_disconnect_asks_to_connect_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_browser_mode_the_approval_page_links_to_the_connection() {
-    let (server, base_url) = start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let data = tempfile::tempdir().unwrap();
-    let store = Arc::new(EmbeddedStore::open(data.path()).unwrap());
-    let alice = keys::create(&*store, "alice").await.unwrap();
-    let base = host(&store, &config(&base_url, dir.path()), Arc::new(ManualClock::starting_now())).await;
+    let OneHost { server, base, alice, _dirs, .. } = one_host().await;
     let agent = mcp_client(&base, &alice, "browser").await;
     let paused = call_tool(&agent, "execute", json!({ "code": LIST })).await;
     assert_eq!(paused["status"], "user_approval_required", "{paused}");
@@ -297,4 +308,68 @@ async fn in_browser_mode_the_approval_page_links_to_the_connection() {
     assert_eq!(resumed["status"], "completed", "{resumed}");
     assert_eq!(resumed["result"], json!([{"name": "Ada"}]));
     assert_eq!(AuthServer::count(&server.crm_calls), 1);
+}
+
+/// A callback's (status, page) refused with `status`, saying `why`.
+fn assert_refused(answer: &(u16, String), status: u16, why: &str) {
+    assert_eq!(answer.0, status, "{}", answer.1);
+    assert!(answer.1.contains("Not connected") && answer.1.contains(why), "{}", answer.1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_connect_state_stores_nothing_and_the_owner_keeps_their_account() {
+    let OneHost { server, base, alice, _dirs, .. } = one_host().await;
+    let agent = client(&base, &alice).await;
+    let (_, _, url) = connect_pause(&agent).await;
+
+    // The link opened twice: two states, of which only the newer counts.
+    let (older, newer) = (open_consent(&url).await, open_consent(&url).await);
+    assert_ne!(older.state(), newer.state());
+    let owners = newer.allow().await;
+    assert_eq!(owners.0, 200, "{}", owners.1);
+    assert!(owners.1.contains("The call was made and the code finished."), "{}", owners.1);
+    let account = server.crm_tokens.lock().unwrap().clone();
+    assert_eq!(account.len(), 1);
+    assert!(account[0].starts_with("at-1-"), "the owner's account (the first consent) made the call: {account:?}");
+
+    // Whoever holds the older state consents as another account: refused before the code is redeemed.
+    let exchanges = AuthServer::count(&server.code_exchanges);
+    assert_refused(&older.allow().await, 400, "replaced by opening the connect link again");
+    // The used one, its consent answered again (a new code): refused too.
+    assert_refused(&newer.allow().await, 400, "already used");
+    assert_eq!(AuthServer::count(&server.consents), 3, "the provider issued codes for two more accounts");
+    assert_eq!(AuthServer::count(&server.code_exchanges), exchanges, "no code of theirs was redeemed");
+    assert_eq!(server.secrets().len(), 2, "no tokens were issued but the owner's");
+
+    // The owner's next run calls as the owner's account.
+    let next = call_tool(&agent, "execute", json!({ "code": LIST })).await;
+    assert_eq!(next["status"], "completed", "{next}");
+    assert_eq!(*server.crm_tokens.lock().unwrap(), [account[0].clone(), account[0].clone()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_whose_pause_was_declined_or_expired_stores_nothing() {
+    let OneHost { server, base, alice, clock, _dirs } = one_host().await;
+    let agent = client(&base, &alice).await;
+
+    // Declined while the owner was at the consent page.
+    let (id, pause, url) = connect_pause(&agent).await;
+    let consent = open_consent(&url).await;
+    let declined =
+        call_tool(&agent, "resume", json!({ "executionId": id, "pauseId": pause, "action": "decline" })).await;
+    assert_ne!(declined["status"], "waiting_for_interaction", "{declined}");
+    // The model's decision spent every link of the pause, this one too.
+    assert_refused(&consent.allow().await, 404, "no longer waits for it (it was decided");
+
+    // Expired while the owner was at the consent page (the state itself is still young).
+    let (_, _, url) = connect_pause(&agent).await;
+    let consent = open_consent(&url).await;
+    clock.advance(Duration::from_secs(11 * 60));
+    assert_refused(&consent.allow().await, 410, "expired");
+
+    assert_eq!(AuthServer::count(&server.code_exchanges), 0, "no code was redeemed");
+    assert_eq!(AuthServer::count(&server.crm_calls), 0);
+    let (_, listed) = api(&base, &alice, reqwest::Method::GET, "/api/connections").await;
+    assert_eq!(serde_json::from_str::<Value>(&listed).unwrap(), json!({"connections": []}));
+    connect_pause(&agent).await;
 }

@@ -1,18 +1,22 @@
 //! GraphQL sources against a real GraphQL engine on loopback (graphql-core,
 //! see `support/graphql.rs`): the schema by introspection with the source's
 //! auth or from a file, query tools that run, errors that carry the
-//! service's message, and a mutation that waits for approval through the MCP
-//! endpoint and then runs once.
+//! service's message, a mutation that waits for approval through the MCP
+//! endpoint and then runs once, and `select`s that try to smuggle other
+//! root fields past a block rule, a toolkit or a grant, refused before
+//! anything is sent.
 
 mod support;
 
+use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use executor_catalog::{Catalog, CatalogConfig};
 use executor_cli::{keys, serve};
-use executor_core::ExecutionId;
+use executor_core::{ExecutionId, GrantedBy, Principal, SystemClock};
 use executor_sandbox::{CallContext, Policy, Tools};
-use executor_service::HostConfig;
+use executor_service::{Grants, HostConfig};
 use executor_store::EmbeddedStore;
 use rmcp::ServiceExt;
 use rmcp::model::{
@@ -21,39 +25,48 @@ use rmcp::model::{
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
-use support::graphql::GraphqlServer;
-use support::{TOKEN, TOKEN_VAR, set_secrets};
+use support::TOKEN;
+use support::graphql::{GraphqlServer, tracker};
 
 fn ctx(step: u32) -> CallContext {
     CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step, owner: None }
 }
 
-/// A catalog with one GraphQL source `tracker`; `extra` adds lines to its table.
-async fn tracker(server: &GraphqlServer, extra: &str) -> (Arc<Catalog>, tempfile::TempDir) {
-    set_secrets();
-    let dir = tempfile::tempdir().unwrap();
-    let config = format!(
-        r#"
-        [outbound]
-        allow_loopback = true
+/// `select`s for `createIssue` that close its selection early to reach
+/// `deleteAll` (or a second `createIssue`), each in another way GraphQL
+/// reads text: comments ended by `\r`, a BOM, escapes, block strings,
+/// aliases, fragments, directives, further operations, extra braces.
+const SMUGGLED: [&str; 14] = [
+    "{ id #\r } deleteAll again: createIssue(title: \"y\") { id #\n }",
+    "{ id #\r\n } deleteAll",
+    "id #\r } deleteAll again: createIssue(title: \"y\") { id #\n",
+    "\u{feff}{ id } deleteAll",
+    "{ headline(prefix: \"\\u007d\") } deleteAll",
+    "{ headline(prefix: \"\"\" \\\"\"\" } \"\"\") } deleteAll",
+    "{ id } again: deleteAll",
+    "{ id } ...F } fragment F on Mutation { deleteAll ",
+    "{ id ...F } } fragment F on Mutation { deleteAll ",
+    "{ id } ... on Mutation { deleteAll }",
+    "{ id } deleteAll @include(if: true)",
+    "{ id } } mutation X { deleteAll } ",
+    "{ id } } subscription { deleteAll ",
+    "{ id } } } { deleteAll",
+];
 
-        [[sources]]
-        namespace = "tracker"
-        kind = "graphql"
-        url = "{url}"
-        auth = {{ type = "bearer", token = "env:{TOKEN_VAR}" }}
-        {extra}
-        "#,
-        url = server.url(),
-    );
-    let file = dir.path().join("executor.toml");
-    std::fs::write(&file, config).unwrap();
-    let catalog = Catalog::connect(&CatalogConfig::load(&file).unwrap()).await.unwrap();
-    (Arc::new(catalog), dir)
+/// The service's counters: documents posted, and what `createIssue`, `deleteAll` and `secret` did.
+async fn stats(server: &GraphqlServer) -> Value {
+    server.get("/stats", TOKEN).await
 }
 
-async fn mutations(server: &GraphqlServer) -> u64 {
-    server.get("/stats", TOKEN).await["mutations"].as_u64().unwrap()
+/// Each of `selects` given to `tool` through `tools` is refused as invalid arguments.
+async fn refused(tools: &dyn Tools, tool: &str, args: Value, selects: &[&str]) {
+    for (step, select) in selects.iter().enumerate() {
+        let mut args = args.clone();
+        args["select"] = json!(select);
+        let error = tools.call_with_status(tool, args, &ctx(step as u32)).await.unwrap_err();
+        assert_eq!(error.code, "invalid_arguments", "{select:?}: {}", error.message);
+        assert!(error.message.starts_with("`select` "), "{select:?}: {}", error.message);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -63,14 +76,20 @@ async fn query_tools_run_with_the_default_or_a_chosen_selection() {
     let namespace = &catalog.namespaces()[0];
     assert_eq!(
         (namespace.kind, namespace.tools, &namespace.error),
-        ("graphql", 4, &None),
+        ("graphql", 6, &None),
         "introspected with the token"
     );
 
     let found = catalog.search(json!("one issue by id")).await.unwrap();
     assert_eq!(
         found["items"][0],
-        json!({"path": "tracker.query.issue", "description": "One issue by id", "namespace": "tracker"})
+        json!({
+            "path": "tracker.query.issue",
+            "description": "One issue by id",
+            "namespace": "tracker",
+            "kind": "read",
+            "approval": "run",
+        })
     );
     let types = catalog.describe(json!("tracker.query.issue")).await.unwrap();
     let types = types.as_str().unwrap();
@@ -83,6 +102,14 @@ async fn query_tools_run_with_the_default_or_a_chosen_selection() {
     let chosen =
         catalog.call("tracker.query.issue", json!({"id": "1", "select": "title author { login }"}), &ctx(1)).await;
     assert_eq!(chosen.unwrap(), json!({"title": "Lamp flickers", "author": {"login": "ada"}}));
+    // Strings with braces and `#`, block strings, escapes, aliases, fragments and directives inside, comments.
+    let select = "# what the triage needs\r{ headline(prefix: \"} # {\") short: headline(prefix: \"\"\"\\\"\"\" \"\"\") \
+                  ... on Issue { now: state } author @include(if: true) { login } # the reporter\n }";
+    let rich = catalog.call("tracker.query.issue", json!({"id": "1", "select": select}), &ctx(1)).await.unwrap();
+    assert_eq!(
+        rich,
+        json!({"headline": "} # {Lamp flickers", "short": "\"\"\" Lamp flickers", "now": "OPEN", "author": {"login": "ada"}})
+    );
     let closed = catalog.call("tracker.query.issues", json!({"state": "CLOSED"}), &ctx(2)).await.unwrap();
     assert_eq!(closed, json!([]));
     assert_eq!(catalog.policy("tracker.query.issues", &json!({})), Policy::Run, "queries are reads");
@@ -101,7 +128,7 @@ async fn query_tools_run_with_the_default_or_a_chosen_selection() {
     assert!(refused.message.contains("one selection set"), "{}", refused.message);
     let missing = catalog.call("tracker.query.issue", json!({}), &ctx(6)).await.unwrap_err();
     assert_eq!(missing.message, "missing required argument `id`; this tool takes: id, select?");
-    assert_eq!(mutations(&server).await, 0);
+    assert_eq!(server.mutations().await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -113,7 +140,7 @@ async fn the_schema_can_come_from_a_file() {
     let (catalog, _config_dir) =
         tracker(&server, &format!("schema = {:?}", dir.path().join("tracker.json").display().to_string())).await;
     let namespace = &catalog.namespaces()[0];
-    assert_eq!((namespace.tools, &namespace.error), (4, &None));
+    assert_eq!((namespace.tools, &namespace.error), (6, &None));
     let issues = catalog.call("tracker.query.issues", json!({}), &ctx(0)).await.unwrap();
     assert_eq!(issues[0]["title"], "Lamp flickers");
 }
@@ -158,7 +185,7 @@ async fn a_mutation_waits_for_approval_then_runs_once_through_the_mcp_endpoint()
         "{message}"
     );
     assert!(message.contains(&format!("Effect: GraphQL mutation `createIssue` at {}", server.url())), "{message}");
-    assert_eq!(mutations(&server).await, 0, "nothing is written before the approval");
+    assert_eq!(server.mutations().await, 0, "nothing is written before the approval");
 
     let accepted = call("resume", json!({ "executionId": paused["executionId"], "action": "accept" })).await;
     assert_eq!(accepted["status"], "completed", "{accepted}");
@@ -168,6 +195,106 @@ async fn a_mutation_waits_for_approval_then_runs_once_through_the_mcp_endpoint()
     );
     let again = call("resume", json!({ "executionId": paused["executionId"], "action": "accept" })).await;
     assert_eq!(again["error"]["code"], "execution_already_settled");
-    assert_eq!(mutations(&server).await, 1, "one approval, one mutation");
+    assert_eq!(server.mutations().await, 1, "one approval, one mutation");
     client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_service_would_run_what_a_smuggled_select_makes() {
+    // The document the select `SMUGGLED[0]` made before it was parsed: graphql-core runs all three fields.
+    let server = GraphqlServer::start(TOKEN);
+    let document = format!("mutation($title: String!) {{ createIssue(title: $title)\n{}\n}}", SMUGGLED[0]);
+    let answer = server.post(&document, json!({"title": "x"}), TOKEN).await;
+    assert_eq!(answer["data"]["deleteAll"], 2, "{answer}");
+    let stats = stats(&server).await;
+    assert_eq!((stats["mutations"].as_u64(), stats["deletes"].as_u64()), (Some(2), Some(1)), "{stats}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_blocked_mutation_never_runs_through_an_allowed_ones_select() {
+    let server = GraphqlServer::start(TOKEN);
+    let rules = r#"policy = { rules = [
+            { pattern = "tracker.mutation.deleteAll", action = "block" },
+            { pattern = "tracker.mutation.createIssue", action = "run" },
+        ] }"#;
+    let (catalog, _dir) = tracker(&server, rules).await;
+    let Policy::Blocked { reason } = catalog.policy("tracker.mutation.deleteAll", &json!({})) else { panic!() };
+    assert!(reason.contains("blocked by"), "{reason}");
+    assert_eq!(
+        catalog.policy("tracker.mutation.createIssue", &json!({"title": "x", "select": SMUGGLED[0]})),
+        Policy::Run
+    );
+    let before = stats(&server).await;
+
+    refused(&*catalog, "tracker.mutation.createIssue", json!({"title": "x"}), &SMUGGLED).await;
+    assert_eq!(stats(&server).await, before, "nothing was sent");
+
+    let plain = json!({"title": "Chair wobbles", "select": "{ id # the new id\r title }"});
+    let created = catalog.call("tracker.mutation.createIssue", plain, &ctx(99)).await.unwrap();
+    assert_eq!(created, json!({"id": "2", "title": "Chair wobbles"}));
+    let after = stats(&server).await;
+    assert_eq!((after["mutations"].as_u64(), after["deletes"].as_u64()), (Some(1), Some(0)), "{after}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_toolkit_holding_only_create_issue_cannot_delete_all() {
+    let server = GraphqlServer::start(TOKEN);
+    let (catalog, _dir) = tracker(&server, "").await;
+    let toolkits = r#"
+        [[toolkits]]
+        name = "filing"
+        tools = ["tracker.mutation.createIssue"]
+        policy = { rules = [{ pattern = "tracker.mutation.createIssue", action = "approve" }] }
+    "#;
+    let toolkits = CatalogConfig::from_toml_str(toolkits, Path::new("executor.toml")).unwrap().toolkits;
+    let filing = Catalog::toolkit_views(&catalog, &toolkits).pop().unwrap();
+    let hidden = filing.call_with_status("tracker.mutation.deleteAll", json!({}), &ctx(0)).await.unwrap_err();
+    assert_eq!(hidden.code, "unknown_tool");
+    let before = stats(&server).await;
+
+    refused(&filing, "tracker.mutation.createIssue", json!({"title": "x"}), &SMUGGLED).await;
+    assert_eq!(stats(&server).await, before, "nothing was sent");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_always_allow_grant_for_create_issue_does_not_run_delete_all() {
+    let server = GraphqlServer::start(TOKEN);
+    let (catalog, _dir) = tracker(&server, "").await;
+    let data = tempfile::tempdir().unwrap();
+    let store = Arc::new(EmbeddedStore::open(data.path()).unwrap());
+    let grants = Grants::new(store, Arc::new(SystemClock), Duration::from_secs(3600));
+    let alice = Principal::key_owner("alice").unwrap();
+    grants.remember(&alice, None, ["tracker.mutation.createIssue"], GrantedBy::ApprovalPage).await.unwrap();
+    let granted = grants.tools_for(&alice, None, catalog.clone());
+    granted.prepare_approvals().await;
+    let args = json!({"title": "x", "select": SMUGGLED[0]});
+    assert_eq!(granted.policy("tracker.mutation.createIssue", &args), Policy::Run, "granted");
+    assert!(matches!(granted.policy("tracker.mutation.deleteAll", &json!({})), Policy::NeedsApproval { .. }));
+    let before = stats(&server).await;
+
+    refused(&*granted, "tracker.mutation.createIssue", json!({"title": "x"}), &SMUGGLED).await;
+    assert_eq!(stats(&server).await, before, "nothing was sent");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_query_tool_does_not_send_a_blocked_query_field() {
+    let server = GraphqlServer::start(TOKEN);
+    let (catalog, _dir) =
+        tracker(&server, r#"policy = { rules = [{ pattern = "tracker.query.secret", action = "block" }] }"#).await;
+    assert!(matches!(catalog.policy("tracker.query.secret", &json!({})), Policy::Blocked { .. }));
+    let before = stats(&server).await;
+
+    let selects = [
+        "{ id #\r } secret",
+        "{ id #\r\n } again: secret",
+        "\u{feff}{ id } secret",
+        "{ id } ... on Query { secret }",
+        "{ id ...F } } fragment F on Query { secret ",
+        "{ id } } { secret",
+        "{ id } } query Other { secret ",
+        "{ id } } mutation { deleteAll ",
+    ];
+    refused(&*catalog, "tracker.query.issue", json!({"id": "1"}), &selects).await;
+    assert_eq!(stats(&server).await, before, "nothing was sent");
+    assert_eq!(before["secrets"], 0);
 }

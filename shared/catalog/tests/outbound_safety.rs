@@ -52,6 +52,16 @@ paths:
     put: {operationId: replace, tags: [things], requestBody: {content: {application/json: {schema: {}}}}, responses: {"200": {description: ok}}}
     patch: {operationId: update, tags: [things], requestBody: {content: {application/json: {schema: {}}}}, responses: {"200": {description: ok}}}
     delete: {operationId: remove, tags: [things], responses: {"204": {description: ok}}}
+  /framed:
+    get:
+      operationId: framed
+      tags: [files]
+      parameters:
+        - {name: Host, in: header, schema: {type: string}}
+        - {name: Content-Length, in: header, schema: {type: string}}
+        - {name: Transfer-Encoding, in: header, schema: {type: string}}
+        - {name: X-Api-Key, in: header, schema: {type: string}}
+      responses: {"200": {description: ok}}
   /old: {get: {operationId: old, tags: [moved], responses: {"200": {description: ok}}}}
   /loop: {get: {operationId: loop, tags: [moved], responses: {"200": {description: ok}}}}
   /away: {get: {operationId: away, tags: [moved], responses: {"200": {description: ok}}}}
@@ -183,7 +193,6 @@ async fn ordinary_path_values_arrive_intact_at_the_intended_path() {
         (json!("a&b=c"), "a%26b%3Dc"),
         (json!(42), "42"),
         (json!(true), "true"),
-        (json!(["..", "x"]), "%5B%22..%22%2C%22x%22%5D"),
         (json!(long), long.as_str()),
     ];
     let mut step = 0;
@@ -203,6 +212,12 @@ async fn ordinary_path_values_arrive_intact_at_the_intended_path() {
             assert_eq!(decoded, original, "{value} arrives intact");
         }
     }
+    // A value of a type the parameter does not declare is refused, not sent as its JSON text.
+    let sent = s.recording.seen().len();
+    let array = s.catalog.call("files.files.readMeta", json!({"name": ["..", "x"]}), &ctx(step + 1)).await;
+    let array = array.unwrap_err();
+    assert!(array.message.contains("argument `name` (path parameter) must be a string"), "{}", array.message);
+    assert_eq!(s.recording.seen().len(), sent, "nothing was sent");
     // Every request went to the operation's path and nowhere else.
     for path in s.recording.paths() {
         let segments: Vec<&str> = path.split('/').collect();
@@ -242,6 +257,34 @@ async fn query_and_header_values_cannot_inject() {
         assert_eq!(seen.header("x-tag").as_deref(), Some(*tag));
         assert_eq!(seen.header("x-injected"), None);
     }
+}
+
+/// A document may declare headers that frame or route the request, or carry
+/// the source's own credential: a call can set none of them.
+#[tokio::test(flavor = "multi_thread")]
+async fn headers_the_gateway_owns_cannot_be_set_by_a_call() {
+    support::set_secrets();
+    let s = setup(&format!(
+        "auth = {{ type = \"api_key\", name = \"X-Api-Key\", in = \"header\", value = \"env:{}\" }}",
+        support::TOKEN_VAR
+    ))
+    .await;
+    for header in ["Host", "Content-Length", "Transfer-Encoding"] {
+        let error = s.catalog.call("files.files.framed", json!({header: "1"}), &ctx(1)).await.unwrap_err();
+        assert_eq!(error.code, "invalid_arguments", "{header}: {}", error.message);
+    }
+    // The credential's header is declared too: the caller's value never goes out beside the source's.
+    let before = s.recording.seen().len();
+    s.catalog.call("files.files.framed", json!({"X-Api-Key": "the caller's"}), &ctx(2)).await.unwrap();
+    let seen = &s.recording.seen()[before];
+    let keys: Vec<String> = seen
+        .headers
+        .iter()
+        .filter(|(name, _)| name == "x-api-key")
+        .map(|(_, value)| String::from_utf8_lossy(value).into_owned())
+        .collect();
+    assert_eq!(keys, [support::TOKEN], "only the source's credential");
+    assert_ne!(seen.header("host").as_deref(), Some("1"));
 }
 
 /// Echoes its arguments.

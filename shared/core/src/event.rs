@@ -112,6 +112,7 @@ pub fn execution_events(
                 detail.insert("tool".into(), json!(call.path));
                 detail.insert("message".into(), json!(cut_text(&call.message, MAX_EVENT_TEXT_BYTES)));
             }
+            detail.insert("calls".into(), paused_calls(&after.journal.pending));
             detail.insert("expiresAt".into(), json!(deadline.to_rfc3339()));
             if let Some(url) = approval_url {
                 detail.insert("approvalUrl".into(), json!(url));
@@ -147,6 +148,18 @@ pub fn execution_events(
         deliver_until,
     }]
 }
+
+/// Every call one decision on a pause covers, `{tool, message}` each: the
+/// messages share [`MAX_EVENT_TEXT_BYTES`] (at least [`MIN_CALL_TEXT_BYTES`]
+/// each), so a large batch cannot make an event too big to deliver.
+fn paused_calls(pending: &[crate::PendingCall]) -> Value {
+    let each = (MAX_EVENT_TEXT_BYTES / pending.len().max(1)).max(MIN_CALL_TEXT_BYTES);
+    let calls = pending.iter().map(|call| json!({ "tool": call.path, "message": cut_text(&call.message, each) }));
+    Value::Array(calls.collect())
+}
+
+/// The least of its message each call of a batch keeps in a pause's event.
+const MIN_CALL_TEXT_BYTES: usize = 256;
 
 /// The event of destroying `session`, whose stored version will be `written_version`.
 pub fn session_destroyed(session: &Session, written_version: u64, now: Timestamp) -> Event {
@@ -245,6 +258,7 @@ mod tests {
                     "sessionId": "s1",
                     "tool": "gh.issues.create",
                     "message": "Create an issue?",
+                    "calls": [{"tool": "gh.issues.create", "message": "Create an issue?"}],
                     "expiresAt": "1970-01-01T00:10:00.000Z",
                     "approvalUrl": "https://x/approvals/e1?token=t",
                     "status": "paused",
@@ -260,6 +274,29 @@ mod tests {
         let events = execution_events(None, &e, 0, None, Timestamp::from_millis(1));
         let message = events[0].detail["message"].as_str().unwrap();
         assert!(message.len() < MAX_EVENT_TEXT_BYTES + 64, "{} bytes", message.len());
+    }
+
+    #[test]
+    fn a_pause_over_a_batch_names_every_call_within_the_limit() {
+        let mut e = execution(ExecutionState::Paused { deadline: Timestamp::from_millis(9) });
+        e.journal.add_pending(PendingCall::new(4, "gh.issues.close", json!({"n": 7}), "Close #7?"));
+        let events = execution_events(None, &e, 0, None, Timestamp::from_millis(1));
+        assert_eq!(
+            events[0].detail["calls"],
+            json!([
+                {"tool": "gh.issues.create", "message": "Create an issue?"},
+                {"tool": "gh.issues.close", "message": "Close #7?"},
+            ])
+        );
+        // A large batch of long messages: each is cut, so the event stays deliverable.
+        for step in 5..105 {
+            e.journal.add_pending(PendingCall::new(step, "gh.issues.close", json!({}), "y".repeat(4096)));
+        }
+        let events = execution_events(None, &e, 0, None, Timestamp::from_millis(1));
+        let calls = events[0].detail["calls"].as_array().unwrap();
+        assert_eq!(calls.len(), 102);
+        let bytes = serde_json::to_string(&events[0].detail).unwrap().len();
+        assert!(bytes < 102 * (MIN_CALL_TEXT_BYTES + 64) + 4096, "{bytes} bytes");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{GrantId, Principal, Timestamp};
+use crate::{GrantId, Principal, Timestamp, ToolkitName};
 
 /// How long a grant lives unless configured (`EXECUTOR_GRANT_TTL_MS`): 30 days.
 pub const DEFAULT_GRANT_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -55,7 +55,9 @@ impl GrantedBy {
     }
 }
 
-/// "Always allow `tool`" for `owner`, until `expires_at`.
+/// "Always allow `tool`" for `owner`, until `expires_at`: everywhere, or only
+/// on one toolkit's endpoint when it was given there (a key scoped to a
+/// toolkit can never loosen anything outside it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Grant {
     pub id: GrantId,
@@ -65,6 +67,10 @@ pub struct Grant {
     pub granted_by: GrantedBy,
     pub created_at: Timestamp,
     pub expires_at: Timestamp,
+    /// The toolkit it was given for, whose endpoint alone it applies on;
+    /// `None`: given on `/mcp`, it applies everywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolkit: Option<ToolkitName>,
 }
 
 impl Grant {
@@ -76,7 +82,17 @@ impl Grant {
         now: Timestamp,
         ttl: Duration,
     ) -> Self {
-        Self { id, owner, tool: tool.into(), granted_by, created_at: now, expires_at: now.plus(ttl) }
+        Self { id, owner, tool: tool.into(), granted_by, created_at: now, expires_at: now.plus(ttl), toolkit: None }
+    }
+
+    /// The same grant, given for `toolkit`'s endpoint only.
+    pub fn in_toolkit(self, toolkit: Option<ToolkitName>) -> Self {
+        Self { toolkit, ..self }
+    }
+
+    /// Whether it applies to a run on `endpoint` (`None`: `/mcp`).
+    pub fn applies_on(&self, endpoint: Option<&ToolkitName>) -> bool {
+        self.toolkit.is_none() || self.toolkit.as_ref() == endpoint
     }
 
     /// Whether it still lets calls run at `now`.
@@ -97,6 +113,28 @@ mod tests {
             assert!(Remember::parse(other).is_err(), "{other}");
         }
         assert_eq!(Remember::default(), Remember::Once);
+    }
+
+    #[test]
+    fn a_toolkit_grant_applies_on_its_toolkit_only() {
+        let (a, b) = (ToolkitName::parse("a").unwrap(), ToolkitName::parse("b").unwrap());
+        let grant = |toolkit: Option<&ToolkitName>| {
+            let owner = Principal::parse("alice").unwrap();
+            let id = GrantId::parse("g1").unwrap();
+            Grant::new(id, owner, "gh.create", GrantedBy::OwnerApi, Timestamp::from_millis(0), Duration::from_secs(1))
+                .in_toolkit(toolkit.cloned())
+        };
+        // (given for, endpoint of the run, applies)
+        let cases = [
+            (None, None, true),
+            (None, Some(&a), true),
+            (Some(&a), Some(&a), true),
+            (Some(&a), None, false),
+            (Some(&a), Some(&b), false),
+        ];
+        for (given, endpoint, applies) in cases {
+            assert_eq!(grant(given).applies_on(endpoint), applies, "given {given:?}, run on {endpoint:?}");
+        }
     }
 
     #[test]

@@ -156,7 +156,8 @@ pub enum Replay<'a> {
 #[error(
     "non-deterministic replay at step {step}: the code now calls `{actual_path}`{args} where the \
      journal recorded `{expected_path}`; resumed code must make the same tool calls with the same \
-     arguments in the same order, so branch only on tool results, Date and Math.random",
+     arguments in the same order, so branch only on tool results, Date (the same clock, in UTC, on every \
+     host) and Math.random",
     args = if *.args_differ { " with different arguments" } else { "" }
 )]
 pub struct NonDeterministicReplay {

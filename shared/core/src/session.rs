@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Principal, SessionId, Timestamp};
+use crate::{Principal, SessionId, Timestamp, ToolkitName};
 
 /// How approvals reach a human for this connection (`?elicitation_mode=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -65,6 +65,10 @@ pub struct Session {
     /// from it after a restart.
     #[serde(default)]
     pub alarm_at: Option<Timestamp>,
+    /// The toolkit whose endpoint started it (`None`: `/mcp`): a session is
+    /// used and ended only on its own endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolkit: Option<ToolkitName>,
     /// When storage may forget the record (DynamoDB TTL); reads treat it as gone after.
     pub expires_at: Timestamp,
     /// Bumped by every stored write; writes are conditional on it.
@@ -92,9 +96,15 @@ impl Session {
             elicitation_mode,
             status: SessionStatus::Active,
             alarm_at: None,
+            toolkit: None,
             expires_at,
             version: 0,
         }
+    }
+
+    /// The same session, started on `toolkit`'s endpoint.
+    pub fn on_endpoint(self, toolkit: Option<ToolkitName>) -> Self {
+        Self { toolkit, ..self }
     }
 
     pub fn is_active(&self) -> bool {

@@ -1,16 +1,23 @@
 //! Continuations on AWS: the MCP function hands a run past its response
 //! budget to the approval function, invoked asynchronously (`InvocationType:
 //! Event`, no retries: the store decides what runs, and a second delivery
-//! would find the run claimed anyway). The event is an API Gateway request
-//! (HTTP API, payload 2.0) for the continuation route, so the approval
-//! function's one handler takes it; API Gateway itself routes nothing there.
+//! would find the run claimed anyway). The event is its own kind,
+//! `{"executorContinuation": {"executionId": "<id>"}}`, told apart from API
+//! Gateway requests before any HTTP routing: API Gateway builds its events
+//! itself, so no path, header or body a client sends can make one.
 
 use async_trait::async_trait;
 use aws_sdk_lambda::primitives::Blob;
 use aws_sdk_lambda::types::InvocationType;
 use executor_core::ExecutionId;
-use executor_service::{CONTINUATION_PATH, ContinuationError, Continuations};
+use executor_service::{ContinuationError, Continuations};
+use serde::Deserialize;
 use serde_json::{Value, json};
+
+use crate::EventError;
+
+/// The top-level key of a continuation event.
+const CONTINUATION_KEY: &str = "executorContinuation";
 
 /// The approval function, by name or ARN (`EXECUTOR_APPROVAL_FUNCTION`).
 #[derive(Debug)]
@@ -53,37 +60,25 @@ impl Continuations for LambdaContinuations {
     }
 }
 
-/// What the asynchronous invocation carries: `POST <CONTINUATION_PATH><id>`
-/// as API Gateway would send it.
+/// What the asynchronous invocation carries.
 pub fn continuation_event(id: &ExecutionId) -> Value {
-    let path = format!("{CONTINUATION_PATH}{id}");
-    json!({
-        "version": "2.0",
-        "routeKey": format!("POST {path}"),
-        "rawPath": path,
-        "rawQueryString": "",
-        "headers": { "content-type": "application/json" },
-        "requestContext": {
-            "accountId": "internal",
-            "apiId": "internal",
-            "domainName": "internal",
-            "domainPrefix": "internal",
-            "http": { "method": "POST", "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "executor" },
-            "requestId": id.as_str(),
-            "routeKey": format!("POST {path}"),
-            "stage": "$default",
-            "time": "01/Jan/2026:00:00:00 +0000",
-            "timeEpoch": 0,
-        },
-        "body": "",
-        "isBase64Encoded": false,
-    })
+    json!({ CONTINUATION_KEY: { "executionId": id } })
 }
 
-/// The request the approval function's handler receives for `event`, as the
-/// Lambda runtime builds it.
-pub fn request_from_event(event: Value) -> Result<lambda_http::Request, serde_json::Error> {
-    lambda_http::request::from_str(&event.to_string())
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Continuation {
+    execution_id: String,
+}
+
+/// The execution a continuation event names; `None` when `event` is no
+/// continuation event (then it is an API Gateway request).
+pub(crate) fn continuation(event: &Value) -> Option<Result<ExecutionId, EventError>> {
+    let body = event.get(CONTINUATION_KEY)?;
+    let named = serde_json::from_value::<Continuation>(body.clone())
+        .map_err(|e| e.to_string())
+        .and_then(|c| ExecutionId::parse(c.execution_id).map_err(|e| e.to_string()));
+    Some(named.map_err(EventError::Continuation))
 }
 
 #[cfg(test)]
@@ -91,10 +86,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_event_is_a_request_for_the_continuation_route() {
+    fn the_event_names_the_execution_and_nothing_else_is_one() {
         let id = ExecutionId::parse("abc123").unwrap();
-        let request = request_from_event(continuation_event(&id)).unwrap();
-        assert_eq!(request.method(), http::Method::POST);
-        assert_eq!(request.uri().path(), "/internal/continuations/abc123");
+        assert_eq!(continuation(&continuation_event(&id)).unwrap().unwrap(), id);
+        assert!(continuation(&json!({"version": "2.0", "rawPath": "/api/x"})).is_none());
+        for bad in [json!({CONTINUATION_KEY: {}}), json!({CONTINUATION_KEY: {"executionId": "../x"}})] {
+            assert!(matches!(continuation(&bad), Some(Err(EventError::Continuation(_)))), "{bad}");
+        }
     }
 }

@@ -1,23 +1,26 @@
 //! The shell of the two HTTP Lambda functions (MCP and approval): wire the
-//! host from the environment, then turn API Gateway (HTTP API, payload 2.0)
-//! events into the framework-neutral host's requests and back. Buffered: no
-//! streams are opened.
+//! host from the environment, then answer each invocation. The raw event is
+//! read here: a continuation event (the approval function only) goes to
+//! `Host::continue_execution` before anything is taken for HTTP; an API
+//! Gateway event (HTTP API, payload 2.0) becomes the framework-neutral
+//! host's request, and its answer goes back. Buffered: no streams are opened.
 
+mod api_gateway;
 mod continuations;
 
-pub use continuations::{LambdaContinuations, continuation_event, request_from_event};
+pub use continuations::{LambdaContinuations, continuation_event};
+pub use lambda_runtime::Error;
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use executor_catalog::{Catalog, CatalogConfig, McpAuth, OAuthBacking, TokenKey, Vault};
 use executor_sandbox::{Limits, Sandbox};
 use executor_scheduler::EventBridgeScheduler;
 use executor_service::{Host, HostConfig, ToolkitEndpoint};
 use executor_store::DynamoStore;
 use executor_telemetry::Telemetry;
-use lambda_http::{Body, Error, Request, Response, service_fn};
+use lambda_runtime::{LambdaEvent, Runtime, service_fn};
+use serde_json::{Value, json};
 
 /// How long an answer waits for event delivery under way (docs/events.md).
 const EVENT_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
@@ -41,8 +44,10 @@ impl Routes {
     }
 }
 
-/// A function's `main`: [`run`] on the sandbox's tokio runtime.
+/// A function's `main` (call it first there): [`run`] on the sandbox's tokio runtime, in UTC.
 pub fn main(routes: Routes) -> Result<(), Error> {
+    // SAFETY: a function's `main` calls this first, before any thread starts.
+    unsafe { executor_sandbox::pin_time_zone() };
     executor_sandbox::tokio_runtime()?.block_on(run(routes))
 }
 
@@ -87,27 +92,57 @@ pub async fn run(routes: Routes) -> Result<(), Error> {
     // the main thread): its execution starts on that worker with no hand-off,
     // and the worker, idle while the next invocation is awaited, frees the
     // execution's context and prepares the next one (`executor_sandbox::tidy`).
-    let handler = service_fn(move |request: Request| {
+    let handler = service_fn(move |event: LambdaEvent<Value>| {
         let host = host.clone();
         // In the invocation's span, which the request's logs and spans belong to.
-        let handled = async move { handle(&host, routes, request).await };
+        let handled = async move { handle(&host, routes, event.payload).await };
         let answer = tokio::spawn(tracing::Instrument::in_current_span(handled));
-        async move { Ok::<_, Infallible>(answer.await.unwrap_or_else(|e| crashed(&e))) }
+        async move { answer.await.unwrap_or_else(|e| Ok(crashed(&e))).map_err(Error::from) }
     });
-    lambda_http::runtime(handler).layer(telemetry.invocations()).run().await
+    Runtime::new(handler).layer(telemetry.invocations()).run().await
 }
 
-/// Answer one API Gateway request.
-pub async fn handle(host: &Host, routes: Routes, request: Request) -> Response<Body> {
-    let (parts, body) = request.into_parts();
-    let body = match body {
-        Body::Empty => Bytes::new(),
-        Body::Text(text) => Bytes::from(text),
-        Body::Binary(bytes) => Bytes::from(bytes),
-        // Any other body kind the runtime adds later is refused, not guessed at.
-        _ => return host.body_too_large().map(|b| Body::Text(String::from_utf8_lossy(&b).into_owned())),
+/// An event this function does not take. The invocation fails, which the
+/// function's logs and its `Errors` metric show; no client ever sees it.
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    #[error(
+        "the event is no API Gateway HTTP API (payload 2.0) request: {0}; route only HTTP API integrations with \
+         payload format 2.0 to this function"
+    )]
+    NotHttp(String),
+    #[error(
+        "the continuation event is not {{\"executorContinuation\": {{\"executionId\": \"<id>\"}}}}: {0}; it is made by \
+         the MCP function (executor_lambda_shell::continuation_event)"
+    )]
+    Continuation(String),
+    #[error(
+        "a continuation event reached the MCP function; only the approval function runs them: set \
+         EXECUTOR_APPROVAL_FUNCTION on the MCP function to the approval function's name"
+    )]
+    NotHere,
+}
+
+/// Answer one invocation: a continuation (the approval function only; it
+/// runs to the end of the execution), or an API Gateway request.
+pub async fn handle(host: &Host, routes: Routes, event: Value) -> Result<Value, EventError> {
+    if let Some(id) = continuations::continuation(&event) {
+        if routes != Routes::Approvals {
+            return Err(EventError::NotHere);
+        }
+        let id = id?;
+        let answer = match host.continue_execution(&id).await {
+            Ok(result) => json!({ "executionId": id, "status": result.status() }),
+            Err(error) => json!({ "executionId": id, "error": { "code": error.code(), "message": error.to_string() } }),
+        };
+        host.settle_events(EVENT_WAIT).await;
+        return Ok(answer);
+    }
+    let event: api_gateway::Event = serde_json::from_value(event).map_err(|e| EventError::NotHttp(e.to_string()))?;
+    let request = match event.into_request() {
+        Ok(request) => request,
+        Err(reason) => return Ok(api_gateway::bad_request(&reason)),
     };
-    let request = http::Request::from_parts(parts, body);
     let response = match routes {
         Routes::Mcp => host.handle_mcp(request).await,
         Routes::Approvals => host.handle_approvals(request).await,
@@ -115,18 +150,14 @@ pub async fn handle(host: &Host, routes: Routes, request: Request) -> Response<B
     // Nothing runs once the function has answered: a delivery this request
     // started gets a moment to finish; what it leaves is retried later.
     host.settle_events(EVENT_WAIT).await;
-    response.map(|bytes| match String::from_utf8(bytes.to_vec()) {
-        Ok(text) if text.is_empty() => Body::Empty,
-        Ok(text) => Body::Text(text),
-        Err(binary) => Body::Binary(binary.into_bytes()),
-    })
+    Ok(api_gateway::answer(response))
 }
 
 /// The answer when the task handling an invocation panicked.
-fn crashed(error: &tokio::task::JoinError) -> Response<Body> {
-    let body = serde_json::json!({ "error": format!("internal error: the request failed ({error}); try it again") });
-    let mut response = Response::new(Body::Text(body.to_string()));
+fn crashed(error: &tokio::task::JoinError) -> Value {
+    let body = json!({ "error": format!("internal error: the request failed ({error}); try it again") });
+    let mut response = http::Response::new(bytes::Bytes::from(body.to_string()));
     *response.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
     response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
-    response
+    api_gateway::answer(response)
 }

@@ -27,15 +27,32 @@ pub struct Authorization {
     pub link: TokenHash,
 }
 
+/// An authorization the callback took: what it answers, and what finishing
+/// it needs (opaque to the service).
+pub struct TakenAuthorization {
+    pub authorization: Authorization,
+    /// The `state` parameter it was taken with.
+    pub state: String,
+    /// The PKCE verifier, sealed by the implementation.
+    pub sealed_verifier: String,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     #[error("no source `{0}` connects per owner (auth type oauth2); check the sources file")]
     UnknownSource(String),
     #[error(
-        "this authorization is unknown, was already used, or took longer than 10 minutes; open the connect link \
-         again to start over"
+        "this authorization is unknown, was already used, was replaced by opening the connect link again (only the \
+         latest one counts), or took longer than 10 minutes; nothing was stored: open the connect link again to start \
+         over"
     )]
     StateNotFound,
+    /// A callback is completing the pause's connection: no other authorization may start meanwhile.
+    #[error(
+        "this call's connection is being completed by another authorization right now; wait for its page, or open \
+         the link again in a few minutes"
+    )]
+    Completing,
     #[error("you have no connection to `{0}`; `GET /api/connections` lists yours")]
     NotConnected(String),
     #[error("the authorization server did not issue tokens: {0}")]
@@ -53,12 +70,20 @@ pub trait Connections: Send + Sync + std::fmt::Debug {
     async fn connected(&self, owner: &Principal) -> Result<Vec<ConnectionInfo>, ConnectError>;
 
     /// Start an authorization: store a fresh state bound to `authorization`
-    /// (with a PKCE verifier) and answer the URL to send the person to.
+    /// (with a PKCE verifier) and answer the URL to send the person to. A
+    /// pause has one state at a time: this one replaces any earlier one, which
+    /// is refused from then on (`Completing` while a callback holds it).
     async fn begin(&self, authorization: &Authorization, redirect_uri: &str) -> Result<String, ConnectError>;
 
-    /// The callback: take the state (once), exchange `code` with its
-    /// verifier, store the owner's tokens, and say what it was for.
-    async fn finish(&self, state: &str, code: &str, redirect_uri: &str) -> Result<Authorization, ConnectError>;
+    /// The callback's first step: take the state (once). Until it is
+    /// released, no other state can begin for its pause. Nothing is redeemed yet.
+    async fn take(&self, state: &str) -> Result<TakenAuthorization, ConnectError>;
+
+    /// Exchange `code` with the taken state's verifier and store the owner's tokens.
+    async fn finish(&self, taken: &TakenAuthorization, code: &str, redirect_uri: &str) -> Result<(), ConnectError>;
+
+    /// Forget a taken state, once the callback is done with it (whatever happened).
+    async fn release(&self, taken: &TakenAuthorization);
 
     /// Forget the owner's connection to `source`.
     async fn disconnect(&self, owner: &Principal, source: &str) -> Result<(), ConnectError>;

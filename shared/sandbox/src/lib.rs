@@ -23,7 +23,7 @@ use executor_core::{Clock, SystemClock};
 use run::Place;
 use tokio::runtime::RuntimeFlavor;
 
-pub use connections::{Authorization, ConnectError, ConnectionInfo, Connections};
+pub use connections::{Authorization, ConnectError, ConnectionInfo, Connections, TakenAuthorization};
 pub use engine::tidy;
 pub use error::SandboxError;
 pub use limits::Limits;
@@ -91,6 +91,29 @@ fn crashed(what: String) -> Outcome {
     Outcome::Failed {
         error: SandboxError::Internal { message: format!("the sandbox failed: {what}") },
         logs: Vec::new(),
+    }
+}
+
+/// Pin this process's time zone to UTC. QuickJS takes local time from the
+/// process's zone (`localtime_r`), so without it a pause made on a host in one
+/// zone and replayed on a host in another would see other local times, make a
+/// call with other arguments and fail as a non-deterministic replay.
+///
+/// # Safety
+///
+/// It sets `TZ`: call it first in `main`, before any other thread starts.
+pub unsafe fn pin_time_zone() {
+    // SAFETY: the caller guarantees no other thread reads or writes the environment meanwhile.
+    unsafe { std::env::set_var("TZ", "UTC0") };
+    // The C library reads `TZ` once, at its first local-time call: read it again now.
+    #[cfg(unix)]
+    {
+        // POSIX; the `libc` crate does not declare it.
+        unsafe extern "C" {
+            fn tzset();
+        }
+        // SAFETY: tzset only loads the zone named by `TZ` into the C library's own state.
+        unsafe { tzset() };
     }
 }
 

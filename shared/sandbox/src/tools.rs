@@ -1,6 +1,8 @@
 //! What the sandbox needs from the outside world: the tools the code may call
 //! and the policy that says which calls need a decision. The catalog implements it.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use executor_core::{ExecutionId, Principal, ToolkitName};
 use serde_json::Value;
@@ -76,7 +78,16 @@ impl CallContext {
 
 #[async_trait]
 pub trait Tools: Send + Sync {
-    /// Decide whether a call may run, before it is made.
+    /// Check a new call's arguments against its tool's input (required,
+    /// unknown, types, what the request could not carry safely), before
+    /// [`Tools::policy`] is asked: `Err(message)` fails the call at once with
+    /// `invalid_arguments`, whatever the policy would say, so nobody is asked
+    /// to approve a call that could not be made. A path the view does not
+    /// know passes (its call then says so). No default: a view that forgot to
+    /// forward it to the view it wraps would let invalid calls pause again.
+    fn validate(&self, path: &str, args: &Value) -> Result<(), String>;
+
+    /// Decide whether a call may run, before it is made (after [`Tools::validate`]).
     fn policy(&self, path: &str, args: &Value) -> Policy;
 
     /// Called once per run, the first time [`Tools::policy`] says a new call
@@ -115,6 +126,14 @@ pub trait Tools: Send + Sync {
     /// The toolkit this view of the tools is, if it is one (a toolkit's
     /// executions are resumed with that toolkit's view).
     fn toolkit(&self) -> Option<&ToolkitName> {
+        None
+    }
+
+    /// This view with `wrap` applied beneath its own rules, when it has rules
+    /// of its own over another view (a toolkit's view: its stricter actions
+    /// must apply after whatever `wrap` loosens, such as the owner's grants);
+    /// `None` for a view that is to be wrapped whole.
+    fn beneath(&self, _wrap: &dyn Fn(Arc<dyn Tools>) -> Arc<dyn Tools>) -> Option<Arc<dyn Tools>> {
         None
     }
 

@@ -96,6 +96,40 @@ async fn parallel_writes_pause_together_after_the_reads_finish() {
 }
 
 #[tokio::test]
+async fn an_invalid_call_fails_at_once_and_a_valid_write_beside_it_still_waits() {
+    // Alone, an invalid write never pauses: the code gets the error straight away.
+    let (outcome, tools) = run("return (await tools.w.create({bad: 1})).error").await;
+    let error = completed(&outcome);
+    assert_eq!(error["code"], "invalid_arguments", "{error}");
+    assert_eq!(error["message"], "unknown argument `bad`; tools.w.create takes no such argument");
+    assert!(tools.calls().is_empty());
+
+    // Beside a valid write: the invalid write, blocked call and read fail (checked
+    // before the policy), and the batch waits for the valid write alone.
+    let tools = TestTools::new();
+    let sandbox = sandbox(&tools, Limits::default());
+    let code = "const all = await Promise.all([tools.w.create({bad: 1}), tools.x.drop({bad: 1}), \
+                tools.r.get({bad: 1}), tools.w.create({title: 'ok'})]);\n\
+                return all.map(r => r.ok ? r.data.args : r.error.code)";
+    let snapshot = paused(sandbox.run(segment(code), tools.clone()).await);
+    let pending: Vec<_> = snapshot.journal.pending.iter().map(|p| (p.step, p.path.as_str())).collect();
+    assert_eq!(pending, [(3, "w.create")]);
+    let failed: Vec<_> = snapshot.journal.steps.iter().map(|s| (s.step, s.outcome.clone())).collect();
+    let invalid = |path: &str| executor_core::StepOutcome::Err {
+        code: "invalid_arguments".into(),
+        message: format!("unknown argument `bad`; tools.{path} takes no such argument"),
+    };
+    assert_eq!(failed, [(0, invalid("w.create")), (1, invalid("x.drop")), (2, invalid("r.get"))]);
+    assert!(tools.calls().is_empty(), "nothing was called");
+
+    // Approved: the failures replay as journaled, and only the valid write is made.
+    let outcome = sandbox.run(resume(&snapshot, ApprovalAction::Accept), tools.clone()).await;
+    let expected = json!(["invalid_arguments", "invalid_arguments", "invalid_arguments", {"title": "ok"}]);
+    assert_eq!(completed(&outcome), &expected);
+    assert_eq!(tools.calls(), [("w.create".to_owned(), json!({"title": "ok"}))]);
+}
+
+#[tokio::test]
 async fn consecutive_approvals_pause_again() {
     let tools = TestTools::new();
     let sandbox = sandbox(&tools, Limits::default());

@@ -30,6 +30,9 @@ struct Ticks {
 
 #[async_trait]
 impl Tools for Ticks {
+    fn validate(&self, _: &str, _: &Value) -> Result<(), String> {
+        Ok(())
+    }
     fn policy(&self, _: &str, _: &Value) -> Policy {
         Policy::Run
     }

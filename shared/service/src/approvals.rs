@@ -334,7 +334,12 @@ pub(crate) fn page(status: StatusCode, html: String) -> Response<Bytes> {
 /// A request the API did not let in (401, with the host's challenge added, or
 /// 503), in the API's error shape.
 pub(crate) fn api_error(status: StatusCode, message: &str) -> Response<Bytes> {
-    let code = if status == StatusCode::UNAUTHORIZED { "unauthorized" } else { "unavailable" };
+    let code = match status {
+        StatusCode::UNAUTHORIZED => "unauthorized",
+        // The only 403 of the API: a key or token scoped to a toolkit, used outside it.
+        StatusCode::FORBIDDEN => "forbidden_scope",
+        _ => "unavailable",
+    };
     api_json(status, &json!({"error": {"code": code, "message": message}}))
 }
 

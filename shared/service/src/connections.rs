@@ -5,6 +5,13 @@
 //! call is made at most once). The owner lists and removes connections with
 //! `GET /api/connections` and `DELETE /api/connections/{source}`.
 //!
+//! A state dies with its pause. A pause has one state at a time (opening a
+//! connect link again replaces it), and the callback redeems a code only
+//! while the pause still waits for that connection through the link the state
+//! began with: after the pause was decided, connected or expired, a state is
+//! refused before its code is exchanged, so nothing is stored. While a
+//! callback completes a state, no other state can begin for the pause.
+//!
 //! Which process runs the continuation: the callback, always, in every
 //! elicitation mode (the person is at the page, and the tokens were just
 //! stored). A model-mode `resume` with `pauseId` and `accept` afterwards
@@ -16,10 +23,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use executor_core::{ApprovalAction, ExecutionId, ExecutionState, Principal, ToolkitName};
+use executor_core::{ApprovalAction, Execution, ExecutionId, ExecutionState, Principal, ToolkitName};
 use executor_sandbox::{
-    Authorization, CallContext, ConnectError, Connections, PathFilter, Policy, ToolError, ToolOutcome, ToolSuccess,
-    Tools,
+    Authorization, CallContext, ConnectError, Connections, PathFilter, Policy, TakenAuthorization, ToolError,
+    ToolOutcome, ToolSuccess, Tools,
 };
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use serde_json::{Value, json};
@@ -56,6 +63,10 @@ impl Connected {
 
 #[async_trait]
 impl Tools for Connected {
+    fn validate(&self, path: &str, args: &Value) -> Result<(), String> {
+        self.inner.validate(path, args)
+    }
+
     fn policy(&self, path: &str, args: &Value) -> Policy {
         // Only for a tool this view has: a hidden or unknown one answers as if it did not exist.
         if let Some(source) = self.connections.source_of(path)
@@ -134,8 +145,8 @@ impl ConnectRoutes {
     }
 
     /// `GET /oauth/connect/{executionId}?token=...`: the paused call's link
-    /// starts the authorization (a fresh state) and sends the person to the
-    /// authorization server.
+    /// starts the authorization (a fresh state, replacing the pause's earlier
+    /// one) and sends the person to the authorization server.
     pub async fn connect(&self, request: &Request<Bytes>, base_url: &str) -> Response<Bytes> {
         let id = request.uri().path().strip_prefix(CONNECT_PREFIX).map(|id| id.trim_end_matches('/'));
         let Some(Ok(id)) = id.map(ExecutionId::parse) else { return not_found() };
@@ -165,8 +176,9 @@ impl ConnectRoutes {
         }
     }
 
-    /// `GET /oauth/callback?code=...&state=...`: store the owner's tokens and
-    /// continue the execution the authorization was for.
+    /// `GET /oauth/callback?code=...&state=...`: take the state, store the
+    /// owner's tokens if its pause still waits for them, and continue the
+    /// execution; then forget the state.
     pub async fn callback(&self, request: &Request<Bytes>, base_url: &str) -> Response<Bytes> {
         if let Some(error) = query_param(request, "error") {
             let text = format!(
@@ -179,14 +191,37 @@ impl ConnectRoutes {
             let text = "This address is where the authorization server sends you back, with `code` and `state`.";
             return page(StatusCode::BAD_REQUEST, approval_page::message("Nothing to connect", text, None));
         };
-        let authorization = match self.connections.finish(&state, &code, &redirect_uri(base_url)).await {
-            Ok(authorization) => authorization,
+        let taken = match self.connections.take(&state).await {
+            Ok(taken) => taken,
             Err(error) => return connect_error_page(&error),
         };
-        crate::spans::record("executor.execution.id", authorization.execution_id.as_str());
+        crate::spans::record("executor.execution.id", taken.authorization.execution_id.as_str());
+        let response = self.complete(&taken, &code, base_url).await;
+        self.connections.release(&taken).await;
+        response
+    }
+
+    /// The callback with its state taken: the pause is checked before the
+    /// code is redeemed, so a state of a pause that no longer waits stores nothing.
+    async fn complete(&self, taken: &TakenAuthorization, code: &str, base_url: &str) -> Response<Bytes> {
+        let authorization = &taken.authorization;
         let (id, link) = (&authorization.execution_id, &authorization.link);
-        let tools = self.tools.clone();
-        let result = self.executions.decide_with_link_hash(id, link, ApprovalAction::Accept, tools).await;
+        let waiting = match self.executions.view_with_link_hash(id, link).await {
+            Ok(execution) => waits_for(&execution, authorization),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = waiting {
+            tracing::warn!(
+                executor.execution.id = id.as_str(),
+                source = authorization.source,
+                "an OAuth callback for a pause that no longer waits was refused; nothing was stored"
+            );
+            return no_longer_waiting_page(&error);
+        }
+        if let Err(error) = self.connections.finish(taken, code, &redirect_uri(base_url)).await {
+            return connect_error_page(&error);
+        }
+        let result = self.executions.decide_with_link_hash(id, link, ApprovalAction::Accept, self.tools.clone()).await;
         outcome_page(&authorization.source, result, base_url)
     }
 
@@ -292,11 +327,50 @@ fn resume_error_page(error: &ResumeError) -> Response<Bytes> {
     }
 }
 
+/// Whether `execution` still waits for the connection `authorization` was
+/// begun for: paused at that call, of that source.
+fn waits_for(execution: &Execution, authorization: &Authorization) -> Result<(), ResumeError> {
+    let call = execution.journal.pending.first();
+    let at_the_call = call.is_some_and(|call| {
+        call.step == authorization.step && call.connect.as_deref() == Some(authorization.source.as_str())
+    });
+    match execution.state {
+        ExecutionState::Paused { .. } if at_the_call => Ok(()),
+        ExecutionState::Expired => Err(ResumeError::Expired(execution.id.clone())),
+        _ => Err(ResumeError::AlreadySettled(execution.id.clone())),
+    }
+}
+
+/// A callback whose pause no longer waits for it: refused, nothing stored.
+fn no_longer_waiting_page(error: &ResumeError) -> Response<Bytes> {
+    let (status, why) = match error {
+        ResumeError::AlreadySettled(_) => (
+            StatusCode::CONFLICT,
+            "The call this authorization was for was already decided or connected, so the authorization no longer \
+             counts",
+        ),
+        ResumeError::Expired(_) => {
+            (StatusCode::GONE, "The call this authorization was for expired before the authorization came back")
+        }
+        ResumeError::NotFound(_) => (
+            StatusCode::NOT_FOUND,
+            "The call this authorization was for no longer waits for it (it was decided, or its link was replaced)",
+        ),
+        other => return resume_error_page(other),
+    };
+    let text = format!(
+        "{why}: nothing was stored, and your account was not connected. If the call still needs a connection, ask \
+         the agent to run the code again."
+    );
+    page(status, approval_page::message("Not connected", &text, None))
+}
+
 fn connect_error_page(error: &ConnectError) -> Response<Bytes> {
     let status = match error {
         ConnectError::StateNotFound | ConnectError::UnknownSource(_) | ConnectError::NotConnected(_) => {
             StatusCode::BAD_REQUEST
         }
+        ConnectError::Completing => StatusCode::CONFLICT,
         ConnectError::Refused(_) => StatusCode::BAD_GATEWAY,
         ConnectError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
     };

@@ -2,15 +2,13 @@
 //! answer (a Lambda function freezes once it has answered): the run stops at
 //! its next safe point (no call in flight, none waiting for a decision), its
 //! journal is stored, and another invocation is asked to replay it and go on.
-//! On AWS that is the approval function, invoked asynchronously; the local
-//! host needs none of this (its runs go on in a background task).
+//! On AWS that is the approval function, invoked asynchronously with an event
+//! of its own (never an HTTP request: no path or header reaches it), which
+//! calls `Host::continue_execution`; the local host needs none of this (its
+//! runs go on in a background task).
 
 use async_trait::async_trait;
 use executor_core::ExecutionId;
-
-/// Where the approval function takes a continuation: a path API Gateway
-/// routes nowhere, so only a direct invocation reaches it.
-pub const CONTINUATION_PATH: &str = "/internal/continuations/";
 
 /// Starts the continuation of a handed-on execution in another invocation.
 #[async_trait]

@@ -261,9 +261,15 @@ impl Executions {
 
     /// `tools` as `owner`'s code sees them: with the owner's live grants
     /// applied, and the owner's connections to per-owner sources.
+    /// The grants go beneath a toolkit's rules, so they loosen only what the
+    /// sources ask, never the toolkit's own `approve`.
     fn granted(&self, owner: &Principal, tools: Arc<dyn Tools>) -> Arc<dyn Tools> {
         let tools = match &self.grants {
-            Some(grants) => grants.tools_for(owner, tools),
+            Some(grants) => {
+                let endpoint = tools.toolkit().cloned();
+                let grant = |inner: Arc<dyn Tools>| grants.tools_for(owner, endpoint.as_ref(), inner);
+                tools.beneath(&grant).unwrap_or_else(|| grant(tools.clone()))
+            }
             None => tools,
         };
         match &self.connections {
@@ -531,8 +537,17 @@ impl Executions {
     /// The execution an open approval link shows; an expired one is marked so.
     /// The link that decided says so (a reload after the click), like `decide_with_link`.
     pub async fn view_with_link(&self, id: &ExecutionId, token: &str) -> Result<Execution, ResumeError> {
+        self.view_with_link_hash(id, &ApprovalToken::hash_of(token)).await
+    }
+
+    /// [`Executions::view_with_link`] by the link's hash (a connect callback's).
+    pub(crate) async fn view_with_link_hash(
+        &self,
+        id: &ExecutionId,
+        hash: &TokenHash,
+    ) -> Result<Execution, ResumeError> {
         let execution = self.load(Access::Internal, id).await?;
-        match execution.links.status(&ApprovalToken::hash_of(token)) {
+        match execution.links.status(hash) {
             LinkStatus::Open => Ok(execution),
             LinkStatus::Spent => Err(ResumeError::AlreadySettled(id.clone())),
             LinkStatus::Unknown => Err(ResumeError::NotFound(id.clone())),
@@ -673,7 +688,7 @@ impl Executions {
     ) -> Arc<dyn Tools> {
         if let (Some(grants), ApprovalAction::Accept, Some(by)) = (&self.grants, action, remember) {
             let pending = execution.journal.pending.iter().map(|call| call.path.as_str());
-            if let Err(error) = grants.remember(&execution.owner, pending, by).await {
+            if let Err(error) = grants.remember(&execution.owner, execution.toolkit.as_ref(), pending, by).await {
                 tracing::warn!(executor.execution.id = execution.id.as_str(), %error, "the grant could not be stored");
             }
         }

@@ -32,18 +32,32 @@ impl Grants {
         Self { store, clock, ttl }
     }
 
-    /// `tools` as `owner`'s code sees them: a call that needs approval runs
-    /// when the owner has a live grant for its tool. Blocked stays blocked.
-    /// The grants are read when the run first meets a call that needs approval.
-    pub fn tools_for(&self, owner: &Principal, tools: Arc<dyn Tools>) -> Arc<dyn Tools> {
-        Arc::new(Granted { inner: tools, owner: owner.clone(), store: self.store.clone(), granted: OnceCell::new() })
+    /// `tools` as `owner`'s code sees them on `endpoint` (`None`: `/mcp`): a
+    /// call that needs approval runs when the owner has a live grant for its
+    /// tool that applies there. Blocked stays blocked. The grants are read
+    /// when the run first meets a call that needs approval.
+    pub fn tools_for(
+        &self,
+        owner: &Principal,
+        endpoint: Option<&ToolkitName>,
+        tools: Arc<dyn Tools>,
+    ) -> Arc<dyn Tools> {
+        Arc::new(Granted {
+            inner: tools,
+            owner: owner.clone(),
+            endpoint: endpoint.cloned(),
+            store: self.store.clone(),
+            granted: OnceCell::new(),
+        })
     }
 
-    /// "Always allow" each of `tools` for `owner`. A tool already granted
-    /// (a concurrent answer) keeps its grant.
+    /// "Always allow" each of `tools` for `owner`, on `toolkit`'s endpoint
+    /// only when the pause was a toolkit's (`None`: everywhere). A tool
+    /// already granted (a concurrent answer) keeps its grant.
     pub async fn remember<'a>(
         &self,
         owner: &Principal,
+        toolkit: Option<&ToolkitName>,
         tools: impl IntoIterator<Item = &'a str>,
         by: GrantedBy,
     ) -> Result<(), StoreError> {
@@ -52,7 +66,7 @@ impl Grants {
         for tool in unique {
             let id = crate::random::grant_id()
                 .map_err(|e| StoreError::Backend { operation: "draw a grant id", detail: e.to_string() })?;
-            let grant = Grant::new(id, owner.clone(), tool, by, now, self.ttl);
+            let grant = Grant::new(id, owner.clone(), tool, by, now, self.ttl).in_toolkit(toolkit.cloned());
             match self.store.create_grant(&grant).await {
                 Ok(()) | Err(StoreError::AlreadyExists { .. }) => {}
                 Err(e) => return Err(e),
@@ -112,6 +126,7 @@ fn grant_json(grant: &Grant) -> Value {
         "grantedBy": grant.granted_by.as_str(),
         "createdAt": grant.created_at.to_rfc3339(),
         "expiresAt": grant.expires_at.to_rfc3339(),
+        "toolkit": grant.toolkit.as_ref().map(ToolkitName::as_str),
     })
 }
 
@@ -127,6 +142,9 @@ fn unavailable(error: &StoreError) -> Response<Bytes> {
 struct Granted {
     inner: Arc<dyn Tools>,
     owner: Principal,
+    /// The toolkit whose endpoint the run is on: grants given for another
+    /// toolkit do not apply.
+    endpoint: Option<ToolkitName>,
     store: Arc<dyn GrantStore>,
     /// The granted tools, once a call of this run needed approval.
     granted: OnceCell<HashSet<String>>,
@@ -142,6 +160,11 @@ fn with_grant(policy: Policy, granted: bool) -> Policy {
 
 #[async_trait]
 impl Tools for Granted {
+    // A grant skips the question, never the check: an invalid call fails as it would without one.
+    fn validate(&self, path: &str, args: &Value) -> Result<(), String> {
+        self.inner.validate(path, args)
+    }
+
     fn policy(&self, path: &str, args: &Value) -> Policy {
         let granted = self.granted.get().is_some_and(|tools| tools.contains(path));
         with_grant(self.inner.policy(path, args), granted)
@@ -153,7 +176,9 @@ impl Tools for Granted {
         self.granted
             .get_or_init(|| async {
                 match self.store.list_grants(&self.owner).await {
-                    Ok(grants) => grants.into_iter().map(|g| g.tool).collect(),
+                    Ok(grants) => {
+                        grants.into_iter().filter(|g| g.applies_on(self.endpoint.as_ref())).map(|g| g.tool).collect()
+                    }
                     Err(error) => {
                         tracing::warn!(%error, "grants could not be read; calls that need approval ask for it");
                         HashSet::new()
@@ -209,6 +234,10 @@ mod tests {
 
     #[async_trait]
     impl Tools for Strict {
+        fn validate(&self, _: &str, args: &Value) -> Result<(), String> {
+            if args.get("bad").is_some() { Err("unknown argument `bad`".into()) } else { Ok(()) }
+        }
+
         fn policy(&self, path: &str, _: &Value) -> Policy {
             Policy::NeedsApproval { message: format!("{path}?") }
         }
@@ -236,15 +265,25 @@ mod tests {
         let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
         let owner = Principal::parse("alice").unwrap();
         let grants = Grants::new(store, Arc::new(SystemClock), Duration::from_secs(60));
-        grants.remember(&owner, ["w.create"], GrantedBy::ApprovalPage).await.unwrap();
-        let strict = ToolkitName::parse("strict").unwrap();
-        let tools = grants.tools_for(&owner, Arc::new(Strict(strict.clone())));
+        let (strict, other) = (ToolkitName::parse("strict").unwrap(), ToolkitName::parse("other").unwrap());
+        grants.remember(&owner, None, ["w.create"], GrantedBy::ApprovalPage).await.unwrap();
+        grants.remember(&owner, Some(&strict), ["w.update"], GrantedBy::OwnerApi).await.unwrap();
+        grants.remember(&owner, Some(&other), ["w.delete"], GrantedBy::OwnerApi).await.unwrap();
+        let tools = grants.tools_for(&owner, Some(&strict), Arc::new(Strict(strict.clone())));
         // Its executions are the toolkit's: they continue in its view.
         assert_eq!(tools.toolkit(), Some(&strict));
         assert_eq!(tools.policy("w.create", &json!({})), Policy::NeedsApproval { message: "w.create?".into() });
         tools.prepare_approvals().await;
-        assert_eq!(tools.policy("w.create", &json!({})), Policy::Run, "granted, once read");
-        assert!(matches!(tools.policy("w.delete", &json!({})), Policy::NeedsApproval { .. }));
+        assert_eq!(tools.policy("w.create", &json!({})), Policy::Run, "granted on /mcp, once read");
+        let invalid = tools.validate("w.create", &json!({"bad": 1}));
+        assert_eq!(invalid, Err("unknown argument `bad`".into()), "a grant skips the question, never the check");
+        assert_eq!(tools.policy("w.update", &json!({})), Policy::Run, "granted on this toolkit");
+        assert!(matches!(tools.policy("w.delete", &json!({})), Policy::NeedsApproval { .. }), "another toolkit's");
+        // On /mcp, only the grant given there applies.
+        let mcp = grants.tools_for(&owner, None, Arc::new(Strict(strict.clone())));
+        mcp.prepare_approvals().await;
+        assert_eq!(mcp.policy("w.create", &json!({})), Policy::Run);
+        assert!(matches!(mcp.policy("w.update", &json!({})), Policy::NeedsApproval { .. }), "a toolkit's grant");
     }
 
     #[test]

@@ -39,7 +39,7 @@ use crate::quotas::QuotaGate;
 use crate::responses::{json_response, preflight, rpc_error, text, with_cors};
 use crate::sessions::{SESSION_HEADER, STATELESS_VERSION, Sessions};
 use crate::toolkits::TOOLKITS_PATH;
-use crate::{Alarms, CONTINUATION_PATH, Events, Executions, spans};
+use crate::{Alarms, Events, ExecutionResult, Executions, ResumeError, spans};
 
 type McpService = StreamableHttpService<McpServer, LocalSessionManager>;
 
@@ -271,11 +271,6 @@ impl Host {
 
     async fn route_approvals(&self, request: Request<Bytes>) -> Response<Bytes> {
         let path = request.uri().path();
-        if request.method() == Method::POST
-            && let Some(id) = path.strip_prefix(CONTINUATION_PATH)
-        {
-            return self.continue_handed_on(id).await;
-        }
         if path.starts_with("/approvals/") {
             let secure = self.base_url(request.headers()).starts_with("https://");
             return self.approvals.page(&request, secure).await;
@@ -346,23 +341,20 @@ impl Host {
         text(StatusCode::NOT_FOUND, "not found")
     }
 
-    /// A continuation the MCP function handed on (an asynchronous invocation
-    /// of the approval function; API Gateway routes nothing here). It runs to
-    /// the end before answering; nobody reads the answer but the logs.
-    async fn continue_handed_on(&self, id: &str) -> Response<Bytes> {
-        let Ok(id) = ExecutionId::parse(id) else {
-            return text(StatusCode::NOT_FOUND, "not found");
-        };
-        match self.executions.continue_handed_on(&id, self.tools.clone()).await {
+    /// Continue an execution the MCP function handed on: claim it (one
+    /// winner; a second delivery finds it claimed) and run it to its end. On
+    /// AWS the approval function's shell calls this for a continuation event,
+    /// which no HTTP request can be; nobody reads the outcome but the logs.
+    pub async fn continue_execution(&self, id: &ExecutionId) -> Result<ExecutionResult, ResumeError> {
+        self.sweep_events();
+        let outcome = self.executions.continue_handed_on(id, self.tools.clone()).await;
+        match &outcome {
             Ok(result) => {
-                let status = result.status();
-                with_cors(json_response(StatusCode::OK, &json!({ "executionId": id, "status": status })))
+                tracing::info!(executor.execution.id = id.as_str(), status = result.status(), "continuation ended")
             }
-            Err(error) => {
-                tracing::warn!(executor.execution.id = id.as_str(), %error, "continuation not run");
-                json_response(StatusCode::CONFLICT, &crate::results::resume_error(&error))
-            }
+            Err(error) => tracing::warn!(executor.execution.id = id.as_str(), %error, "continuation not run"),
         }
+        outcome
     }
 
     /// `/mcp` (`toolkit` is `None`) or a toolkit's endpoint.
@@ -382,8 +374,8 @@ impl Host {
             None => &self.mcp,
         };
         match *request.method() {
-            Method::POST => self.post(request, owner, endpoint).await,
-            Method::DELETE => self.sessions.end(request.headers(), &owner).await,
+            Method::POST => self.post(request, owner, endpoint, toolkit).await,
+            Method::DELETE => self.sessions.end(request.headers(), &owner, toolkit).await,
             _ => {
                 let mut response =
                     rpc_error(StatusCode::METHOD_NOT_ALLOWED, -32000, "use POST; this server opens no streams");
@@ -393,7 +385,13 @@ impl Host {
         }
     }
 
-    async fn post(&self, request: Request<Bytes>, owner: Principal, endpoint: &McpEndpoint) -> Response<Bytes> {
+    async fn post(
+        &self,
+        request: Request<Bytes>,
+        owner: Principal,
+        endpoint: &McpEndpoint,
+        toolkit: Option<&ToolkitName>,
+    ) -> Response<Bytes> {
         let (mut parts, body) = request.into_parts();
         if body.len() > self.config.max_body_bytes {
             let message =
@@ -415,7 +413,7 @@ impl Host {
         record_request(&message, &parts.headers);
         let session = match parts.headers.get(SESSION_HEADER) {
             Some(_) if initialize => None,
-            Some(value) => match self.sessions.check(value, &owner).await {
+            Some(value) => match self.sessions.check(value, &owner, toolkit).await {
                 Ok(session) => {
                     spans::record("mcp.session.id", session.as_str());
                     Some(session)
@@ -440,7 +438,7 @@ impl Host {
         if !initialize || response.status() != StatusCode::OK {
             return response;
         }
-        self.sessions.start(response, &message, owner, mode).await
+        self.sessions.start(response, &message, owner, mode, toolkit).await
     }
 
     /// Native mode needs a request-state key and a 2026-07-28 client
@@ -465,8 +463,19 @@ impl Host {
         if let Some(url) = &self.config.public_url {
             return url.trim_end_matches('/').to_owned();
         }
-        let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("localhost");
-        let scheme = headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()).unwrap_or("http");
+        // Client headers: a value that is no authority (or carries userinfo)
+        // or no known scheme is ignored rather than put into links.
+        let host = headers
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .filter(|h| !h.contains('@') && h.parse::<http::uri::Authority>().is_ok())
+            .unwrap_or("localhost");
+        let proto = headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        // A proxy chain lists the client-facing scheme first.
+        let scheme = match proto.split(',').next().map(str::trim) {
+            Some(p) if p.eq_ignore_ascii_case("https") => "https",
+            _ => "http",
+        };
         format!("{scheme}://{host}")
     }
 }

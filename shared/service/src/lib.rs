@@ -31,7 +31,7 @@ mod visible;
 pub use alarms::Alarms;
 pub use auth::KEY_CACHE_TTL;
 pub use config::{ConfigError, EventsSetupError, HostConfig};
-pub use continuations::{CONTINUATION_PATH, ContinuationError, Continuations};
+pub use continuations::{ContinuationError, Continuations};
 pub use executions::{ExecutionResult, Executions, ResumeError};
 pub use grants::Grants;
 pub use host::Host;

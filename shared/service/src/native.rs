@@ -98,7 +98,10 @@ impl NativeApprovals {
         let options = SealOptions::new().associated_data(&context).ttl(self.ttl);
         let state = State { execution_id: id.clone(), step: pending.first().map_or(0, |call| call.step) };
         let sealed = self.codec.seal_with(&self.encrypt(&state, &context), &options);
-        let mut message = String::from("The code wants to make a call that needs your approval.");
+        let mut message = match pending.len() {
+            1 => String::from("The code wants to make a call that needs your approval."),
+            n => format!("The code wants to make {n} calls that need your approval; your answer decides all of them."),
+        };
         // Each call's message names the tool, what it does, its effect and the arguments (secrets redacted).
         for call in pending {
             let text = crate::visible::escape_invisible(&call.message);

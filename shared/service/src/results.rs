@@ -64,14 +64,29 @@ pub(crate) fn execution(result: &ExecutionResult, base_url: &str) -> (Value, boo
             let first = &pending[0];
             let message = match pending.len() {
                 1 => first.message.clone(),
-                n => format!("{} (and {} more call(s) in the same step)", first.message, n - 1),
+                n => format!("{n} calls of one step need approval, and one decision covers them all:\n\n{}", {
+                    let each: Vec<&str> = pending.iter().map(|call| call.message.as_str()).collect();
+                    each.join("\n\n")
+                }),
             };
+            // Every call the decision covers, so nobody approves a call they were not shown;
+            // `tool` and `args` stay the first's for older clients.
+            let calls: Vec<Value> = pending
+                .iter()
+                .map(|call| json!({ "tool": call.path, "args": call.args, "message": call.message }))
+                .collect();
             (
                 json!({
                     "status": "waiting_for_interaction",
                     "executionId": execution_id,
                     "expiresAt": expires_at.to_rfc3339(),
-                    "interaction": { "kind": "approval", "message": message, "tool": first.path, "args": first.args },
+                    "interaction": {
+                        "kind": "approval",
+                        "message": message,
+                        "tool": first.path,
+                        "args": first.args,
+                        "calls": calls,
+                    },
                     "pauseId": first.step.to_string(),
                     "decidedBy": if *mode == ElicitationMode::Native { "client" } else { "model" },
                     "logs": logs,
@@ -108,6 +123,18 @@ pub(crate) fn resume_error(error: &ResumeError) -> Value {
     json!({ "status": "error", "error": failure })
 }
 
+/// What an approval asks about: its tool, or every call one decision covers.
+fn asked(interaction: &Value) -> String {
+    let tool = interaction["tool"].as_str().unwrap_or("a tool");
+    match interaction["calls"].as_array() {
+        Some(calls) if calls.len() > 1 => {
+            let tools: Vec<&str> = calls.iter().filter_map(|call| call["tool"].as_str()).collect();
+            format!("one decision on {} calls ({}; each in interaction.calls)", calls.len(), tools.join(", "))
+        }
+        _ => tool.to_owned(),
+    }
+}
+
 /// One line for the model to act on, then the JSON.
 pub(crate) fn text(structured: &Value) -> String {
     let lead = match structured["status"].as_str() {
@@ -132,7 +159,7 @@ pub(crate) fn text(structured: &Value) -> String {
         Some("waiting_for_interaction") => format!(
             "Paused: {} needs approval. Ask the user, then call `resume` with executionId \"{}\", pauseId \"{}\" \
              and action \"accept\" or \"decline\" before {}.",
-            structured["interaction"]["tool"].as_str().unwrap_or("a tool"),
+            asked(&structured["interaction"]),
             structured["executionId"].as_str().unwrap_or(""),
             structured["pauseId"].as_str().unwrap_or(""),
             structured["expiresAt"].as_str().unwrap_or("it expires"),
@@ -192,7 +219,7 @@ mod tests {
                 ExecutionResult::Paused {
                     execution_id: id.clone(),
                     expires_at: Timestamp::from_millis(0),
-                    pending: vec![pending(2), pending(3)],
+                    pending: vec![pending(2), PendingCall::new(3, "gh.issues.close", json!({"n": 7}), "Close #7?")],
                     logs: vec![],
                     link: None,
                     mode: ElicitationMode::Model,
@@ -203,16 +230,20 @@ mod tests {
                     "expiresAt": "1970-01-01T00:00:00.000Z",
                     "interaction": {
                         "kind": "approval",
-                        "message": "Create an issue? (and 1 more call(s) in the same step)",
+                        "message": "2 calls of one step need approval, and one decision covers them all:\n\nCreate an issue?\n\nClose #7?",
                         "tool": "gh.issues.create",
                         "args": {"title": "t"},
+                        "calls": [
+                            {"tool": "gh.issues.create", "args": {"title": "t"}, "message": "Create an issue?"},
+                            {"tool": "gh.issues.close", "args": {"n": 7}, "message": "Close #7?"},
+                        ],
                     },
                     "pauseId": "2",
                     "decidedBy": "model",
                     "logs": [],
                 }),
                 false,
-                "Paused: gh.issues.create needs approval. Ask the user",
+                "Paused: one decision on 2 calls (gh.issues.create, gh.issues.close; each in interaction.calls) needs approval. Ask the user",
             ),
             (
                 ExecutionResult::Paused {
@@ -232,6 +263,7 @@ mod tests {
                         "message": "Create an issue?",
                         "tool": "gh.issues.create",
                         "args": {"title": "t"},
+                        "calls": [{"tool": "gh.issues.create", "args": {"title": "t"}, "message": "Create an issue?"}],
                     },
                     "pauseId": "2",
                     "decidedBy": "client",

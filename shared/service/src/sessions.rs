@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use executor_core::{ClientInfo, Clock, ElicitationMode, Principal, Session, SessionId};
+use executor_core::{ClientInfo, Clock, ElicitationMode, Principal, Session, SessionId, ToolkitName};
 use executor_store::{Access, SessionStore, StoreError};
 use executor_telemetry::Metric;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
@@ -52,6 +52,7 @@ impl Sessions {
         request: &Value,
         owner: Principal,
         mode: ElicitationMode,
+        endpoint: Option<&ToolkitName>,
     ) -> Response<Bytes> {
         let answered: Value = serde_json::from_slice(response.body()).unwrap_or_default();
         let Some(version) = answered["result"]["protocolVersion"].as_str() else { return response };
@@ -69,7 +70,8 @@ impl Sessions {
             Err(e) => return rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &format!("no randomness: {e}")),
         };
         let now = self.clock.now();
-        let mut session = Session::new(id, owner, now, version, client, mode, now.plus(self.retention));
+        let mut session = Session::new(id, owner, now, version, client, mode, now.plus(self.retention))
+            .on_endpoint(endpoint.cloned());
         let alarm = self.alarms.first_alarm(&mut session);
         if let Err(e) = self.store.create_session(&session).await {
             return rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &format!("could not start a session: {e}"));
@@ -90,13 +92,20 @@ impl Sessions {
         response
     }
 
-    /// The caller's live session, its activity marked (at most once per
-    /// `activity_interval`), or 404 "Session not found".
-    pub async fn check(&self, value: &HeaderValue, owner: &Principal) -> Result<SessionId, Response<Bytes>> {
+    /// The caller's live session on `endpoint` (`None`: `/mcp`), its activity
+    /// marked (at most once per `activity_interval`), or 404 "Session not
+    /// found": another endpoint's session is as unknown as a missing one, so
+    /// a key scoped to a toolkit cannot use or end a session of `/mcp`.
+    pub async fn check(
+        &self,
+        value: &HeaderValue,
+        owner: &Principal,
+        endpoint: Option<&ToolkitName>,
+    ) -> Result<SessionId, Response<Bytes>> {
         let not_found = || rpc_error(StatusCode::NOT_FOUND, -32001, "Session not found");
         let id = value.to_str().ok().and_then(|v| SessionId::parse(v).ok()).ok_or_else(not_found)?;
         let session = match self.store.get_session(Access::Owner(owner), &id).await {
-            Ok(session) if session.is_active() => session,
+            Ok(session) if session.is_active() && session.toolkit.as_ref() == endpoint => session,
             Ok(_) | Err(StoreError::NotFound { .. }) => return Err(not_found()),
             Err(e) => return Err(rpc_error(StatusCode::SERVICE_UNAVAILABLE, -32603, &e.to_string())),
         };
@@ -134,12 +143,12 @@ impl Sessions {
         }
     }
 
-    /// `DELETE /mcp`: end the caller's session.
-    pub async fn end(&self, headers: &HeaderMap, owner: &Principal) -> Response<Bytes> {
+    /// `DELETE /mcp` (or a toolkit's endpoint): end the caller's session there.
+    pub async fn end(&self, headers: &HeaderMap, owner: &Principal, endpoint: Option<&ToolkitName>) -> Response<Bytes> {
         let Some(value) = headers.get(SESSION_HEADER) else {
             return rpc_error(StatusCode::BAD_REQUEST, -32600, "DELETE needs the Mcp-Session-Id header");
         };
-        let id = match self.check(value, owner).await {
+        let id = match self.check(value, owner, endpoint).await {
             Ok(id) => id,
             Err(response) => return response,
         };

@@ -16,6 +16,7 @@ use executor_core::{
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
+use crate::data_dir::{self, Exposed};
 use crate::records::{self, API_KEY, CONNECTION, EVENT, EXECUTION, GRANT, OAUTH_CLIENT, OAUTH_STATE, SESSION};
 
 #[path = "embedded_quota.rs"]
@@ -49,11 +50,16 @@ pub struct EmbeddedStore {
 }
 
 impl EmbeddedStore {
-    /// Open (or create) the store in `data_dir`, creating the directory if needed.
+    /// Open (or create) the store in `data_dir`, creating the directory if
+    /// needed. What this creates is private to its user (the directory 0700,
+    /// the store file 0600); [`EmbeddedStore::exposed`] reports what is not.
     pub fn open(data_dir: &Path) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(data_dir)
+        crate::create_data_dir(data_dir)
             .map_err(|e| StoreError::backend("create the data directory", format!("{}: {e}", data_dir.display())))?;
         let path = data_dir.join(FILE_NAME);
+        // Made here, before redb opens it, so that it is never readable by others.
+        data_dir::create_private_file(&path)
+            .map_err(|e| StoreError::backend("create the embedded store", format!("{}: {e}", path.display())))?;
         let db = Database::create(&path).map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => StoreError::backend(
                 "open the embedded store",
@@ -78,6 +84,13 @@ impl EmbeddedStore {
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
+    }
+
+    /// The data directory and store file in `data_dir` if other users of the
+    /// machine may open them (made so before this version, or by hand): each
+    /// says the `chmod` that makes it private. Nothing is changed.
+    pub fn exposed(data_dir: &Path) -> Vec<Exposed> {
+        data_dir::exposed(data_dir, &data_dir.join(FILE_NAME))
     }
 
     /// Delete items past their `expires_at` (DynamoDB's TTL does this on AWS).
@@ -524,7 +537,7 @@ impl GrantStore for EmbeddedStore {
     async fn create_grant(&self, grant: &Grant) -> Result<(), StoreError> {
         traced("store.create_grant", BACKEND, async {
             let body = records::encode_small(GRANT, grant)?;
-            let (pk, sk) = (records::grants_pk(&grant.owner), records::grant_sk(&grant.tool));
+            let (pk, sk) = (records::grants_pk(&grant.owner), records::grant_sk(grant));
             let now = self.clock.now();
             self.write("create a grant", move |txn| {
                 let mut table = txn.open_table(ITEMS)?;
@@ -707,14 +720,16 @@ impl ConnectionStore for EmbeddedStore {
         .await
     }
 
-    async fn create_oauth_state(&self, state: &OAuthState) -> Result<(), StoreError> {
-        traced("store.create_oauth_state", BACKEND, async {
-            let body = records::encode_small(OAUTH_STATE, state)?;
-            let pk = records::oauth_state_pk(&state.hash);
+    async fn put_oauth_state(&self, state: &OAuthState) -> Result<(), StoreError> {
+        traced("store.put_oauth_state", BACKEND, async {
+            let body = records::encode_small(OAUTH_STATE, &StoredState { state: state.clone(), taken: false })?;
+            let pk = records::oauth_state_pk(&state.execution_id);
+            let now = self.clock.now();
             self.write("store an OAuth state", move |txn| {
                 let mut table = txn.open_table(ITEMS)?;
-                if table.get((pk.as_str(), records::OAUTH_STATE_SK))?.is_some() {
-                    return Err(Failure::Store(StoreError::AlreadyExists { what: OAUTH_STATE }));
+                let stored = stored_state(&table, &pk)?;
+                if stored.is_some_and(|stored| stored.taken && now < stored.state.expires_at) {
+                    return Err(Failure::Store(StoreError::Conflict { what: OAUTH_STATE }));
                 }
                 table.insert((pk.as_str(), records::OAUTH_STATE_SK), body.as_slice())?;
                 Ok(())
@@ -724,25 +739,56 @@ impl ConnectionStore for EmbeddedStore {
         .await
     }
 
-    async fn take_oauth_state(&self, hash: &TokenHash) -> Result<OAuthState, StoreError> {
+    async fn take_oauth_state(&self, execution: &ExecutionId, hash: &TokenHash) -> Result<OAuthState, StoreError> {
         traced("store.take_oauth_state", BACKEND, async {
-            let pk = records::oauth_state_pk(hash);
-            let now = self.clock.now();
+            let pk = records::oauth_state_pk(execution);
+            let (hash, now) = (hash.clone(), self.clock.now());
             self.write("take an OAuth state", move |txn| {
                 let mut table = txn.open_table(ITEMS)?;
-                let removed = table.remove((pk.as_str(), records::OAUTH_STATE_SK))?;
-                let Some(bytes) = removed else {
+                let Some(mut stored) = stored_state(&table, &pk)?
+                    .filter(|stored| stored.state.hash == hash && !stored.taken && now < stored.state.expires_at)
+                else {
                     return Err(Failure::Store(StoreError::NotFound { what: OAUTH_STATE }));
                 };
-                let state: OAuthState = records::decode(OAUTH_STATE, bytes.value()).map_err(Failure::Store)?;
-                match now < state.expires_at {
-                    true => Ok(state),
-                    false => Err(Failure::Store(StoreError::NotFound { what: OAUTH_STATE })),
-                }
+                stored.taken = true;
+                let body = records::encode_small(OAUTH_STATE, &stored).map_err(Failure::Store)?;
+                table.insert((pk.as_str(), records::OAUTH_STATE_SK), body.as_slice())?;
+                Ok(stored.state)
             })
             .await
         })
         .await
+    }
+
+    async fn release_oauth_state(&self, execution: &ExecutionId, hash: &TokenHash) -> Result<(), StoreError> {
+        traced("store.release_oauth_state", BACKEND, async {
+            let pk = records::oauth_state_pk(execution);
+            let hash = hash.clone();
+            self.write("release an OAuth state", move |txn| {
+                let mut table = txn.open_table(ITEMS)?;
+                if stored_state(&table, &pk)?.is_some_and(|stored| stored.state.hash == hash) {
+                    table.remove((pk.as_str(), records::OAUTH_STATE_SK))?;
+                }
+                Ok(())
+            })
+            .await
+        })
+        .await
+    }
+}
+
+/// An execution's authorization in progress, and whether a callback holds it.
+#[derive(Serialize, Deserialize)]
+struct StoredState {
+    #[serde(flatten)]
+    state: OAuthState,
+    taken: bool,
+}
+
+fn stored_state(table: &redb::Table<(&str, &str), &[u8]>, pk: &str) -> Result<Option<StoredState>, Failure> {
+    match table.get((pk, records::OAUTH_STATE_SK))? {
+        Some(value) => Ok(Some(records::decode(OAUTH_STATE, value.value()).map_err(Failure::Store)?)),
+        None => Ok(None),
     }
 }
 

@@ -7,6 +7,7 @@
 //!
 //! The layout is documented in `docs/storage.md`.
 
+mod data_dir;
 mod dynamodb;
 mod embedded;
 mod error;
@@ -14,6 +15,7 @@ mod ports;
 mod records;
 mod traced;
 
+pub use data_dir::{Exposed, create_data_dir};
 pub use dynamodb::DynamoStore;
 pub use embedded::EmbeddedStore;
 pub use error::StoreError;

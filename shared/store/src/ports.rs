@@ -193,12 +193,20 @@ pub trait ConnectionStore: Send + Sync {
     async fn delete_connection(&self, owner: &Principal, source: &str, expected: Option<u64>)
     -> Result<(), StoreError>;
 
-    /// Store an authorization in progress (its hash is fresh: `AlreadyExists` otherwise).
-    async fn create_oauth_state(&self, state: &OAuthState) -> Result<(), StoreError>;
+    /// Store `state` as the authorization in progress of its execution, one
+    /// per execution: it replaces any earlier one (which no take finds from
+    /// then on), unless that one is taken and not yet released (`Conflict`).
+    async fn put_oauth_state(&self, state: &OAuthState) -> Result<(), StoreError>;
 
-    /// Delete the authorization stored under `hash` and return it: a state is
-    /// used once. `NotFound` when absent or expired.
-    async fn take_oauth_state(&self, hash: &TokenHash) -> Result<OAuthState, StoreError>;
+    /// Mark `execution`'s authorization taken and return it, if it is the one
+    /// whose state hashes to `hash`, live and not taken yet: a state is used
+    /// once. It stays stored (blocking puts) until released. `NotFound`
+    /// otherwise: absent, expired, replaced or already taken.
+    async fn take_oauth_state(&self, execution: &ExecutionId, hash: &TokenHash) -> Result<OAuthState, StoreError>;
+
+    /// Forget `execution`'s authorization if it is still the one under `hash`
+    /// (a no-op if it is gone or was replaced).
+    async fn release_oauth_state(&self, execution: &ExecutionId, hash: &TokenHash) -> Result<(), StoreError>;
 }
 
 /// Client registrations with the authorization servers of OAuth-protected

@@ -1,6 +1,6 @@
 //! The key layout and record encoding both adapters share (see docs/storage.md).
 
-use executor_core::{Event, Execution, ExecutionId, Principal, SessionId, Timestamp, TokenHash};
+use executor_core::{Event, Execution, ExecutionId, Grant, Principal, SessionId, Timestamp, TokenHash};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -71,9 +71,14 @@ pub(crate) fn grants_pk(owner: &Principal) -> String {
     format!("GRANTS#{owner}")
 }
 
-/// One grant per owner and tool.
-pub(crate) fn grant_sk(tool: &str) -> String {
-    format!("{GRANT_PREFIX}{tool}")
+/// One grant per owner, tool and toolkit: `GRANT#<tool>` for a grant given on
+/// `/mcp`, `GRANT#@<toolkit>/<tool>` for one given on a toolkit (no tool path
+/// starts with `@`, so the two never meet).
+pub(crate) fn grant_sk(grant: &Grant) -> String {
+    match &grant.toolkit {
+        None => format!("{GRANT_PREFIX}{}", grant.tool),
+        Some(toolkit) => format!("{GRANT_PREFIX}@{toolkit}/{}", grant.tool),
+    }
 }
 
 /// An owner's connections share one partition: listed with one query.
@@ -86,9 +91,9 @@ pub(crate) fn connection_sk(source: &str) -> String {
     format!("{CONNECTION_PREFIX}{source}")
 }
 
-/// An authorization in progress, under the hash of its `state`.
-pub(crate) fn oauth_state_pk(hash: &TokenHash) -> String {
-    format!("OAUTH#{}", hash.as_str())
+/// The authorization in progress of an execution's pause (one at a time).
+pub(crate) fn oauth_state_pk(execution: &ExecutionId) -> String {
+    format!("OAUTH#{execution}")
 }
 
 /// Oldest first: the time (zero-padded milliseconds), then the id (whose

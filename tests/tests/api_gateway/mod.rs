@@ -1,17 +1,27 @@
 //! A local stand-in for API Gateway (HTTP API, payload 2.0) in front of the
 //! Lambda functions' handler: real HTTP on 127.0.0.1 in, an API Gateway event
-//! to `executor_lambda_shell::handle`, its answer back out. Routes as the CDK
+//! to `executor_lambda_shell::handle` (the raw JSON the Lambda runtime hands
+//! it), its JSON answer back out as API Gateway turns it into HTTP. Routes as the CDK
 //! stack does: `/approvals/...`, `/api/...` and `/oauth/...` to the approval function, the
 //! rest to the MCP function, each its own host (its own "Lambda instance").
+//! [`Ledger`] is what the two functions share in the tests of handed-on runs.
+
+#![allow(dead_code)] // each test binary uses part of it
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use base64::Engine;
+use executor_catalog::{Catalog, CatalogConfig};
 use executor_lambda_shell::Routes;
-use executor_service::Host;
+use executor_sandbox::{Limits, Sandbox};
+use executor_scheduler::AlarmScheduler;
+use executor_service::{Host, HostConfig};
+use executor_store::DynamoStore;
+use executor_tests::faults::Upstream;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
@@ -45,16 +55,27 @@ async fn invoke(State(functions): State<Arc<Functions>>, request: Request) -> Re
         (Routes::Mcp, &functions.mcp)
     };
     let event = event(&parts, &body);
-    let request = lambda_http::request::from_str(&event.to_string()).expect("a valid API Gateway v2 event");
-    let response = executor_lambda_shell::handle(host, routes, request).await;
-    let (parts, body) = response.into_parts();
-    let body = match body {
-        lambda_http::Body::Empty => Body::empty(),
-        lambda_http::Body::Text(text) => Body::from(text),
-        lambda_http::Body::Binary(bytes) => Body::from(bytes),
-        other => panic!("the function answered an unexpected body {other:?}"),
+    let answer = executor_lambda_shell::handle(host, routes, event).await.expect("an API Gateway event is answered");
+    response(&answer)
+}
+
+/// The HTTP response API Gateway makes of a function's answer: each of
+/// `cookies` a `Set-Cookie`, a base64 body decoded.
+fn response(answer: &Value) -> Response {
+    let text = answer["body"].as_str().unwrap_or_default();
+    let body = match answer["isBase64Encoded"].as_bool() {
+        Some(true) => base64::engine::general_purpose::STANDARD.decode(text).expect("a base64 body"),
+        _ => text.as_bytes().to_vec(),
     };
-    Response::from_parts(parts, body)
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = http::StatusCode::from_u16(answer["statusCode"].as_u64().unwrap() as u16).unwrap();
+    let headers = answer["headers"].as_object().into_iter().flatten();
+    let cookies = answer["cookies"].as_array().into_iter().flatten().map(|c| ("set-cookie", c));
+    for (name, value) in headers.map(|(n, v)| (n.as_str(), v)).chain(cookies) {
+        let name = http::HeaderName::from_bytes(name.as_bytes()).unwrap();
+        response.headers_mut().append(name, http::HeaderValue::from_str(value.as_str().unwrap()).unwrap());
+    }
+    response
 }
 
 /// The event API Gateway sends: headers lower-cased and joined with commas,
@@ -99,4 +120,34 @@ fn event(parts: &http::request::Parts, body: &[u8]) -> Value {
         "body": body,
         "isBase64Encoded": encoded
     })
+}
+
+/// The ledger upstream and a catalog of it, and a table of their own (moto)
+/// holding alice's key: what both functions share on AWS.
+pub struct Ledger {
+    pub upstream: Upstream,
+    pub catalog: Arc<Catalog>,
+    pub store: Arc<DynamoStore>,
+    pub alice: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Ledger {
+    pub async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let upstream = Upstream::start().await;
+        let sources = CatalogConfig::load(&upstream.write_config(dir.path(), Duration::from_secs(30))).unwrap();
+        let catalog = Arc::new(Catalog::connect(&sources).await.expect("the catalog connects"));
+        let (store, _client) = executor_tests::dynamo_store().await;
+        let store = Arc::new(store);
+        let alice = executor_cli::keys::create(&*store, "alice").await.unwrap();
+        Self { upstream, catalog, store, alice, _dir: dir }
+    }
+
+    /// One function over it (its own "Lambda instance"), whose runs stop at
+    /// the configured execution limit.
+    pub fn function(&self, scheduler: Arc<dyn AlarmScheduler>, config: HostConfig) -> Host {
+        let sandbox = Sandbox::new(Limits { wall_clock: config.max_execution, ..Limits::default() });
+        Host::new(self.store.clone(), self.catalog.clone(), &["ledger".to_owned()], sandbox, scheduler, config)
+    }
 }

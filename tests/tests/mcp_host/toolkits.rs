@@ -4,13 +4,15 @@
 //!
 //! - `strict` shows `r.*`, `w.*` and `gh.*`; its policy asks before `r.*`
 //!   (tighter than the source) and says `run` for `w.*` (looser: no effect);
-//! - `reader` shows only `r.*`.
+//! - `reader` shows only `r.*`;
+//! - `careful` shows only `w.*` and asks before each (as the source does, but as its own rule).
 //!
 //! Alice's scoped key is scoped to `strict`.
 
 use std::path::Path;
 
 use executor_catalog::CatalogConfig;
+use executor_tests::raw_mcp;
 use rmcp::model::{CallToolRequestParams, ElicitationAction, ProtocolVersion};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -27,6 +29,11 @@ policy = { rules = [{ pattern = "r.*", action = "approve" }, { pattern = "w.*", 
 [[toolkits]]
 name = "reader"
 tools = ["r.*"]
+
+[[toolkits]]
+name = "careful"
+tools = ["w.*"]
+policy = { rules = [{ pattern = "w.*", action = "approve" }] }
 "#;
 
 async fn start(place: &Place) -> Running {
@@ -199,15 +206,7 @@ pub(super) async fn a_scoped_key_works_only_on_its_toolkit(deployment: Deploymen
     let scoped = host.scoped.clone().unwrap();
     let http = executor_http_client::builder().build().unwrap();
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
-    let post = |url: String, token: String| {
-        http.post(url)
-            .bearer_auth(token)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-06-18")
-            .body(list.to_string())
-            .send()
-    };
+    let post = |url: String, token: String| raw_mcp::post_in(&http, &url, &token, None, &list).send();
 
     for url in [host.url.clone(), endpoint(&host, "reader")] {
         let refused = post(url.clone(), scoped.clone()).await.unwrap();
@@ -231,5 +230,90 @@ pub(super) async fn a_scoped_key_works_only_on_its_toolkit(deployment: Deploymen
     let (read, _) = call(&client, "execute", json!({"code": "return 40 + 2"})).await;
     assert_eq!(read["result"], 42);
     client.cancel().await.unwrap();
+    host.stop().await;
+}
+
+/// A key scoped to `strict` cannot reach past it: its "always allow" is
+/// `strict`'s grant only, it cannot use or end a session of another
+/// endpoint, and its refusals say `forbidden_scope`. A grant given on `/mcp`
+/// loosens what the source asks, never a toolkit's own `approve`.
+pub(super) async fn a_scoped_key_cannot_reach_past_its_toolkit(deployment: Deployment) {
+    let place = Place::new(deployment).await;
+    let host = start(&place).await;
+    let scoped = host.scoped.clone().unwrap();
+    let http = executor_http_client::builder().build().unwrap();
+    let api = |path: &str| host.url.replace("/mcp", path);
+    let remember = json!({"action": "accept", "remember": "always"});
+
+    // The scoped key's "always allow" on its toolkit's pause is a grant of that toolkit.
+    let strict = host.client_at(&endpoint(&host, "strict"), &scoped, ProtocolVersion::V_2025_06_18).await;
+    let (paused, _) = call(&strict, "execute", json!({"code": super::WRITE})).await;
+    assert_eq!(paused["status"], "waiting_for_interaction", "{paused}");
+    let decide = |id: &Value, key: &str| {
+        http.post(api(&format!("/api/executions/{}/resume", id.as_str().unwrap())))
+            .bearer_auth(key.to_owned())
+            .json(&remember)
+            .send()
+    };
+    assert_eq!(decide(&paused["executionId"], &scoped).await.unwrap().status(), 200);
+    assert_eq!(host.tools.calls().len(), 1);
+    let grants: Value =
+        http.get(api("/api/grants")).bearer_auth(&host.token).send().await.unwrap().json().await.unwrap();
+    assert_eq!(grants["grants"].as_array().unwrap().len(), 1, "{grants}");
+    assert_eq!(grants["grants"][0]["tool"], "w.create", "{grants}");
+    assert_eq!(grants["grants"][0]["toolkit"], "strict", "{grants}");
+    // It applies on `strict`...
+    let (ran, _) = call(&strict, "execute", json!({"code": super::WRITE})).await;
+    assert_eq!(ran["status"], "completed", "{ran}");
+    assert_eq!(host.tools.calls().len(), 2);
+    // ...and nowhere else: the owner's own /mcp still asks.
+    let everything = host.client(ProtocolVersion::V_2025_06_18).await;
+    let (asked, _) = call(&everything, "execute", json!({"code": super::WRITE})).await;
+    assert_eq!(asked["status"], "waiting_for_interaction", "a toolkit's grant loosened /mcp: {asked}");
+    assert_eq!(host.tools.calls().len(), 2);
+
+    // A grant given on /mcp runs the write there, but not where a toolkit's own rule asks.
+    assert_eq!(decide(&asked["executionId"], &host.token).await.unwrap().status(), 200);
+    assert_eq!(host.tools.calls().len(), 3);
+    let (ran, _) = call(&everything, "execute", json!({"code": super::WRITE})).await;
+    assert_eq!(ran["status"], "completed", "{ran}");
+    assert_eq!(host.tools.calls().len(), 4);
+    let careful = host.client_at(&endpoint(&host, "careful"), &host.token, ProtocolVersion::V_2025_06_18).await;
+    let (still, _) = call(&careful, "execute", json!({"code": super::WRITE})).await;
+    assert_eq!(still["status"], "waiting_for_interaction", "a /mcp grant loosened a toolkit's approve: {still}");
+    assert!(still["interaction"]["message"].as_str().unwrap().contains("toolkit `careful`"), "{still}");
+    assert_eq!(host.tools.calls().len(), 4);
+
+    // Sessions belong to their endpoint: /mcp's session is unknown on `strict`, to any key.
+    let rpc = |url: String, key: &str, session: &str, body: Value| {
+        raw_mcp::post_in(&http, &url, key, Some(session), &body).send()
+    };
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let started = raw_mcp::post(&http, &host.url, &host.token, &raw_mcp::initialize("raw")).send().await.unwrap();
+    let session = started.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    for key in [&scoped, &host.token] {
+        let used = rpc(endpoint(&host, "strict"), key, &session, list.clone()).await.unwrap();
+        assert_eq!(used.status(), 404, "another endpoint's session was used");
+        let ended = http
+            .delete(endpoint(&host, "strict"))
+            .bearer_auth(key)
+            .header("mcp-session-id", &session)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ended.status(), 404, "another endpoint's session was ended");
+    }
+    assert_eq!(rpc(host.url.clone(), &host.token, &session, list.clone()).await.unwrap().status(), 200);
+
+    // A scoped key's refusal on the owner's own routes says what happened.
+    for path in ["/api/grants", "/api/connections"] {
+        let refused = http.get(api(path)).bearer_auth(&scoped).send().await.unwrap();
+        assert_eq!(refused.status(), 403, "{path}");
+        let body: Value = refused.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "forbidden_scope", "{path}: {body}");
+    }
+    for client in [strict, everything, careful] {
+        client.cancel().await.unwrap();
+    }
     host.stop().await;
 }

@@ -70,6 +70,8 @@ pub struct AuthServer {
     pub replays: Arc<AtomicUsize>,
     /// Calls `crm` answered with data.
     pub crm_calls: Arc<AtomicUsize>,
+    /// The access token of each call `crm` answered (its text names the account: `at-<account>-...`).
+    pub crm_tokens: Arc<Mutex<Vec<String>>>,
     /// Every token text issued, access and refresh: what must never be stored or logged in clear.
     pub secrets: Arc<Mutex<Vec<String>>>,
     /// The scope each authorization asked for.
@@ -215,6 +217,7 @@ async fn contacts(State(server): State<AuthServer>, headers: HeaderMap) -> Respo
         return (StatusCode::UNAUTHORIZED, "invalid or expired token").into_response();
     }
     server.crm_calls.fetch_add(1, Ordering::SeqCst);
+    server.crm_tokens.lock().unwrap().extend(token.map(str::to_owned));
     Json(json!([{"name": "Ada"}])).into_response()
 }
 
@@ -251,12 +254,41 @@ pub fn config(base: &str, dir: &std::path::Path) -> executor_catalog::CatalogCon
     executor_catalog::CatalogConfig::load(&file).unwrap()
 }
 
-/// Follow a connect link as a browser without JavaScript would: the redirect
-/// to this server's consent page, its form's "Allow", the redirect to the
-/// callback. The `redirect_uri` the form carried, and the final page.
-pub async fn allow_by_http(connect_url: &str) -> (String, String) {
-    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::limited(5)).build().unwrap();
-    let consent = http.get(connect_url).send().await.unwrap();
+/// This server's consent page, reached through a connect link (the redirect
+/// followed) and not answered yet: where its form posts, and the form.
+pub struct Consent {
+    authorize: url::Url,
+    pub form: Vec<(&'static str, String)>,
+}
+
+impl Consent {
+    /// The `state` the connect link started.
+    pub fn state(&self) -> &str {
+        &self.form.iter().find(|(name, _)| *name == "state").unwrap().1
+    }
+
+    /// "Allow" (each time as a new account), then the redirect to the
+    /// callback followed: the callback's status and page.
+    pub async fn allow(&self) -> (u16, String) {
+        let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(&self.form).finish();
+        let done = browser()
+            .post(self.authorize.join("/authorize").unwrap())
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        (done.status().as_u16(), done.text().await.unwrap())
+    }
+}
+
+fn browser() -> reqwest::Client {
+    reqwest::Client::builder().redirect(reqwest::redirect::Policy::limited(5)).build().unwrap()
+}
+
+/// Open a connect link as a browser without JavaScript would, up to the consent page.
+pub async fn open_consent(connect_url: &str) -> Consent {
+    let consent = browser().get(connect_url).send().await.unwrap();
     let authorize = consent.url().clone();
     let html = consent.text().await.unwrap();
     let field = |name: &str| {
@@ -264,16 +296,16 @@ pub async fn allow_by_http(connect_url: &str) -> (String, String) {
         let start = html.find(&marker).unwrap_or_else(|| panic!("no {name} in {html}")) + marker.len();
         html[start..].split('"').next().unwrap().replace("&amp;", "&").replace("&quot;", "\"")
     };
-    let form: Vec<(&str, String)> =
-        ["redirect_uri", "state", "code_challenge", "scope"].iter().map(|n| (*n, field(n))).collect();
-    let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(&form).finish();
-    let done = http
-        .post(authorize.join("/authorize").unwrap())
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(done.status(), 200);
-    (form[0].1.clone(), done.text().await.unwrap())
+    let form = ["redirect_uri", "state", "code_challenge", "scope"].iter().map(|n| (*n, field(n))).collect();
+    Consent { authorize, form }
+}
+
+/// Follow a connect link as a browser without JavaScript would: the redirect
+/// to this server's consent page, its form's "Allow", the redirect to the
+/// callback. The `redirect_uri` the form carried, and the final page.
+pub async fn allow_by_http(connect_url: &str) -> (String, String) {
+    let consent = open_consent(connect_url).await;
+    let (status, page) = consent.allow().await;
+    assert_eq!(status, 200, "{page}");
+    (consent.form[0].1.clone(), page)
 }

@@ -5,7 +5,9 @@ are parsed and validated by a real GraphQL engine.
 Usage: graphql_server.py TOKEN. Prints `port <n>` once listening. Requests
 must carry `Authorization: Bearer TOKEN` (else 401). `POST /graphql` runs a
 document; `GET /schema.json` is the introspection result; `GET /stats` counts
-what the mutations did.
+the documents posted and what their fields did (`createIssue` in `mutations`,
+`deleteAll` in `deletes`, `secret` in `secrets`). `deleteAll` and `secret`
+are the fields the tests' policies keep out of reach.
 """
 
 import json
@@ -24,11 +26,15 @@ type Query {
   issues(state: State): [Issue!]!
   "Always fails"
   broken: String
+  "What only an administrator may read"
+  secret: String
 }
 
 type Mutation {
   "Open an issue"
   createIssue(title: String!): Issue!
+  "Delete every issue"
+  deleteAll: Int!
 }
 
 type Issue {
@@ -36,6 +42,8 @@ type Issue {
   title: String!
   state: State!
   author: User
+  "The title after a prefix"
+  headline(prefix: String!): String!
 }
 
 type User {
@@ -48,7 +56,7 @@ enum State { OPEN CLOSED }
 schema = build_schema(SDL)
 lock = threading.Lock()
 issues = [{"id": "1", "title": "Lamp flickers", "state": "OPEN", "author": {"login": "ada"}}]
-stats = {"mutations": 0}
+stats = {"posts": 0, "mutations": 0, "deletes": 0, "secrets": 0}
 
 
 def issue(_info, id):
@@ -63,6 +71,20 @@ def broken(_info):
     raise Exception("the tracker is read-only today")
 
 
+def secret(_info):
+    with lock:
+        stats["secrets"] += 1
+    return "the launch codes"
+
+
+def delete_all(_info):
+    with lock:
+        stats["deletes"] += 1
+        deleted = len(issues)
+        issues.clear()
+    return deleted
+
+
 def create_issue(_info, title):
     with lock:
         stats["mutations"] += 1
@@ -71,7 +93,14 @@ def create_issue(_info, title):
     return created
 
 
-ROOT = {"issue": issue, "issues": list_issues, "broken": broken, "createIssue": create_issue}
+ROOT = {
+    "issue": issue,
+    "issues": list_issues,
+    "broken": broken,
+    "secret": secret,
+    "createIssue": create_issue,
+    "deleteAll": delete_all,
+}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -104,6 +133,8 @@ class Handler(BaseHTTPRequestHandler):
         if not self.authorized():
             return
         request = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        with lock:
+            stats["posts"] += 1
         result = graphql_sync(
             schema,
             request["query"],
@@ -124,6 +155,7 @@ class Handler(BaseHTTPRequestHandler):
 for type_name in ("Query", "Mutation"):
     for name, field in schema.type_map[type_name].fields.items():
         field.resolve = (lambda f: lambda _root, info, **args: f(info, **args))(ROOT[name])
+schema.type_map["Issue"].fields["headline"].resolve = lambda issue, _info, prefix: prefix + issue["title"]
 
 TOKEN = sys.argv[1]
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -326,29 +326,51 @@ pub async fn world(extra_policy: &str) -> World {
         allow_loopback = true
         timeout_ms = 5000
         max_response_bytes = 16384
+        {shop}
+        {docs}
+        "#,
+        shop = shop_source(&shop.base_url, extra_policy),
+        docs = docs_source(&docs.url),
+    );
+    let catalog = connect(dir.path(), &config).await;
+    World { shop, docs, catalog, dir }
+}
 
+/// The shop's `[[sources]]` table: `shop.yaml` at `base_url` with the
+/// shop's bearer token, and `extra` lines of the table (a policy).
+pub fn shop_source(base_url: &str, extra: &str) -> String {
+    format!(
+        r#"
         [[sources]]
         namespace = "shop"
         kind = "openapi"
         spec = "shop.yaml"
-        base_url = "{shop}"
+        base_url = "{base_url}"
         auth = {{ type = "bearer", token = "env:{TOKEN_VAR}" }}
-        {extra_policy}
+        {extra}
+        "#
+    )
+}
 
+/// The docs server's `[[sources]]` table (MCP at `url`, with its API key).
+pub fn docs_source(url: &str) -> String {
+    format!(
+        r#"
         [[sources]]
         namespace = "docs"
         kind = "mcp"
-        url = "{docs}"
+        url = "{url}"
         auth = {{ type = "api_key", name = "X-Api-Key", in = "header", value = "env:{MCP_KEY_VAR}" }}
-        "#,
-        shop = shop.base_url,
-        docs = docs.url,
-    );
-    let file = dir.path().join("executor.toml");
+        "#
+    )
+}
+
+/// The catalog of `config`, written to `dir` as `executor.toml` (so its
+/// relative paths are `dir`'s).
+pub async fn connect(dir: &std::path::Path, config: &str) -> Arc<Catalog> {
+    let file = dir.join("executor.toml");
     std::fs::write(&file, config).unwrap();
-    let config = CatalogConfig::load(&file).unwrap();
-    let catalog = Arc::new(Catalog::connect(&config).await.unwrap());
-    World { shop, docs, catalog, dir }
+    Arc::new(Catalog::connect(&CatalogConfig::load(&file).unwrap()).await.unwrap())
 }
 
 /// Run `node tests/browser/approve.mjs <url> <screenshot> <button>` with

@@ -10,6 +10,9 @@ pub struct Echo;
 
 #[async_trait]
 impl Tools for Echo {
+    fn validate(&self, _: &str, _: &Value) -> Result<(), String> {
+        Ok(())
+    }
     fn policy(&self, path: &str, _: &Value) -> Policy {
         if path.starts_with("w.") { Policy::NeedsApproval { message: "write?".into() } } else { Policy::Run }
     }

@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 pub const START: u64 = 1_700_000_000_000;
 
 /// Tools by prefix: `w.*` need approval, `x.*` are blocked, `slow.*` sleep for
-/// `args.ms`, `fail.*` fail; everything else echoes its arguments.
+/// `args.ms`, `fail.*` fail; everything else echoes its arguments. Any call
+/// with a `bad` argument is invalid.
 #[derive(Default)]
 pub struct TestTools {
     pub calls: Mutex<Vec<(String, Value, String)>>,
@@ -33,6 +34,13 @@ impl TestTools {
 
 #[async_trait]
 impl Tools for TestTools {
+    fn validate(&self, path: &str, args: &Value) -> Result<(), String> {
+        match args.get("bad") {
+            Some(_) => Err(format!("unknown argument `bad`; tools.{path} takes no such argument")),
+            None => Ok(()),
+        }
+    }
+
     fn policy(&self, path: &str, _args: &Value) -> Policy {
         if path.starts_with("w.") {
             Policy::NeedsApproval { message: format!("{path} wants to write") }

@@ -27,6 +27,10 @@ pub(crate) const CHUNK_VERSIONS: &str = "chunk_versions";
 pub(crate) const BODY: &str = "body";
 /// On grants: the grant's id, so a revoke deletes that grant and not a newer one for the same tool.
 pub(crate) const GRANT_ID: &str = "grant_id";
+/// On OAuth states: the SHA-256 of the `state` parameter, which a take must present.
+pub(crate) const STATE_HASH: &str = "state_hash";
+/// On OAuth states: whether a callback took it (then no new state replaces it until it is released).
+pub(crate) const TAKEN: &str = "taken";
 /// A fresh random id per write: how a writer recognises its own write after a
 /// lost answer, even when another writer stored an item with the same content.
 pub(crate) const WRITE_ID: &str = "write_id";

@@ -9,7 +9,7 @@
 //! - `QUOTA#<owner>` / `HOUR#<start>` and `SLOTS`: quota counters (`quota.rs`);
 //! - `GRANTS#<owner>` / `GRANT#<tool>`: a remembered approval;
 //! - `CONNS#<owner>` / `CONN#<source>`: an owner's OAuth tokens for a source (sealed);
-//! - `OAUTH#<sha256 of state>` / `STATE`: an authorization in progress;
+//! - `OAUTH#<executionId>` / `STATE`: the authorization in progress of an execution's pause;
 //! - `SOURCE#<namespace>` / `OAUTHCLIENT`: a source's client registration with
 //!   its upstream's authorization server;
 //! - `OUTBOX` / `EVENT#<time>#<id>`: an undelivered lifecycle event, written in
@@ -30,6 +30,7 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Get, Put, TransactGetItem, TransactWriteItem};
 use chunks::{Layout, Piece, Seen};
 use executor_core::{
@@ -37,8 +38,8 @@ use executor_core::{
     Session, SessionId, SourceConnection, SystemClock, Timestamp, TokenHash,
 };
 use item::{
-    BODY, CHUNK_VERSIONS, CHUNKS, EXPIRES_AT, GRANT_ID, Item, KIND, OWNER, PK, SESSION_ID, SK, STATUS, STEPS_CHUNKS,
-    VERSION, WRITE_ID, b, get_b, get_n, get_s, is_live, n, now_secs, s, ttl,
+    BODY, CHUNK_VERSIONS, CHUNKS, EXPIRES_AT, GRANT_ID, Item, KIND, OWNER, PK, SESSION_ID, SK, STATE_HASH, STATUS,
+    STEPS_CHUNKS, TAKEN, VERSION, WRITE_ID, b, get_b, get_n, get_s, is_live, n, now_secs, s, ttl,
 };
 
 use crate::records::{self, API_KEY, CONNECTION, EVENT, EXECUTION, GRANT, OAUTH_CLIENT, OAUTH_STATE, SESSION};
@@ -805,42 +806,106 @@ impl ConnectionStore for DynamoStore {
         .await
     }
 
-    async fn create_oauth_state(&self, state: &OAuthState) -> Result<(), StoreError> {
-        traced("store.create_oauth_state", BACKEND, async {
-            let body = records::encode_small(OAUTH_STATE, state)?;
-            let mut item = item::key(records::oauth_state_pk(&state.hash), records::OAUTH_STATE_SK);
+    async fn put_oauth_state(&self, state: &OAuthState) -> Result<(), StoreError> {
+        traced("store.put_oauth_state", BACKEND, async {
+            const OPERATION: &str = "store an OAuth state";
+            let pk = records::oauth_state_pk(&state.execution_id);
+            let mut item = item::key(pk.clone(), records::OAUTH_STATE_SK);
             item.insert(KIND.into(), s("oauth_state"));
             item.insert(OWNER.into(), s(state.owner.as_str()));
+            item.insert(STATE_HASH.into(), s(state.hash.as_str()));
+            item.insert(TAKEN.into(), AttributeValue::Bool(false));
             item.insert(EXPIRES_AT.into(), ttl(state.expires_at));
-            item.insert(BODY.into(), b(&body));
-            self.put(OAUTH_STATE, "store an OAuth state", item, Expect::Absent).await
+            item.insert(BODY.into(), b(&records::encode_small(OAUTH_STATE, state)?));
+            item.insert(WRITE_ID.into(), s(random_token().map_err(|e| StoreError::backend(OPERATION, e))?));
+            // Replaces whatever is stored, unless a callback holds it (taken, live).
+            let put = self
+                .client
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(item.clone()))
+                .condition_expression(format!("attribute_not_exists(pk) OR {EXPIRES_AT} <= :now OR {TAKEN} = :untaken"))
+                .expression_attribute_values(":now", now_secs(self.clock.now()))
+                .expression_attribute_values(":untaken", AttributeValue::Bool(false))
+                .send()
+                .await;
+            match put {
+                Ok(_) => Ok(()),
+                Err(SdkError::ServiceError(e))
+                    if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) =>
+                {
+                    // Our own write, if the SDK retried a request whose answer was lost.
+                    match self.get_item(OPERATION, pk, records::OAUTH_STATE_SK).await? {
+                        Some(stored) if stored == item => Ok(()),
+                        _ => Err(StoreError::Conflict { what: OAUTH_STATE }),
+                    }
+                }
+                Err(e) => Err(self.sdk_error(OPERATION, e)),
+            }
         })
         .await
     }
 
-    async fn take_oauth_state(&self, hash: &TokenHash) -> Result<OAuthState, StoreError> {
+    async fn take_oauth_state(&self, execution: &ExecutionId, hash: &TokenHash) -> Result<OAuthState, StoreError> {
         traced("store.take_oauth_state", BACKEND, async {
+            const OPERATION: &str = "take an OAuth state";
+            let pk = records::oauth_state_pk(execution);
+            let write_id = random_token().map_err(|e| StoreError::backend(OPERATION, e))?;
+            let taken = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .set_key(Some(item::key(pk.clone(), records::OAUTH_STATE_SK)))
+                .update_expression(format!("SET {TAKEN} = :taken, {WRITE_ID} = :write"))
+                .condition_expression(format!("{STATE_HASH} = :hash AND {TAKEN} = :untaken AND {EXPIRES_AT} > :now"))
+                .expression_attribute_values(":taken", AttributeValue::Bool(true))
+                .expression_attribute_values(":untaken", AttributeValue::Bool(false))
+                .expression_attribute_values(":write", s(write_id.clone()))
+                .expression_attribute_values(":hash", s(hash.as_str()))
+                .expression_attribute_values(":now", now_secs(self.clock.now()))
+                .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+                .send()
+                .await;
+            let item = match taken {
+                Ok(out) => out.attributes,
+                Err(SdkError::ServiceError(e))
+                    if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+                {
+                    // Taken by us if the SDK retried a request whose answer was lost: the write id says.
+                    self.get_item(OPERATION, pk, records::OAUTH_STATE_SK)
+                        .await?
+                        .filter(|stored| stored.get(WRITE_ID) == Some(&s(write_id.clone())))
+                }
+                Err(e) => return Err(self.sdk_error(OPERATION, e)),
+            };
+            match item {
+                Some(item) => records::decode(OAUTH_STATE, get_b(&item, BODY, OAUTH_STATE)?),
+                None => Err(StoreError::NotFound { what: OAUTH_STATE }),
+            }
+        })
+        .await
+    }
+
+    async fn release_oauth_state(&self, execution: &ExecutionId, hash: &TokenHash) -> Result<(), StoreError> {
+        traced("store.release_oauth_state", BACKEND, async {
             let deleted = self
                 .client
                 .delete_item()
                 .table_name(&self.table)
-                .set_key(Some(item::key(records::oauth_state_pk(hash), records::OAUTH_STATE_SK)))
-                .condition_expression(format!("{EXPIRES_AT} > :now"))
-                .expression_attribute_values(":now", now_secs(self.clock.now()))
-                .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+                .set_key(Some(item::key(records::oauth_state_pk(execution), records::OAUTH_STATE_SK)))
+                .condition_expression(format!("{STATE_HASH} = :hash"))
+                .expression_attribute_values(":hash", s(hash.as_str()))
                 .send()
                 .await;
             match deleted {
-                Ok(out) => match out.attributes {
-                    Some(item) => records::decode(OAUTH_STATE, get_b(&item, BODY, OAUTH_STATE)?),
-                    None => Err(StoreError::NotFound { what: OAUTH_STATE }),
-                },
+                // Gone, or replaced by a newer state: nothing of this one is left.
+                Ok(_) => Ok(()),
                 Err(SdkError::ServiceError(e))
                     if matches!(e.err(), DeleteItemError::ConditionalCheckFailedException(_)) =>
                 {
-                    Err(StoreError::NotFound { what: OAUTH_STATE })
+                    Ok(())
                 }
-                Err(e) => Err(self.sdk_error("take an OAuth state", e)),
+                Err(e) => Err(self.sdk_error("release an OAuth state", e)),
             }
         })
         .await
@@ -852,7 +917,7 @@ impl GrantStore for DynamoStore {
     async fn create_grant(&self, grant: &Grant) -> Result<(), StoreError> {
         traced("store.create_grant", BACKEND, async {
             let body = records::encode_small(GRANT, grant)?;
-            let mut item = item::key(records::grants_pk(&grant.owner), &records::grant_sk(&grant.tool));
+            let mut item = item::key(records::grants_pk(&grant.owner), &records::grant_sk(grant));
             item.insert(KIND.into(), s("grant"));
             item.insert(OWNER.into(), s(grant.owner.as_str()));
             item.insert(GRANT_ID.into(), s(grant.id.as_str()));
@@ -890,7 +955,7 @@ impl GrantStore for DynamoStore {
                 .client
                 .delete_item()
                 .table_name(&self.table)
-                .set_key(Some(item::key(records::grants_pk(&grant.owner), &records::grant_sk(&grant.tool))))
+                .set_key(Some(item::key(records::grants_pk(&grant.owner), &records::grant_sk(&grant))))
                 .condition_expression(format!("{GRANT_ID} = :id AND {EXPIRES_AT} > :now"))
                 .expression_attribute_values(":id", s(id.as_str()))
                 .expression_attribute_values(":now", now_secs(self.clock.now()))

@@ -1,0 +1,367 @@
+//! The drive loop as a state machine. A run goes through the same phases
+//! for every batch: [`Phase::Running`] until the code waits on calls,
+//! [`Phase::Planning`] them, [`Phase::Calling`] the runnable ones,
+//! [`Phase::Journaling`] every outcome, [`Phase::Delivering`] them in step
+//! order, and back to running, until an [`Exit`]. Each phase is one method
+//! of [`Driver`] that does its work and names the next phase, so the order
+//! of a replay is the order of these transitions and nothing else.
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use executor_core::{Journal, JournalStep, PendingCall, StepOutcome, Timestamp};
+use futures_util::FutureExt;
+use serde_json::{Value, json};
+use tracing::Instrument;
+
+use super::plan::{Action, is_builtin, plan};
+use super::spans::{record_call, tool_span};
+use super::{Env, Outcome, Relocate, Segment, Snapshot, Steps};
+use crate::SandboxError;
+use crate::engine::{Delivery, Engine, IssuedCall, MainState};
+use crate::source;
+use crate::tools::{CallContext, DESCRIBE_PATH, Policy, SEARCH_PATH, ToolError, ToolSuccess, Tools};
+
+/// Where a run is. Each phase does one thing and names the next.
+#[derive(Debug)]
+pub(super) enum Phase {
+    /// The code runs until it finishes or waits on tool calls.
+    Running,
+    /// The code waits on these calls, issued since the last round (a batch):
+    /// stop here if asked, else plan every one before any is made.
+    Planning(Vec<IssuedCall>),
+    /// The batch is planned: make its runnable calls, concurrently.
+    Calling(Batch),
+    /// The calls are made: record what happened to each call of the batch.
+    Journaling(Batch, Made),
+    /// Every call of the batch is journaled: hand the outcomes to the code.
+    Delivering(Vec<IssuedCall>),
+    /// The run is over.
+    Exit(Exit),
+}
+
+/// How a run ends.
+#[derive(Debug, PartialEq)]
+pub(super) enum Exit {
+    /// The code returned this.
+    Completed(Value),
+    Failed(SandboxError),
+    /// A call waits for a decision: the journal holds it as pending.
+    Paused,
+    /// Handed off ([`crate::Stop::request_hand_off`]) at a safe point with
+    /// nothing pending: the journal holds every call made.
+    HandedOff,
+    /// Past its inline budget: to start over off the worker.
+    Relocated,
+}
+
+/// A planned batch: its calls in step order, and what happens to each.
+#[derive(Debug)]
+pub(super) struct Batch {
+    calls: Vec<IssuedCall>,
+    actions: Vec<Action>,
+}
+
+/// What the calls of a batch that were made answered, one for each
+/// [`Action::Call`] in step order, and when the batch completed (the time its
+/// outcomes are journaled and delivered at).
+#[derive(Debug)]
+pub(super) struct Made {
+    results: Vec<Result<ToolSuccess, ToolError>>,
+    completed_at: Timestamp,
+}
+
+/// One run of a segment: the code in a fresh engine, driven phase by phase.
+pub(super) struct Driver<'a> {
+    /// What the run started from; its journal grows as calls complete.
+    segment: Segment,
+    env: &'a Env<'a>,
+    engine: Engine,
+    /// The code's clock: the start, then the latest delivered completion time.
+    pinned: Timestamp,
+    /// Whether `Tools::prepare_approvals` ran in this run.
+    prepared: Cell<bool>,
+    steps: &'a mut Steps,
+}
+
+impl<'a> Driver<'a> {
+    /// Run `segment` from the start of its code to its exit. `Err`: it went
+    /// past `budget` and is to start over off the worker.
+    pub(super) fn run(
+        segment: Segment,
+        env: &'a Env<'a>,
+        budget: Option<Duration>,
+        steps: &'a mut Steps,
+    ) -> Result<Outcome, Relocate> {
+        let (mut driver, mut phase) = match Self::start(segment, env, budget, steps) {
+            Ok(started) => started,
+            Err(error) => return Ok(Outcome::Failed { error, logs: Vec::new() }),
+        };
+        loop {
+            phase = match phase {
+                Phase::Exit(exit) => return driver.exit(exit),
+                phase => driver.advance(phase),
+            };
+        }
+    }
+
+    /// The code begun in a fresh engine, and the phase it is in. `Err`: it
+    /// could not start (nothing ran, so nothing was logged).
+    fn start(
+        segment: Segment,
+        env: &'a Env<'a>,
+        budget: Option<Duration>,
+        steps: &'a mut Steps,
+    ) -> Result<(Self, Phase), SandboxError> {
+        let js = source::prepare(&segment.code, env.limits)?;
+        let pinned = segment.journal.started_at;
+        let (seed, stop) = (segment.journal.seed, segment.stop.clone());
+        let engine = Engine::new(seed, pinned.as_millis() as f64, env.limits, env.deadline, stop, budget)?;
+        let mut driver = Self { segment, env, engine, pinned, prepared: Cell::new(false), steps };
+        let phase = match driver.engine.begin(&js) {
+            Ok(()) => Phase::Running,
+            Err(error) => driver.engine_error(error),
+        };
+        Ok((driver, phase))
+    }
+
+    /// One transition: the work of `phase`, and the phase that follows.
+    pub(super) fn advance(&mut self, phase: Phase) -> Phase {
+        match phase {
+            Phase::Running => self.run_until_blocked(),
+            Phase::Planning(calls) => self.plan(calls),
+            Phase::Calling(batch) => self.call(batch),
+            Phase::Journaling(batch, made) => self.journal(batch, made),
+            Phase::Delivering(calls) => self.deliver(calls),
+            Phase::Exit(exit) => Phase::Exit(exit),
+        }
+    }
+
+    /// Running: queued jobs run until the code finishes or waits on calls.
+    fn run_until_blocked(&mut self) -> Phase {
+        if let Err(error) = self.engine.run_jobs() {
+            return self.engine_error(error);
+        }
+        match self.engine.state() {
+            MainState::Completed(json) => Phase::Exit(completed(json, self.env.limits.result_bytes)),
+            MainState::Failed(error) => self.engine_error(error),
+            MainState::Pending => match self.engine.take_issued() {
+                calls if calls.is_empty() => Phase::Exit(Exit::Failed(SandboxError::NeverSettles)),
+                calls => Phase::Planning(calls),
+            },
+        }
+    }
+
+    /// Planning, with the tools: arguments first, then the policy. After the
+    /// first preparation both are asked again: it may list an owner's tools,
+    /// whose arguments only then can be checked.
+    fn plan(&self, calls: Vec<IssuedCall>) -> Phase {
+        let Env { tools, runtime, .. } = self.env;
+        let decide = |path: &str, args: &Value| {
+            let decide = || tools.validate(path, args).map(|()| tools.policy(path, args));
+            match decide() {
+                Ok(Policy::NeedsApproval { .. } | Policy::NeedsConnect { .. }) if !self.prepared.replace(true) => {
+                    wait(runtime, tools.prepare_approvals());
+                    decide()
+                }
+                decision => decision,
+            }
+        };
+        plan_batch(&self.segment, calls, decide)
+    }
+
+    /// Calling: the runnable calls, concurrently; CPU time is not counted meanwhile.
+    fn call(&mut self, batch: Batch) -> Phase {
+        let env = self.env;
+        self.steps.replayed += batch.actions.iter().filter(|a| matches!(a, Action::Replay(_))).count();
+        let runnable = batch.calls.iter().zip(&batch.actions).filter(|(_, a)| **a == Action::Call);
+        let calls = runnable.map(|(call, _)| {
+            self.steps.called += 1;
+            let ctx = CallContext { execution_id: self.segment.execution_id.clone(), step: call.step, owner: None };
+            make(env.tools.clone(), ctx, call.clone())
+        });
+        let mut all = futures_util::future::join_all(calls);
+        // Calls that finish at once (in-process tools) need no timer or runtime hand-off.
+        let results = match (&mut all).now_or_never() {
+            Some(results) => results,
+            None => {
+                let remaining = env.deadline.saturating_duration_since(Instant::now());
+                match wait(env.runtime, tokio::time::timeout(remaining, all)) {
+                    Ok(results) => results,
+                    Err(_) => {
+                        let error = SandboxError::WallClockLimit { limit: env.limits.wall_clock };
+                        return Phase::Exit(Exit::Failed(error));
+                    }
+                }
+            }
+        };
+        let made = Made { results, completed_at: env.clock.now() };
+        Phase::Journaling(batch, made)
+    }
+
+    /// Journaling. Paused if a call waits for a decision: calls already made
+    /// are journaled, nothing is delivered, so the replay re-forms this same batch.
+    fn journal(&mut self, batch: Batch, made: Made) -> Phase {
+        let pending = record_batch(&mut self.segment.journal, &batch, made);
+        self.steps.pending += pending;
+        if pending > 0 { Phase::Exit(Exit::Paused) } else { Phase::Delivering(batch.calls) }
+    }
+
+    /// Delivering: outcomes in step order, with the clock pinned to the batch.
+    fn deliver(&mut self, calls: Vec<IssuedCall>) -> Phase {
+        for call in &calls {
+            let Some(done) = self.segment.journal.completed(call.step) else {
+                unreachable!("every call of the batch is journaled")
+            };
+            self.pinned = self.pinned.max(done.completed_at);
+            let delivery = delivery(&call.path, &done.outcome);
+            self.engine.set_pinned_now(self.pinned.as_millis() as f64);
+            if let Err(error) = self.engine.deliver(call.step, delivery) {
+                return self.engine_error(error);
+            }
+        }
+        Phase::Running
+    }
+
+    /// What an error from the engine means: the run's end, or its relocation.
+    fn engine_error(&self, error: SandboxError) -> Phase {
+        Phase::Exit(if self.engine.relocating() { Exit::Relocated } else { Exit::Failed(error) })
+    }
+
+    /// The run's outcome, with its logs. Only a run that completed, paused or
+    /// was handed off leaves its engine's runtime to be kept for the next run
+    /// (if no limit tripped): after any other end it may hold jobs or garbage.
+    fn exit(self, exit: Exit) -> Result<Outcome, Relocate> {
+        let Self { segment, engine, .. } = self;
+        let snapshot = |segment: Segment| Snapshot { code: segment.code, journal: segment.journal };
+        Ok(match exit {
+            Exit::Completed(result) => Outcome::Completed { result, logs: engine.into_logs(true) },
+            Exit::Failed(error) => Outcome::Failed { error, logs: engine.into_logs(false) },
+            Exit::Paused => Outcome::Paused { snapshot: snapshot(segment), logs: engine.into_logs(true) },
+            Exit::HandedOff => Outcome::Yielded { snapshot: snapshot(segment), logs: engine.into_logs(true) },
+            Exit::Relocated => {
+                engine.into_logs(false);
+                return Err(Relocate(Box::new(segment)));
+            }
+        })
+    }
+}
+
+/// A finished run's result, refused when its JSON is over `limit` bytes.
+fn completed(json: String, limit: usize) -> Exit {
+    if json.len() > limit {
+        return Exit::Failed(SandboxError::ResultTooLarge { size: json.len(), limit });
+    }
+    Exit::Completed(serde_json::from_str(&json).unwrap_or(Value::Null))
+}
+
+/// Planning: stop at this safe point if asked (no call is in flight, and none
+/// of the batch has been made), else plan every call of the batch before any
+/// is made. `decide` checks a new call's arguments, then asks the policy.
+fn plan_batch(
+    segment: &Segment,
+    calls: Vec<IssuedCall>,
+    decide: impl Fn(&str, &Value) -> Result<Policy, String>,
+) -> Phase {
+    if segment.stop.is_requested() {
+        return Phase::Exit(Exit::Failed(SandboxError::Stopped));
+    }
+    // Not while a decided call waits to be made: its decision is not in the journal.
+    if segment.stop.is_hand_off() && segment.journal.pending.is_empty() {
+        return Phase::Exit(Exit::HandedOff);
+    }
+    match plan(&segment.journal, &segment.decisions, &calls, segment.max_tool_calls, decide) {
+        Err(error) => Phase::Exit(Exit::Failed(error)),
+        Ok(actions) if actions.contains(&Action::Cancel) => Phase::Exit(Exit::Failed(SandboxError::Cancelled)),
+        Ok(actions) => Phase::Calling(Batch { calls, actions }),
+    }
+}
+
+/// One call of a batch, in its `tool.call` span.
+fn make(
+    tools: Arc<dyn Tools>,
+    ctx: CallContext,
+    call: IssuedCall,
+) -> impl Future<Output = Result<ToolSuccess, ToolError>> {
+    let span = tool_span(&call.path, call.step);
+    async move {
+        let started = Instant::now();
+        let outcome = match call.path.as_str() {
+            SEARCH_PATH => tools.search(call.args).await.map(ToolSuccess::plain),
+            DESCRIBE_PATH => tools.describe(call.args).await.map(ToolSuccess::plain),
+            path => tools.call_with_status(path, call.args, &ctx).await,
+        };
+        record_call(started, &outcome);
+        outcome
+    }
+    .instrument(span)
+}
+
+/// Journaling: record what happened to each call of the batch, the calls
+/// made with the batch's completion time. Answers how many wait for a decision.
+fn record_batch(journal: &mut Journal, batch: &Batch, made: Made) -> usize {
+    let completed_at = made.completed_at;
+    // `join_all` answers in the order it was given the calls, the batch's.
+    let mut results = made.results.into_iter();
+    let mut pending = 0;
+    for (call, action) in batch.calls.iter().zip(&batch.actions) {
+        // Calls that were not made still get a span, saying why.
+        if let Some(why) = action.not_made() {
+            tool_span(&call.path, call.step).record("executor.tool.outcome", why);
+        }
+        let outcome = match action {
+            Action::Replay(_) | Action::Cancel => continue,
+            Action::Await { message, connect } => {
+                let pending_call = match connect {
+                    Some(source) => PendingCall::connect(call.step, &call.path, call.args.clone(), message, source),
+                    None => PendingCall::new(call.step, &call.path, call.args.clone(), message),
+                };
+                journal.add_pending(pending_call);
+                pending += 1;
+                continue;
+            }
+            Action::Call => match results.next() {
+                Some(Ok(ToolSuccess { data, http_status: None })) => StepOutcome::Ok { data },
+                Some(Ok(ToolSuccess { data, http_status: Some(status) })) => StepOutcome::HttpOk { data, status },
+                Some(Err(ToolError { code, message })) => StepOutcome::Err { code, message },
+                None => unreachable!("every planned call has a result"),
+            },
+            Action::Decline => {
+                StepOutcome::Declined { message: format!("the call to tools.{} was declined", call.path) }
+            }
+            Action::Block(reason) => StepOutcome::Err { code: "blocked".into(), message: reason.clone() },
+            Action::Invalid(message) => StepOutcome::Err { code: "invalid_arguments".into(), message: message.clone() },
+        };
+        let (step, path, args_hash) = (call.step, call.path.clone(), call.args_hash.clone());
+        journal.record(JournalStep { step, path, args_hash, outcome, completed_at });
+    }
+    pending
+}
+
+/// What the code's promise receives for a journaled outcome.
+fn delivery(path: &str, outcome: &StepOutcome) -> Delivery {
+    match (is_builtin(path), outcome) {
+        (_, StepOutcome::Declined { message }) => Delivery::Declined(message.clone()),
+        (true, StepOutcome::Ok { data } | StepOutcome::HttpOk { data, .. }) => Delivery::Json(data.to_string()),
+        (true, StepOutcome::Err { message, .. }) => Delivery::Error(message.clone()),
+        // Written straight to text: tool results can be large, and cloning them
+        // into an envelope first would copy them twice.
+        (false, StepOutcome::Ok { data }) => Delivery::Json(format!("{{\"ok\":true,\"data\":{data}}}")),
+        (false, StepOutcome::HttpOk { data, status }) => {
+            Delivery::Json(format!("{{\"ok\":true,\"data\":{data},\"http\":{{\"status\":{status}}}}}"))
+        }
+        (false, StepOutcome::Err { code, message }) => {
+            Delivery::Json(json!({ "ok": false, "error": { "code": code, "message": message } }).to_string())
+        }
+    }
+}
+
+/// Wait for `future` from the synchronous run, handing the worker's other
+/// tasks to another thread first when on a worker.
+fn wait<F: Future>(runtime: &tokio::runtime::Handle, future: F) -> F::Output {
+    tokio::task::block_in_place(|| runtime.block_on(future))
+}
+
+#[cfg(test)]
+mod tests;

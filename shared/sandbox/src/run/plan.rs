@@ -1,0 +1,270 @@
+//! Planning a batch: what happens to each call the code issued, decided for
+//! the whole batch before any call is made, from the journal, the decisions
+//! and, for a new call, its arguments and the policy.
+
+use std::collections::BTreeMap;
+
+use executor_core::{ApprovalAction, Journal, QuotaExceeded, QuotaLimit, Replay, StepOutcome};
+use serde_json::Value;
+
+use crate::SandboxError;
+use crate::engine::IssuedCall;
+use crate::tools::{DESCRIBE_PATH, Policy, SEARCH_PATH};
+
+/// What happens to one call of a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Action {
+    /// In the journal: hand back the recorded outcome.
+    Replay(StepOutcome),
+    /// Make the call now.
+    Call,
+    /// Declined: the code's promise rejects.
+    Decline,
+    /// The policy refuses it.
+    Block(String),
+    /// Its arguments do not fit the tool: it fails with `invalid_arguments`,
+    /// before the policy is asked, so it never pauses.
+    Invalid(String),
+    /// Needs a decision that has not been made: pause. `connect`: the source
+    /// the owner must connect first.
+    Await { message: String, connect: Option<String> },
+    /// The decision cancelled the execution.
+    Cancel,
+}
+
+impl Action {
+    /// Why the call is not made, on its span: `None` when it is made, replayed
+    /// or the run stops before it.
+    pub(super) fn not_made(&self) -> Option<&'static str> {
+        match self {
+            Action::Await { connect: None, .. } => Some("approval_required"),
+            Action::Await { connect: Some(_), .. } => Some("connect_required"),
+            Action::Decline => Some("declined"),
+            Action::Block(_) => Some("blocked"),
+            Action::Invalid(_) => Some("invalid_arguments"),
+            Action::Replay(_) | Action::Cancel | Action::Call => None,
+        }
+    }
+}
+
+pub(super) fn is_builtin(path: &str) -> bool {
+    path == SEARCH_PATH || path == DESCRIBE_PATH
+}
+
+fn decided(action: ApprovalAction) -> Action {
+    match action {
+        ApprovalAction::Accept => Action::Call,
+        ApprovalAction::Decline => Action::Decline,
+        ApprovalAction::Cancel => Action::Cancel,
+    }
+}
+
+/// A new call's action from what `decide` said of it: `Err` when its arguments
+/// do not fit the tool, else the policy. `ahead` is a decision made for its
+/// step before it was asked; it never makes an invalid or blocked call.
+fn planned(decision: Result<Policy, String>, ahead: Option<ApprovalAction>) -> Action {
+    match decision {
+        Err(message) => Action::Invalid(message),
+        Ok(Policy::Run) => Action::Call,
+        Ok(Policy::NeedsApproval { message }) => match ahead {
+            Some(action) => decided(action),
+            None => Action::Await { message, connect: None },
+        },
+        Ok(Policy::NeedsConnect { source, message }) => Action::Await { message, connect: Some(source) },
+        Ok(Policy::Blocked { reason }) => Action::Block(reason),
+    }
+}
+
+/// Decide every call of a batch before any is made. `decide` checks a new
+/// call's arguments, then asks the policy ([`Tools::validate`](crate::Tools::validate), [`Tools::policy`](crate::Tools::policy));
+/// journaled calls are never asked again, so a replay is what the first run was.
+pub(super) fn plan(
+    journal: &Journal,
+    decisions: &BTreeMap<u32, ApprovalAction>,
+    batch: &[IssuedCall],
+    max_calls: Option<u32>,
+    decide: impl Fn(&str, &Value) -> Result<Policy, String>,
+) -> Result<Vec<Action>, SandboxError> {
+    batch
+        .iter()
+        .map(|call| {
+            let replay = journal.check(call.step, &call.path, &call.args_hash)?;
+            // Steps count every call from 0, so a new call at step `max` is one too many.
+            if let (Replay::New, Some(max)) = (&replay, max_calls)
+                && call.step >= max
+            {
+                return Err(SandboxError::Quota(QuotaExceeded::per_execution(QuotaLimit::ToolCallsPerExecution, max)));
+            }
+            Ok(match replay {
+                Replay::Recorded(done) => Action::Replay(done.outcome.clone()),
+                Replay::Pending(pending) => match decisions.get(&call.step) {
+                    // Accepting a call that waits for a connection does not make one:
+                    // while the owner has none, it waits again. Once connected, the
+                    // call is planned as new (its arguments checked against the tools
+                    // the connection listed; a write still asks for its approval).
+                    Some(ApprovalAction::Accept) if pending.connect.is_some() => {
+                        planned(decide(&call.path, &call.args), None)
+                    }
+                    Some(action) => decided(*action),
+                    None => Action::Await { message: pending.message.clone(), connect: pending.connect.clone() },
+                },
+                Replay::New if is_builtin(&call.path) => Action::Call,
+                // A decision made ahead of time (by step) applies without pausing.
+                Replay::New => planned(decide(&call.path, &call.args), decisions.get(&call.step).copied()),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use executor_core::{ArgsHash, JournalStep, PendingCall, Timestamp};
+    use serde_json::json;
+
+    use super::*;
+
+    fn call(step: u32, path: &str, args: Value) -> IssuedCall {
+        IssuedCall::new(step, path, args)
+    }
+
+    #[test]
+    fn planning_a_batch() {
+        let mut journal = Journal::new(Timestamp::from_millis(0), 1);
+        journal.record(JournalStep {
+            step: 0,
+            path: "gh.list".into(),
+            args_hash: ArgsHash::of(&json!({})),
+            outcome: StepOutcome::Ok { data: json!([1]) },
+            completed_at: Timestamp::from_millis(5),
+        });
+        for step in [1, 2, 3] {
+            journal.add_pending(PendingCall::new(step, "gh.create", json!({"n": step}), "create?"));
+        }
+        let decisions = BTreeMap::from([(1, ApprovalAction::Accept), (2, ApprovalAction::Decline)]);
+        let policy = |path: &str, _: &Value| {
+            Ok(match path {
+                "gh.create" => Policy::NeedsApproval { message: "create?".into() },
+                "gh.delete" => Policy::Blocked { reason: "deletes are off".into() },
+                _ => Policy::Run,
+            })
+        };
+        let batch = [
+            call(0, "gh.list", json!({})),
+            call(1, "gh.create", json!({"n": 1})),
+            call(2, "gh.create", json!({"n": 2})),
+            call(3, "gh.create", json!({"n": 3})),
+            call(4, "gh.create", json!({"n": 4})),
+            call(5, "gh.delete", json!({})),
+            call(6, "gh.get", json!({})),
+            call(7, "search", json!({"query": "x"})),
+        ];
+        let actions = plan(&journal, &decisions, &batch, None, policy).unwrap();
+        assert_eq!(
+            actions,
+            [
+                Action::Replay(StepOutcome::Ok { data: json!([1]) }),
+                Action::Call,
+                Action::Decline,
+                Action::Await { message: "create?".into(), connect: None },
+                Action::Await { message: "create?".into(), connect: None },
+                Action::Block("deletes are off".into()),
+                Action::Call,
+                Action::Call,
+            ]
+        );
+
+        let diverged = plan(&journal, &decisions, &[call(0, "gh.get", json!({}))], None, policy);
+        assert!(matches!(diverged, Err(SandboxError::NonDeterministic(_))));
+        let cancelled = plan(&journal, &BTreeMap::from([(1, ApprovalAction::Cancel)]), &batch[1..2], None, policy);
+        assert_eq!(cancelled.unwrap(), [Action::Cancel]);
+        let ahead = BTreeMap::from([(4, ApprovalAction::Accept), (5, ApprovalAction::Accept)]);
+        let planned = plan(&journal, &ahead, &batch[4..6], None, policy).unwrap();
+        assert_eq!(planned, [Action::Call, Action::Block("deletes are off".into())], "a decision never unblocks");
+    }
+
+    #[test]
+    fn a_call_waiting_for_a_connection_waits_until_there_is_one() {
+        let connect = || Ok(Policy::NeedsConnect { source: "crm".into(), message: "connect crm".into() });
+        let waits = Action::Await { message: "connect crm".into(), connect: Some("crm".into()) };
+        let batch = [call(0, "crm.list", json!({}))];
+        let fresh = Journal::new(Timestamp::from_millis(0), 1);
+        let accepted = BTreeMap::from([(0, ApprovalAction::Accept)]);
+        // New: it waits, and a decision ahead of time does not connect anything.
+        assert_eq!(
+            plan(&fresh, &BTreeMap::new(), &batch, None, |_, _| connect()).unwrap(),
+            std::slice::from_ref(&waits)
+        );
+        assert_eq!(plan(&fresh, &accepted, &batch, None, |_, _| connect()).unwrap(), std::slice::from_ref(&waits));
+        // Pending: accepted while still not connected, it waits again; once
+        // connected it is planned by the policy, so a write still asks for approval.
+        let mut journal = Journal::new(Timestamp::from_millis(0), 1);
+        journal.add_pending(PendingCall::connect(0, "crm.list", json!({}), "connect crm", "crm"));
+        assert_eq!(
+            plan(&journal, &BTreeMap::new(), &batch, None, |_, _| Ok(Policy::Run)).unwrap(),
+            std::slice::from_ref(&waits)
+        );
+        assert_eq!(plan(&journal, &accepted, &batch, None, |_, _| connect()).unwrap(), [waits]);
+        assert_eq!(plan(&journal, &accepted, &batch, None, |_, _| Ok(Policy::Run)).unwrap(), [Action::Call]);
+        let approve = |_: &str, _: &Value| Ok(Policy::NeedsApproval { message: "write?".into() });
+        let asks = Action::Await { message: "write?".into(), connect: None };
+        assert_eq!(plan(&journal, &accepted, &batch, None, approve).unwrap(), [asks]);
+        let declined = BTreeMap::from([(0, ApprovalAction::Decline)]);
+        assert_eq!(plan(&journal, &declined, &batch, None, |_, _| connect()).unwrap(), [Action::Decline]);
+    }
+
+    #[test]
+    fn an_invalid_call_fails_before_its_policy_and_no_decision_makes_it() {
+        let missing = || "missing required argument `title`".to_owned();
+        // `gh.create` without a title is invalid; every valid call needs approval.
+        let decide = |_: &str, args: &Value| match args.get("title") {
+            None => Err(missing()),
+            Some(_) => Ok(Policy::NeedsApproval { message: "write?".into() }),
+        };
+        let fresh = Journal::new(Timestamp::from_millis(0), 1);
+        let failed = StepOutcome::Err { code: "invalid_arguments".into(), message: missing() };
+        let mut recorded = fresh.clone();
+        recorded.record(JournalStep {
+            step: 0,
+            path: "gh.create".into(),
+            args_hash: ArgsHash::of(&json!({})),
+            outcome: failed.clone(),
+            completed_at: Timestamp::from_millis(5),
+        });
+        let mut waits_for_connect = fresh.clone();
+        waits_for_connect.add_pending(PendingCall::connect(0, "gh.create", json!({}), "connect gh", "gh"));
+        let mut waits_for_approval = fresh.clone();
+        waits_for_approval.add_pending(PendingCall::new(0, "gh.create", json!({}), "write?"));
+        let accept = BTreeMap::from([(0, ApprovalAction::Accept)]);
+        let none = BTreeMap::new();
+        let asks = Action::Await { message: "write?".into(), connect: None };
+        // Step 0 is the invalid call; step 1, a valid write in the same batch.
+        let cases = [
+            ("new: fails at once", &fresh, &none, Action::Invalid(missing())),
+            ("a decision ahead of time does not make it", &fresh, &accept, Action::Invalid(missing())),
+            ("journaled: replayed as recorded, not checked again", &recorded, &accept, Action::Replay(failed)),
+            (
+                "connected at last: checked with the tools now listed",
+                &waits_for_connect,
+                &accept,
+                Action::Invalid(missing()),
+            ),
+            (
+                "pending from before calls were checked, undecided: still waits",
+                &waits_for_approval,
+                &none,
+                asks.clone(),
+            ),
+            (
+                "pending from before calls were checked, approved: made (the call checks it)",
+                &waits_for_approval,
+                &accept,
+                Action::Call,
+            ),
+        ];
+        let batch = [call(0, "gh.create", json!({})), call(1, "gh.create", json!({"title": "t"}))];
+        for (case, journal, decisions, first) in cases {
+            let planned = plan(journal, decisions, &batch, None, decide).unwrap();
+            assert_eq!(planned, [first, asks.clone()], "{case}: the valid write still asks");
+        }
+    }
+}
