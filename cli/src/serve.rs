@@ -234,7 +234,13 @@ async fn respond(host: &Host, request: Request<Incoming>, body_timeout: Duration
     let read = Limited::new(body, host.max_body_bytes() + 1).collect();
     let body = match tokio::time::timeout(body_timeout, read).await {
         Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(error)) if error.downcast_ref::<LengthLimitError>().is_some() => return host.body_too_large(),
+        Ok(Err(error)) if error.downcast_ref::<LengthLimitError>().is_some() => {
+            // The rest of the body is still on the socket: the connection ends with this answer,
+            // and says so, so a client does not send its next request down it.
+            let mut response = host.body_too_large();
+            response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return response;
+        }
         Ok(Err(_)) => return closing(StatusCode::BAD_REQUEST, "the request body could not be read".into()),
         Err(_) => {
             let message = format!(

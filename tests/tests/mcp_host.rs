@@ -343,6 +343,10 @@ async fn handshake_tools_and_execute(deployment: Deployment) {
         description.contains("Connected namespaces: r, w") && description.contains("tools.search"),
         "{description}"
     );
+    // The limits the host's sandbox runs with (the defaults here), and that calls are awaited.
+    for shown in ["at most 1 MiB, 10 s of JavaScript CPU time", "5 min wall clock", "Every tool call must be awaited"] {
+        assert!(description.contains(shown), "{shown} in {description}");
+    }
 
     let (value, is_error) = call(&client, "execute", json!({"code": "console.log('hi', 2); return 1 + 2"})).await;
     assert!(!is_error);

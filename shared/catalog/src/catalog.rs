@@ -396,10 +396,9 @@ impl Catalog {
             .skip(request.offset.unwrap_or(0))
             .take(limit)
             .map(|tool| {
-                let summary = tool.description.lines().next().unwrap_or("");
                 json!({
                     "path": tool.path,
-                    "description": summary,
+                    "description": tool.summary,
                     "namespace": tool.namespace,
                     // `read` or `write`; `run`, `approve` or `block`.
                     "kind": tool.effect,

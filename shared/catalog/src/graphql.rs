@@ -31,7 +31,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::naming::deduplicate;
-use crate::tool::{Schemas, Target, ToolDef};
+use crate::tool::{Schemas, Target, ToolDef, first_sentence};
 
 /// The argument holding a caller's own selection set.
 pub const SELECT_ARGUMENT: &str = "select";
@@ -371,14 +371,15 @@ fn tool(
     }
     let input = json!({"type": "object", "properties": properties, "required": required});
     let signature = format!("GraphQL {} {}: {}", kind.as_str(), field.name, field.type_ref.text(0));
-    let description = match field.description.as_deref().map(str::trim) {
-        Some(text) if !text.is_empty() => format!("{text}\n{signature}"),
-        _ => signature,
+    let (description, summary) = match field.description.as_deref().map(str::trim) {
+        Some(text) if !text.is_empty() => (format!("{text}\n{signature}"), first_sentence(text)),
+        _ => (signature.clone(), signature),
     };
     ToolDef {
         path: String::new(),
         namespace: namespace.to_owned(),
         description,
+        summary,
         effect: match kind {
             OperationKind::Query => Effect::Read,
             OperationKind::Mutation => Effect::Write,
@@ -847,6 +848,31 @@ mod tests {
         assert_eq!(issue, "type Issue = { createdAt: unknown; id: string; state: State; title: string | null };");
         let count = tools.iter().find(|t| t.path == "gh.query.count").unwrap().typescript().unwrap();
         assert!(count.contains("type Output = number;") && !count.contains("select"), "{count}");
+        // No arguments and no selection: it takes nothing, and says so.
+        assert!(count.contains("type Input = {};"), "{count}");
+    }
+
+    #[test]
+    fn a_summary_is_the_first_sentence_of_the_field_description() {
+        let mut introspection: Value = serde_json::from_str(&schema()).unwrap();
+        let fields = &mut introspection["data"]["__schema"]["types"][0]["fields"];
+        fields[0]["description"] = json!("Look up an issue by its ID. Fails when it is gone.");
+        fields[1]["description"] = json!("Issues, newest first\nPaginated.");
+        let tools = load("gh", &introspection.to_string()).unwrap();
+        let tool = |path: &str| tools.iter().find(|t| t.path == path).unwrap();
+        let cases = [
+            ("gh.query.issue", "Look up an issue by its ID."),
+            ("gh.query.issues", "Issues, newest first"),
+            // Without a description, the signature says what it is.
+            ("gh.query.count", "GraphQL query count: Int!"),
+        ];
+        for (path, expected) in cases {
+            assert_eq!(tool(path).summary, expected, "{path}");
+        }
+        assert_eq!(
+            tool("gh.query.issue").description,
+            "Look up an issue by its ID. Fails when it is gone.\nGraphQL query issue: Issue"
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! so a `describe` never loads every schema of a big document. Layout:
 //!
 //! ```text
-//! executor-catalog-index 2\n
+//! executor-catalog-index 3\n
 //! <length of the head in bytes>\n
 //! <head: JSON>
 //! <details: JSON texts, addressed by (offset, length) from here>
@@ -43,7 +43,8 @@ use crate::typescript::Refs;
 pub const INDEX_ENV: &str = "EXECUTOR_CATALOG_INDEX";
 /// Version 2 added parameters' declared types (`Param::kind`): a version 1
 /// index would load without them and check no argument's type, so it is refused.
-const MAGIC: &[u8] = b"executor-catalog-index 2\n";
+/// Version 3 added each tool's summary, which search items show.
+const MAGIC: &[u8] = b"executor-catalog-index 3\n";
 /// The longest head length line read: digits and a newline.
 const MAX_LENGTH_LINE: u64 = 24;
 
@@ -94,6 +95,7 @@ struct HeadSource {
 struct HeadTool {
     path: String,
     description: String,
+    summary: String,
     effect: Effect,
     operation: HttpOperation,
     input: Span,
@@ -151,6 +153,7 @@ pub fn build(config: &CatalogConfig, out: &Path) -> Result<Built, IndexError> {
             indexed.push(HeadTool {
                 path: tool.path,
                 description: tool.description,
+                summary: tool.summary,
                 effect: tool.effect,
                 operation: Arc::unwrap_or_clone(operation),
                 input: put(&input),
@@ -369,6 +372,7 @@ impl CatalogIndex {
                     path: tool.path,
                     namespace: namespace.to_owned(),
                     description: tool.description,
+                    summary: tool.summary,
                     effect: tool.effect,
                     schemas: Schemas::Indexed { source: details.clone(), input: tool.input, output: tool.output },
                     target: Target::Http(Arc::new(tool.operation)),

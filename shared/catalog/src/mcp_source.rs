@@ -22,7 +22,7 @@ use crate::search::SearchIndex;
 use crate::naming::{deduplicate, sanitize};
 use crate::outbound::Outbound;
 use crate::redact::Redactor;
-use crate::tool::{Schemas, Target, ToolDef};
+use crate::tool::{Schemas, Target, ToolDef, first_sentence};
 
 /// Why an upstream MCP server could not be connected.
 #[derive(Debug, thiserror::Error)]
@@ -78,25 +78,29 @@ fn tool_defs(namespace: &str, mut listed: Vec<ListedTool>) -> Vec<ToolDef> {
     listed
         .into_iter()
         .zip(paths)
-        .map(|(tool, path)| ToolDef {
-            target: Target::Mcp {
-                hints: tool.annotations.as_ref().map(|a| a.hints()).unwrap_or_default(),
-                input: Arc::new(McpInput::from_schema(&tool.input_schema)),
-                name: tool.name,
-            },
-            path,
-            namespace: namespace.to_owned(),
-            description: tool.description.as_deref().or(tool.title.as_deref()).unwrap_or("").to_owned(),
-            // Only an explicit read-only hint makes a read: an unannotated tool may change things.
-            effect: match tool.annotations.as_ref().and_then(|a| a.read_only_hint) {
-                Some(true) => Effect::Read,
-                _ => Effect::Write,
-            },
-            schemas: Schemas::Text {
-                input: Value::Object(tool.input_schema).to_string(),
-                output: tool.output_schema.map(|s| Value::Object(s).to_string()),
-                root: None,
-            },
+        .map(|(tool, path)| {
+            let description = tool.description.as_deref().or(tool.title.as_deref()).unwrap_or("").to_owned();
+            ToolDef {
+                target: Target::Mcp {
+                    hints: tool.annotations.as_ref().map(|a| a.hints()).unwrap_or_default(),
+                    input: Arc::new(McpInput::from_schema(&tool.input_schema)),
+                    name: tool.name,
+                },
+                path,
+                namespace: namespace.to_owned(),
+                summary: first_sentence(&description),
+                description,
+                // Only an explicit read-only hint makes a read: an unannotated tool may change things.
+                effect: match tool.annotations.as_ref().and_then(|a| a.read_only_hint) {
+                    Some(true) => Effect::Read,
+                    _ => Effect::Write,
+                },
+                schemas: Schemas::Text {
+                    input: Value::Object(tool.input_schema).to_string(),
+                    output: tool.output_schema.map(|s| Value::Object(s).to_string()),
+                    root: None,
+                },
+            }
         })
         .collect()
 }
@@ -455,6 +459,42 @@ mod tests {
 
     fn input(schema: Value) -> McpInput {
         McpInput::from_schema(schema.as_object().unwrap())
+    }
+
+    fn listed(name: &str, description: Option<&str>, schema: Value) -> ListedTool {
+        serde_json::from_value(
+            json!({"name": name, "title": "A title", "description": description, "inputSchema": schema}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_summary_is_the_first_sentence_of_the_description() {
+        let object = json!({"type": "object"});
+        let cases = [
+            (Some("Search the docs. Returns at most ten pages."), "Search the docs."),
+            (Some("Search the docs\n\nArgs: query"), "Search the docs"),
+            (None, "A title"),
+        ];
+        for (description, expected) in cases {
+            let tools = tool_defs("d", vec![listed("search", description, object.clone())]);
+            assert_eq!(tools[0].summary, expected, "{description:?}");
+            assert_eq!(tools[0].description, description.unwrap_or("A title"));
+        }
+    }
+
+    #[test]
+    fn a_tool_without_properties_takes_an_empty_object() {
+        let cases = [
+            (json!({"type": "object"}), "type Input = {};"),
+            (json!({"type": "object", "properties": {}}), "type Input = {};"),
+            (json!({"type": "object", "additionalProperties": true}), "type Input = Record<string, unknown>;"),
+        ];
+        for (schema, expected) in cases {
+            let tools = tool_defs("d", vec![listed("now", None, schema.clone())]);
+            let ts = tools[0].typescript().unwrap();
+            assert!(ts.contains(expected), "{schema}: {ts}");
+        }
     }
 
     #[test]

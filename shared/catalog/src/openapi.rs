@@ -30,7 +30,7 @@ use serde_json::{Map, Value, json};
 use url::Url;
 
 use crate::naming::{deduplicate, sanitize};
-use crate::tool::{Schemas, Target, ToolDef};
+use crate::tool::{Schemas, Target, ToolDef, first_sentence, one_line};
 
 /// Hops through `$ref` chains (a ref to a ref to ...) before giving up, which
 /// also stops cycles of refs that point at each other.
@@ -380,11 +380,18 @@ fn build_tool(
 
     let text = |key: &str| operation.get(key).and_then(Value::as_str).unwrap_or("").trim();
     let method_upper = method.to_ascii_uppercase();
-    let description = [text("summary"), text("description"), &format!("{method_upper} {path}")]
+    let route = format!("{method_upper} {path}");
+    let description = [text("summary"), text("description"), &route]
         .into_iter()
         .filter(|s| !s.is_empty())
         .collect::<Vec<_>>()
         .join("\n");
+    // The summary is the operation's title; without one, the description's opening says what it does.
+    let summary = match (text("summary"), text("description")) {
+        ("", "") => route,
+        ("", description) => first_sentence(description),
+        (summary, _) => one_line(summary),
+    };
     let effect = match method {
         "get" | "head" | "options" => Effect::Read,
         _ => Effect::Write,
@@ -393,6 +400,7 @@ fn build_tool(
         path: String::new(),
         namespace: namespace.to_owned(),
         description,
+        summary,
         effect,
         schemas: Schemas::Text { input, output, root: Some(root.clone()) },
         target: Target::Http(Arc::new(HttpOperation {
@@ -710,6 +718,40 @@ components:
         assert_eq!(output["items"]["$ref"], "#/components/schemas/Issue");
         let root = text(&tools[0]).2.unwrap();
         assert!(root.pointer("/components/schemas/Issue").is_some() && root.get("paths").is_none());
+    }
+
+    #[test]
+    fn a_summary_is_the_operations_title_else_its_descriptions_opening() {
+        let long = "Lists the runs of a workflow. Anyone with read access can use it; see the docs.";
+        let load_get = |get: Value| {
+            let spec =
+                json!({"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "paths": {"/runs": {"get": get}}});
+            load("ci", &spec.to_string()).unwrap().remove(0)
+        };
+        let cases = [
+            (json!({"summary": "List runs. Paginated", "description": "Long text."}), "List runs. Paginated"),
+            (json!({"description": long}), "Lists the runs of a workflow."),
+            (json!({"description": "Lists runs\nfor a repository"}), "Lists runs"),
+            (json!({"summary": "  ", "description": ""}), "GET /runs"),
+            (json!({"tags": ["runs"]}), "GET /runs"),
+        ];
+        for (get, expected) in cases {
+            let tool = load_get(get.clone());
+            assert_eq!(tool.summary, expected, "{get}");
+            assert!(tool.description.ends_with("GET /runs"), "{}", tool.description);
+        }
+        // `describe` still shows all of it.
+        let ts = load_get(json!({"description": long})).typescript().unwrap();
+        assert!(ts.contains(&format!("/** {long}\nGET /runs */")), "{ts}");
+    }
+
+    #[test]
+    fn an_operation_without_parameters_takes_an_empty_object() {
+        let tools = load("gh", SPEC).unwrap();
+        let ts = tools[0].typescript().unwrap();
+        assert!(ts.contains("type Input = {};"), "{ts}");
+        let ts = tools[1].typescript().unwrap();
+        assert!(ts.contains("labels?: string[]; owner: string; repo: string;"), "{ts}");
     }
 
     #[test]

@@ -415,6 +415,7 @@ mod tests {
             path: path.into(),
             namespace: path.split('.').next().unwrap().into(),
             description: description.into(),
+            summary: description.into(),
             effect: Effect::Read,
             schemas: Schemas::Text { input: "{}".into(), output: None, root: None },
             target: Target::Mcp { name: path.into(), hints: Vec::new(), input: Default::default() },

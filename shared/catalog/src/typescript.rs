@@ -56,7 +56,8 @@ pub fn declarations(
         let _ = writeln!(out, "/** {} */", summary.replace("*/", "* /"));
     }
     let mut input_types = Renderer::new(input.root);
-    let _ = writeln!(out, "type Input = {};", input_types.render(input.schema, 0, true));
+    let input_ts = if takes_nothing(input.schema) { "{}".into() } else { input_types.render(input.schema, 0, true) };
+    let _ = writeln!(out, "type Input = {input_ts};");
     let mut output_types = Renderer::new(output.map_or(input.root, |o| o.root));
     let output_ts = output.map_or_else(|| "unknown".to_owned(), |o| output_types.render(o.schema, 0, false));
     let _ = writeln!(out, "type Output = {output_ts};");
@@ -189,6 +190,23 @@ impl<'a> Renderer<'a> {
     }
 }
 
+/// Whether a tool's arguments schema is an object that names no argument and
+/// declares no others: the tool takes `{}`, not `Record<string, unknown>`,
+/// which would invite arguments that are refused. OpenAPI and GraphQL tools
+/// refuse any argument they do not declare. An MCP `inputSchema` of a bare
+/// `{"type": "object"}` (what servers list for a function without
+/// parameters) allows others only by JSON Schema's default, which promises
+/// nothing is read; a server that takes more says so with
+/// `additionalProperties: true` or a schema, and is declared so.
+fn takes_nothing(schema: &Value) -> bool {
+    let Some(object) = schema.as_object() else { return false };
+    let composed = ["$ref", "oneOf", "anyOf", "allOf", "patternProperties"].iter().any(|k| object.contains_key(*k));
+    object.get("type").and_then(Value::as_str) == Some("object")
+        && !composed
+        && object.get("properties").and_then(Value::as_object).is_none_or(|p| p.is_empty())
+        && matches!(object.get("additionalProperties"), None | Some(Value::Bool(false)))
+}
+
 fn first_line(text: &str) -> String {
     let line = text.lines().next().unwrap_or("").trim().replace("*/", "* /");
     match line.char_indices().nth(120) {
@@ -239,7 +257,10 @@ mod tests {
                 json!({"allOf": [{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}, {"type": "object", "properties": {"b": {"type": "boolean"}}}]}),
                 "type Input = { a: string } & { b?: boolean };",
             ),
-            (json!({"type": "object"}), "type Input = Record<string, unknown>;"),
+            (
+                json!({"type": "object", "properties": {"meta": {"type": "object"}}}),
+                "type Input = { meta?: Record<string, unknown> };",
+            ),
             (
                 json!({"type": "object", "additionalProperties": {"type": "number"}}),
                 "type Input = { [key: string]: number };",
@@ -249,6 +270,27 @@ mod tests {
                 r#"type Input = { /** dashed */ "a-b": string; n?: unknown };"#,
             ),
             (json!({}), "type Input = unknown;"),
+        ];
+        for (schema, expected) in cases {
+            assert_eq!(ts(schema.clone(), Value::Null), expected, "{schema}");
+        }
+    }
+
+    #[test]
+    fn a_tool_without_arguments_takes_an_empty_object() {
+        let cases = [
+            // OpenAPI and GraphQL tools without parameters, an MCP tool without properties.
+            (json!({"type": "object", "properties": {}, "required": []}), "type Input = {};"),
+            (json!({"type": "object"}), "type Input = {};"),
+            (json!({"type": "object", "additionalProperties": false}), "type Input = {};"),
+            // An MCP server that says it takes any arguments.
+            (json!({"type": "object", "additionalProperties": true}), "type Input = Record<string, unknown>;"),
+            (
+                json!({"type": "object", "additionalProperties": {"type": "string"}}),
+                "type Input = { [key: string]: string };",
+            ),
+            (json!({"type": "object", "patternProperties": {"^x-": {}}}), "type Input = Record<string, unknown>;"),
+            (json!({"type": "object", "properties": {"a": {"type": "string"}}}), "type Input = { a?: string };"),
         ];
         for (schema, expected) in cases {
             assert_eq!(ts(schema.clone(), Value::Null), expected, "{schema}");

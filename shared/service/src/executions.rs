@@ -20,7 +20,7 @@ use executor_core::{
     ExecutionStatus, GrantedBy, LinkStatus, PendingCall, Principal, QuotaExceeded, Remember, SessionId, Timeouts,
     Timestamp, TokenHash, ToolkitName, TransitionError,
 };
-use executor_sandbox::{Connections, Sandbox, Segment, Snapshot, Tools};
+use executor_sandbox::{Connections, Limits, Sandbox, Segment, Snapshot, Tools};
 use executor_store::{Access, ExecutionStore, StoreError};
 use executor_telemetry::{Metric, count};
 use serde_json::Value;
@@ -321,6 +321,11 @@ impl Executions {
     /// The time by the injected clock.
     pub fn now(&self) -> Timestamp {
         self.clock.now()
+    }
+
+    /// What each run may use: `execute`'s description states it.
+    pub(crate) fn limits(&self) -> &Limits {
+        self.sandbox.limits()
     }
 
     /// The longest a run can take to end and be recorded: a quota slot's

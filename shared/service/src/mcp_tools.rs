@@ -7,9 +7,10 @@
 mod tasks;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use executor_core::{ApprovalAction, ElicitationMode, ExecutionId, Principal, SessionId};
-use executor_sandbox::Tools;
+use executor_sandbox::{Limits, Tools};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -56,7 +57,7 @@ impl McpServer {
         namespaces: &[String],
         native: Option<Arc<NativeApprovals>>,
     ) -> Self {
-        let declared = vec![execute_tool(namespaces), resume_tool()].into();
+        let declared = vec![execute_tool(namespaces, executions.limits()), resume_tool()].into();
         #[cfg(feature = "conformance")]
         let declared = crate::conformance::with_fixtures(declared);
         Self { executions, tools, declared, native }
@@ -166,7 +167,26 @@ fn schema(value: Value) -> Arc<JsonObject> {
     }
 }
 
-fn execute_tool(namespaces: &[String]) -> Tool {
+/// `1 MiB`, `64 KiB`, `1000 bytes`: as the limits are set.
+fn bytes(n: usize) -> String {
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// `5 min`, `10 s`, `1500 ms`.
+fn duration(d: Duration) -> String {
+    match d.as_millis() {
+        ms if ms >= 60_000 && ms % 60_000 == 0 => format!("{} min", ms / 60_000),
+        ms if ms >= 1000 && ms % 1000 == 0 => format!("{} s", ms / 1000),
+        ms => format!("{ms} ms"),
+    }
+}
+
+/// `limits`: the sandbox's, which the description states so code can be written to fit them.
+fn execute_tool(namespaces: &[String], limits: &Limits) -> Tool {
     let connected = match namespaces.len() {
         0 => "No sources are connected yet, so `tools` is empty.".to_owned(),
         n if n <= LISTED_NAMESPACES => format!("Connected namespaces: {}.", namespaces.join(", ")),
@@ -176,17 +196,23 @@ fn execute_tool(namespaces: &[String]) -> Tool {
             n - LISTED_NAMESPACES
         ),
     };
+    let (result, memory) = (bytes(limits.result_bytes), bytes(limits.memory_bytes));
+    let (cpu, wall_clock) = (duration(limits.cpu), duration(limits.wall_clock));
     let description = format!(
         "Run JavaScript or TypeScript in a sandbox. The code is the body of an async function: use `await` and \
          `return` a JSON value. {connected} Find tools with `await tools.search({{ query, namespace?, limit? }})` \
-         (returns `{{ items: [{{ path, description, namespace }}], total }}`, and `unavailable: [{{ namespace, reason }}]` \
-         when a source failed to load), read a tool's TypeScript types with \
+         (returns `{{ items: [{{ path, description, namespace, kind, approval }}], total }}`, and \
+         `unavailable: [{{ namespace, reason }}]` when a source failed to load), read a tool's TypeScript types with \
          `await tools.describe.tool({{ path }})`, then call it as `await tools.<path>(args)`, which returns \
-         `{{ ok: true, data }}` or `{{ ok: false, error: {{ code, message }} }}`. `console.log` output comes back in \
-         `logs`. There is no fetch, no imports and no timers. Calls that change things may pause the execution for \
-         approval: the result then says how to continue with `resume`. Code that runs long answers \
-         `{{ status: \"running\", executionId }}` and goes on: call `resume` with that executionId to wait for \
-         its outcome; never run the same code again meanwhile."
+         `{{ ok: true, data }}` or `{{ ok: false, error: {{ code, message }} }}`. Every tool call must be awaited \
+         (`await Promise.all([...])` for several at once): a call not awaited before the code returns is never \
+         made. `console.log` output comes back in `logs`. There is no fetch, no imports and no timers. Limits: \
+         the returned JSON at most {result}, {cpu} of JavaScript CPU time (tool calls not counted), {wall_clock} \
+         wall clock with tool calls (time paused for approval not counted), {memory} of memory; past one, the \
+         execution fails with `result_too_large`, `cpu_limit`, `wall_clock_limit` or `memory_limit`. Calls that \
+         change things may pause the execution for approval: the result then says how to continue with `resume`. \
+         Code that runs long answers `{{ status: \"running\", executionId }}` and goes on: call `resume` with that \
+         executionId to wait for its outcome; never run the same code again meanwhile."
     );
     let input = json!({
         "type": "object",
@@ -284,5 +310,50 @@ impl ServerHandler for McpServer {
             }
         };
         Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_durations_read_as_set() {
+        let sizes =
+            [(1 << 20, "1 MiB"), (64 << 20, "64 MiB"), (64 << 10, "64 KiB"), (1000, "1000 bytes"), (0, "0 bytes")];
+        for (n, expected) in sizes {
+            assert_eq!(bytes(n), expected);
+        }
+        let durations = [(300_000, "5 min"), (90_000, "90 s"), (10_000, "10 s"), (1500, "1500 ms"), (0, "0 ms")];
+        for (ms, expected) in durations {
+            assert_eq!(duration(Duration::from_millis(ms)), expected);
+        }
+    }
+
+    #[test]
+    fn execute_states_the_limits_it_runs_with_and_that_calls_are_awaited() {
+        let described = |limits: &Limits| execute_tool(&["gh".into()], limits).description.unwrap().into_owned();
+        let default = described(&Limits::default());
+        for shown in [
+            "Connected namespaces: gh.",
+            "the returned JSON at most 1 MiB, 10 s of JavaScript CPU time (tool calls not counted), 5 min wall clock",
+            "64 MiB of memory",
+            "Every tool call must be awaited",
+            "a call not awaited before the code returns is never made",
+            "path, description, namespace, kind, approval",
+        ] {
+            assert!(default.contains(shown), "{shown} in {default}");
+        }
+        let tight = Limits {
+            result_bytes: 64 << 10,
+            cpu: Duration::from_millis(2500),
+            wall_clock: Duration::from_secs(30),
+            memory_bytes: 16 << 20,
+            ..Limits::default()
+        };
+        let tight = described(&tight);
+        assert!(tight.contains("at most 64 KiB, 2500 ms of JavaScript CPU time"), "{tight}");
+        assert!(tight.contains("30 s wall clock"), "{tight}");
+        assert!(tight.contains("16 MiB of memory"), "{tight}");
     }
 }
