@@ -17,6 +17,16 @@ pub enum Command {
     Connections(connections::Command),
 }
 
+impl Command {
+    /// Whether the command may create the store it runs on: only `keys
+    /// create` (a first key is how a store begins). The others read or change
+    /// what is stored, so on a missing store there is nothing for them to do,
+    /// and a store made by a mistyped `--data-dir` would only hide the mistake.
+    pub fn creates_store(&self) -> bool {
+        matches!(self, Self::Keys(keys::Command::Create { .. }))
+    }
+}
+
 /// What a command did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]

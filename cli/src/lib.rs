@@ -4,6 +4,8 @@
 pub mod admin;
 pub mod commands;
 pub mod connections;
+pub mod data_dir;
 pub mod grants;
+pub mod health;
 pub mod keys;
 pub mod serve;

@@ -1,8 +1,10 @@
 //! `executor`: `serve` runs the local host (the default: `cargo run`); `keys`
 //! manages API keys and `grants` remembered approvals of the store (through
 //! the running server when it holds the embedded store: `executor_cli::admin`);
-//! `catalog build` writes the catalog index of the sources' OpenAPI documents.
+//! `catalog build` writes the catalog index of the sources' OpenAPI documents;
+//! `health` asks a running server whether it is ready.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -13,7 +15,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use executor_catalog::Catalog;
 #[cfg(unix)]
 use executor_cli::admin;
-use executor_cli::{commands, connections, grants, keys, serve};
+use executor_cli::{commands, connections, data_dir, grants, health, keys, serve};
 use executor_store::{DynamoStore, EmbeddedStore, Store};
 
 #[derive(Parser)]
@@ -51,7 +53,7 @@ struct StoreArgs {
 
 #[derive(Parser)]
 struct ServeArgs {
-    #[arg(long, default_value = "127.0.0.1:8787")]
+    #[arg(long, default_value = serve::DEFAULT_ADDR)]
     addr: SocketAddr,
     /// The URL clients reach this server at, e.g. http://host:8787 (default:
     /// `EXECUTOR_PUBLIC_URL`): approval links point there, and its host is
@@ -83,7 +85,8 @@ struct LimitArgs {
     #[arg(long, env = "EXECUTOR_IDLE_TIMEOUT_MS", default_value_t = 60_000, value_name = "MS",
           value_parser = positive::<u64>("EXECUTOR_IDLE_TIMEOUT_MS", "a whole number of milliseconds"))]
     idle_timeout_ms: u64,
-    /// Connections open at once; past it a new connection is answered 503 (retry later) and closed.
+    /// Connections open at once; past it a new connection takes the place of the one longest in its
+    /// request head, or with none is answered 503 (retry later) and closed.
     #[arg(long, env = "EXECUTOR_MAX_CONNECTIONS", default_value_t = 1024, value_name = "N",
           value_parser = positive::<u32>("EXECUTOR_MAX_CONNECTIONS", "a whole number"))]
     max_connections: u32,
@@ -102,12 +105,17 @@ where
 }
 
 impl LimitArgs {
-    fn limits(&self) -> serve::ConnectionLimits {
+    /// `answer`: the longest the host takes to answer a request it has read
+    /// (its response budget, or a browser-mode resume's wait).
+    fn limits(&self, answer: Duration) -> serve::ConnectionLimits {
+        let body_timeout = Duration::from_millis(self.body_timeout_ms);
         serve::ConnectionLimits {
             header_timeout: Duration::from_millis(self.header_timeout_ms),
-            body_timeout: Duration::from_millis(self.body_timeout_ms),
+            body_timeout,
             idle_timeout: Duration::from_millis(self.idle_timeout_ms),
             max_connections: self.max_connections as usize,
+            // A stop waits as long as a request in flight may take anyway: no new setting.
+            drain_timeout: body_timeout + answer,
         }
     }
 }
@@ -143,9 +151,12 @@ Environment (checked before anything is created; a bad value names the variable)
                                       as their options above
   EXECUTOR_EVENT_WEBHOOK              POST lifecycle events here (https, or http on loopback) [default: none]
   EXECUTOR_EVENT_BUS                  put lifecycle events on this EventBridge bus (name or ARN) [default: none]
-  EXECUTOR_TELEMETRY_FLUSH_MS         how long Ctrl-C waits for span export [default: 500]
+  EXECUTOR_TELEMETRY_FLUSH_MS         how long a stop (SIGINT, SIGTERM) waits for span export [default: 500]
   EXECUTOR_TABLE                      the table, with --store dynamodb (AWS_REGION, AWS_PROFILE, ... apply)
-  RUST_LOG, NO_COLOR, OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables: logs and spans";
+  RUST_LOG, NO_COLOR, OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables: logs and spans
+
+SIGINT (Ctrl-C) or SIGTERM stops it: no new connections, the requests in flight finish (within the body
+timeout plus the response budget), spans are flushed, exit 0. A second signal stops it at once.";
 
 #[derive(Subcommand)]
 enum Command {
@@ -177,6 +188,13 @@ enum Command {
         command: ConnectionsCommand,
         #[command(flatten)]
         store: StoreArgs,
+    },
+    /// Whether a running server is ready: exit 0 when GET /readyz answers 200, else 1 with the reason
+    /// (a server without /readyz is asked /healthz). For container health checks.
+    Health {
+        /// The server's URL, as `executor serve` printed it (with or without /mcp).
+        #[arg(long, default_value = health::DEFAULT_URL)]
+        url: String,
     },
 }
 
@@ -252,9 +270,9 @@ enum KeysCommand {
         #[arg(long)]
         toolkit: Option<String>,
     },
-    /// List keys: id, owner, scope, creation time.
+    /// List keys: id, owner, scope, creation and last use.
     List,
-    /// Revoke the key with this id (as `keys list` shows it, or its start).
+    /// Revoke the key with this id (as `keys list` shows it, or its first 6 characters or more).
     Revoke { id: String },
 }
 
@@ -295,6 +313,11 @@ async fn run(command: Command) -> Result<(), String> {
         Command::Connections { command, store } => {
             run_admin(commands::Command::Connections(command.into()), &store).await
         }
+        Command::Health { url } => {
+            let healthy = health::check(&url).await.map_err(|e| e.to_string())?;
+            println!("{healthy}");
+            Ok(())
+        }
     }
 }
 
@@ -317,12 +340,18 @@ enum Opened {
     Dynamo(Arc<DynamoStore>),
 }
 
-async fn open(args: &StoreArgs) -> Result<Opened, String> {
+/// `creates`: the command may make the embedded store when there is none.
+async fn open(args: &StoreArgs, creates: bool) -> Result<Opened, String> {
     match args.store {
         StoreKind::Embedded if args.create_table => {
             Err("--create-table is for --store dynamodb; the embedded store makes its file itself".into())
         }
-        StoreKind::Embedded => open_embedded(&args.data_dir).map(Opened::Embedded),
+        StoreKind::Embedded => {
+            if !creates {
+                data_dir::require_store(&args.data_dir).map_err(|e| e.to_string())?;
+            }
+            open_embedded(&args.data_dir).map(Opened::Embedded)
+        }
         StoreKind::Dynamodb => {
             let store = DynamoStore::from_env().await.map_err(|e| e.to_string())?;
             if args.create_table {
@@ -350,7 +379,8 @@ async fn run_admin(command: commands::Command, args: &StoreArgs) -> Result<(), S
     {
         return answer.map(|reply| println!("{reply}"));
     }
-    let reply = match open(args).await? {
+    // No server has it open: the store is opened here, and made only by a command that may make it.
+    let reply = match open(args, command.creates_store()).await? {
         Opened::Embedded(store) => commands::run(&*store, command).await,
         Opened::Dynamo(store) => commands::run(&*store, command).await,
     };
@@ -386,7 +416,10 @@ async fn serve_command(args: ServeArgs) -> Result<(), String> {
     let telemetry = executor_telemetry::Telemetry::local().map_err(|e| e.to_string())?;
     let sources = executor_catalog::CatalogConfig::load_located(args.config.clone()).map_err(|e| e.to_string())?;
     let settings = Settings { config, telemetry, sources };
-    match open(&args.store).await? {
+    if matches!(args.store.store, StoreKind::Embedded) {
+        data_dir::check_writable(&args.store.data_dir).map_err(|e| e.to_string())?;
+    }
+    match open(&args.store, true).await? {
         Opened::Embedded(store) => run_serve(args, store, true, settings).await,
         Opened::Dynamo(store) => run_serve(args, store, false, settings).await,
     }
@@ -410,7 +443,7 @@ async fn run_serve<S: Store + 'static>(
 ) -> Result<(), String> {
     let ServeArgs { addr, store: StoreArgs { data_dir, .. }, limits, .. } = args;
     let Settings { mut config, telemetry, sources } = settings;
-    let limits = limits.limits();
+    let limits = limits.limits(config.response_budget.max(config.approval_wait));
     #[cfg(feature = "conformance")]
     eprintln!("executor: conformance build: requests without a token are served as owner `conformance`");
     #[cfg(unix)]
@@ -431,7 +464,13 @@ async fn run_serve<S: Store + 'static>(
     let mut namespaces = Vec::new();
     for source in catalog.namespaces() {
         match (&source.error, &source.needs_connection) {
-            (Some(error), _) => eprintln!("executor: source {} is unavailable: {error}", source.namespace),
+            // Not fatal: the other sources serve, code that calls this one is told why it
+            // cannot, and it is retried in the background (`heal_in_background` below).
+            (Some(error), _) => eprintln!(
+                "executor: warning: source {} is unavailable, serving without its tools until it connects \
+                 (retried in the background): {error}",
+                source.namespace
+            ),
             (None, Some(why)) => eprintln!("executor: source {} ({}): {why}", source.namespace, source.kind),
             (None, None) => {
                 eprintln!("executor: source {} ({}): {} tools", source.namespace, source.kind, source.tools)
@@ -457,6 +496,8 @@ async fn run_serve<S: Store + 'static>(
     let key = owner.as_ref().zip(first.as_ref().map(|(_, t)| t.as_str()));
     let welcome = serve::welcome(bound, config.public_url.as_deref(), key);
     let catalog = Arc::new(catalog);
+    // Sources that failed to connect are retried until they do, for as long as this serves.
+    let _healing = catalog.heal_in_background();
     config.quotas.owners = sources.quotas;
     for view in Catalog::toolkit_views(&catalog, &sources.toolkits) {
         eprintln!("executor: toolkit {0} at /mcp/toolkits/{0}", view.name());
@@ -472,14 +513,33 @@ async fn run_serve<S: Store + 'static>(
     let _admin = embedded.then(|| admin_socket(&data_dir, store, &host)).flatten();
     #[cfg(not(unix))]
     let _ = embedded;
-    // Once everything listens: the admin socket too.
-    println!("{welcome}");
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-        eprintln!("executor: shutting down");
+    // From here on SIGINT and SIGTERM stop the server gracefully (before,
+    // with nothing in flight, they simply end the process).
+    let mut signals = serve::StopSignals::listen().map_err(|e| format!("cannot listen for SIGINT and SIGTERM: {e}"))?;
+    // Once everything listens: the admin socket too. Written, not `println!`: a
+    // reader that closed stdout after the first line must not end the server.
+    let _ = writeln!(std::io::stdout().lock(), "{welcome}");
+    let (begin, begun) = tokio::sync::oneshot::channel::<()>();
+    let drain = limits.drain_timeout.as_secs();
+    let signalled = async move {
+        let name = signals.next().await;
+        eprintln!(
+            "executor: {name}: shutting down; requests in flight have up to {drain} s to finish ({name} again stops at once)"
+        );
+        let _ = begin.send(());
+        signals.next().await
     };
-    let served = serve::serve_with_limits(listener, host, limits, shutdown).await.map_err(|e| e.to_string());
+    let shutdown = async {
+        let _ = begun.await;
+    };
+    let served = tokio::select! {
+        served = serve::serve_with_limits(listener, host, limits, shutdown) => served.map_err(|e| e.to_string()),
+        name = signalled => Err(format!("{name} again: stopped without waiting for the requests in flight")),
+    };
     telemetry.shutdown().await;
+    if served.is_ok() {
+        eprintln!("executor: stopped");
+    }
     served
 }
 

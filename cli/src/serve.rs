@@ -2,14 +2,17 @@
 //! The host itself is framework-neutral (`executor_service::Host`); this is
 //! the glue between it and a socket: hyper's HTTP/1.1, with the timeouts and
 //! the connection cap that keep slow or idle clients from holding the server
-//! ([`ConnectionLimits`]).
+//! ([`ConnectionLimits`]), the shedding of slow clients at the cap, and the
+//! graceful stop on SIGINT or SIGTERM ([`StopSignals`]).
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -45,8 +48,15 @@ pub struct ConnectionLimits {
     pub body_timeout: Duration,
     /// How long a kept-alive connection may wait for its next request.
     pub idle_timeout: Duration,
-    /// Connections open at once; more are answered 503 and closed.
+    /// Connections open at once. At the cap, a new connection takes the
+    /// place of the one that has been sending its request head longest; with
+    /// none sending a head, it is answered 503 and closed.
     pub max_connections: usize,
+    /// How long a stop waits for the requests in flight before it closes
+    /// their connections: what a request may take anyway, its body plus the
+    /// host's answer (`executor serve` sets it from the body timeout and the
+    /// response budget), so a stop cuts no request that keeps to the bounds.
+    pub drain_timeout: Duration,
 }
 
 impl Default for ConnectionLimits {
@@ -56,16 +66,22 @@ impl Default for ConnectionLimits {
     /// a minute of idleness keeps its connection warm without hoarding it.
     /// 1,024 connections are far more than the agents and approvers of one
     /// `executor serve`, and fit the usual file limit once it is raised (see
-    /// [`raise_open_files_limit`]).
+    /// [`raise_open_files_limit`]). The drain is the body timeout plus the
+    /// default response budget (20 s).
     fn default() -> Self {
         Self {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),
             max_connections: 1024,
+            drain_timeout: Duration::from_secs(50),
         }
     }
 }
+
+/// Where `executor serve` listens unless told otherwise (`--addr`), and so
+/// where `executor health` looks.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:8787";
 
 /// Refused connections being answered at once, past the cap. Each keeps its
 /// socket until the client has read the 503 (at most [`REFUSAL_LINGER`]);
@@ -74,8 +90,54 @@ impl Default for ConnectionLimits {
 const LINGERING_REFUSALS: usize = 64;
 const REFUSAL_LINGER: Duration = Duration::from_secs(1);
 
+/// The signals that stop `executor serve` gracefully: SIGINT (Ctrl-C) and
+/// SIGTERM (`docker stop`, systemd, Kubernetes) alike.
+pub struct StopSignals {
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// From now on these signals no longer end the process: [`StopSignals::next`] hears them.
+    pub fn listen() -> io::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Self { interrupt: signal(SignalKind::interrupt())?, terminate: signal(SignalKind::terminate())? })
+        }
+        #[cfg(not(unix))]
+        Ok(Self {})
+    }
+
+    /// The next stop signal to arrive, by name.
+    pub async fn next(&mut self) -> &'static str {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.interrupt.recv() => "SIGINT",
+            _ = self.terminate.recv() => "SIGTERM",
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        }
+    }
+}
+
+/// What every connection watches to learn of a stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Serving,
+    /// Finish the requests in flight, close the rest.
+    Draining,
+    /// The drain bound has passed: close everything.
+    Cut,
+}
+
 /// Serve `host` on `listener` until `shutdown` completes; requests in flight
-/// finish. With the default [`ConnectionLimits`].
+/// finish (within [`ConnectionLimits::drain_timeout`]). With the default [`ConnectionLimits`].
 pub async fn serve(
     listener: TcpListener,
     host: Host,
@@ -93,7 +155,8 @@ pub async fn serve_with_limits(
 ) -> io::Result<()> {
     let open = Arc::new(Semaphore::new(limits.max_connections));
     let refusals = Arc::new(Semaphore::new(LINGERING_REFUSALS));
-    let (stopping, stop) = watch::channel(false);
+    let registry = Arc::new(Registry::default());
+    let (stopping, stop) = watch::channel(Stop::Serving);
     let mut shutdown = pin!(shutdown);
     loop {
         let stream = tokio::select! {
@@ -106,20 +169,115 @@ pub async fn serve_with_limits(
             },
             () = &mut shutdown => break,
         };
+        let start = Start { host: host.clone(), limits, stop: stop.clone(), registry: registry.clone() };
         match open.clone().try_acquire_owned() {
-            Ok(permit) => {
-                tokio::spawn(connection(stream, host.clone(), limits, stop.clone(), permit));
-            }
-            Err(_) => refuse(stream, &refusals, limits.max_connections),
+            Ok(place) => start.spawn(stream, place),
+            Err(_) => make_room(stream, start, &refusals),
         }
     }
     drop(listener);
-    stopping.send_replace(true);
-    // Each connection holds a permit until it closes: all permits back means
-    // every request in flight has been answered.
+    stopping.send_replace(Stop::Draining);
+    // Each connection holds a place (a permit) until it closes: all places
+    // back means every request in flight has been answered.
     let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
-    let _ = open.acquire_many(all).await;
+    if tokio::time::timeout(limits.drain_timeout, open.acquire_many(all)).await.is_err() {
+        let open = limits.max_connections.saturating_sub(open.available_permits());
+        tracing::warn!(
+            connections = open,
+            "requests still in flight {} s after the stop began; closing their connections",
+            limits.drain_timeout.as_secs()
+        );
+        stopping.send_replace(Stop::Cut);
+    }
     Ok(())
+}
+
+/// What a connection needs besides its socket and its place.
+struct Start {
+    host: Host,
+    limits: ConnectionLimits,
+    stop: watch::Receiver<Stop>,
+    registry: Arc<Registry>,
+}
+
+impl Start {
+    /// Serve `stream` in its own task, holding `place` while it is open.
+    /// Registered here, in the order connections arrive, for [`make_room`].
+    fn spawn(self, stream: TcpStream, place: OwnedSemaphorePermit) {
+        let watch = Arc::new(Watch::new());
+        let registered = Registered { id: self.registry.add(watch.clone(), place), registry: self.registry };
+        tokio::spawn(async move {
+            connection(stream, self.host, self.limits, self.stop, watch).await;
+            // Leaves the registry and gives the place back.
+            drop(registered);
+        });
+    }
+}
+
+/// At the cap: close the connection that has been sending its request head
+/// longest and give its place to this one. A flood of slow clients (each
+/// trickling its head to stay just inside the header timeout) would otherwise
+/// hold every place, and keep every new client out, for as long as it lasts.
+/// The oldest goes first: it has had the most time, and a client that has
+/// just connected and is about to send its head goes last. A connection
+/// being answered, or kept alive after an answer, is never closed for
+/// another: with none sending a head, the new one is refused (503).
+fn make_room(stream: TcpStream, start: Start, refusals: &Arc<Semaphore>) {
+    match start.registry.shed_oldest_head() {
+        Some(place) => start.spawn(stream, place),
+        None => refuse(stream, refusals, start.limits.max_connections),
+    }
+}
+
+/// The open connections and the places they hold, for [`make_room`].
+#[derive(Default)]
+struct Registry {
+    open: Mutex<Open>,
+}
+
+#[derive(Default)]
+struct Open {
+    next: u64,
+    connections: HashMap<u64, (Arc<Watch>, OwnedSemaphorePermit)>,
+}
+
+impl Registry {
+    fn add(&self, watch: Arc<Watch>, place: OwnedSemaphorePermit) -> u64 {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let id = open.next;
+        open.next += 1;
+        open.connections.insert(id, (watch, place));
+        id
+    }
+
+    fn remove(&self, id: u64) {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).connections.remove(&id);
+    }
+
+    /// Tell the connection that has been sending its request head longest to
+    /// close, and take its place (handed over here, not through the
+    /// semaphore, so no other arrival can take it in between); `None` if no
+    /// connection is sending a head. Its socket stays open until its task
+    /// sees the word, a moment later: the cap is exceeded by that much.
+    fn shed_oldest_head(&self) -> Option<OwnedSemaphorePermit> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let oldest = open.connections.iter().filter_map(|(id, (watch, _))| Some((watch.head_since()?, *id))).min();
+        let (watch, place) = open.connections.remove(&oldest?.1)?;
+        watch.shed();
+        Some(place)
+    }
+}
+
+/// A connection's entry in the [`Registry`], removed when the connection ends.
+struct Registered {
+    id: u64,
+    registry: Arc<Registry>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.registry.remove(self.id);
+    }
 }
 
 /// A failed `accept` is the listener's problem, not a client's: a client that
@@ -174,10 +332,9 @@ async fn connection(
     stream: TcpStream,
     host: Host,
     limits: ConnectionLimits,
-    mut stop: watch::Receiver<bool>,
-    _permit: OwnedSemaphorePermit,
+    mut stop: watch::Receiver<Stop>,
+    watch: Arc<Watch>,
 ) {
-    let watch = Arc::new(Watch::new());
     let service = service_fn({
         let watch = watch.clone();
         move |request: Request<Incoming>| {
@@ -196,8 +353,15 @@ async fn connection(
     let mut served = pin!(http1::Builder::new().header_read_timeout(None).serve_connection(io, service));
     let mut draining = false;
     loop {
+        // Closed for a new client while its head was still coming (`make_room`),
+        // which has its place now.
+        if watch.is_shed() {
+            return;
+        }
         let changed = watch.changed.notified();
         let deadline = watch.deadline(&limits);
+        // Serving: wait for any stop. Draining: only for the cut.
+        let awaited = if draining { Stop::Cut } else { Stop::Draining };
         tokio::select! {
             _ = served.as_mut() => return,
             () = changed => {}
@@ -207,10 +371,15 @@ async fn connection(
                     return;
                 }
             }
-            _ = stop.wait_for(|stopping| *stopping), if !draining => {
+            stopped = stop.wait_for(move |stop| *stop == awaited || *stop == Stop::Cut) => {
+                // Cut: past the drain bound (or the server is gone).
+                let cut = match stopped {
+                    Ok(now) => *now == Stop::Cut,
+                    Err(_) => true,
+                };
                 // No request begun: nothing to finish (hyper would wait for
                 // a fresh connection's first request).
-                if watch.waiting() {
+                if cut || watch.waiting() {
                     return;
                 }
                 served.as_mut().graceful_shutdown();
@@ -279,11 +448,36 @@ enum Phase {
 struct Watch {
     phase: Mutex<Phase>,
     changed: Notify,
+    /// Chosen to make room for a new connection ([`Registry::shed_oldest_head`]).
+    shed: AtomicBool,
 }
 
 impl Watch {
     fn new() -> Self {
-        Self { phase: Mutex::new(Phase::Waiting { since: Instant::now(), first: true }), changed: Notify::new() }
+        Self {
+            phase: Mutex::new(Phase::Waiting { since: Instant::now(), first: true }),
+            changed: Notify::new(),
+            shed: AtomicBool::new(false),
+        }
+    }
+
+    fn shed(&self) {
+        self.shed.store(true, Ordering::Release);
+        self.changed.notify_one();
+    }
+
+    fn is_shed(&self) -> bool {
+        self.shed.load(Ordering::Acquire)
+    }
+
+    /// Since when the connection has been sending a request head: from its
+    /// start until its first head is complete, or from the first byte of a
+    /// later one. `None` while a request is answered or between requests.
+    fn head_since(&self) -> Option<Instant> {
+        match *self.phase.lock().unwrap_or_else(|e| e.into_inner()) {
+            Phase::Waiting { since, first: true } | Phase::Head(since) => Some(since),
+            Phase::Waiting { first: false, .. } | Phase::Busy => None,
+        }
     }
 
     fn set(&self, phase: Phase) {

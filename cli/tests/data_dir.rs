@@ -103,3 +103,44 @@ fn a_store_others_can_read_is_warned_about_with_the_chmod_and_left_alone() {
     }
     assert_eq!(String::from_utf8(run(&["keys", "list", "--data-dir", data_arg]).stderr).unwrap(), "");
 }
+
+/// `executor serve` as another user than the data directory's owner, as in
+/// a container whose bind-mounted `/data` belongs to root on the host: it
+/// stops before making anything, saying what to do. As root, the test runs
+/// the server as `nobody` (`setpriv`); otherwise the directory is made
+/// read-only for this user.
+#[test]
+fn serve_on_a_data_directory_it_cannot_write_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let root = rustix::process::geteuid().is_root();
+    let mut command = if root {
+        // Others may enter the temp directory, as any directory above a mount point.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut command = Command::new("setpriv");
+        command.args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_executor")]);
+        command
+    } else {
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o500)).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_executor"))
+    };
+    let out = command
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir", data.to_str().unwrap()])
+        .env_remove("EXECUTOR_PUBLIC_URL")
+        .env("HOME", dir.path())
+        .output()
+        .expect("run executor serve");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let uid = if root { 65534 } else { rustix::process::geteuid().as_raw() };
+    let display = data.display();
+    assert!(
+        stderr.contains(&format!("{display} is not writable by this process (user id {uid})"))
+            && stderr.contains(&format!("chown -R {uid} {display}"))
+            && stderr.contains("a bind-mounted directory keeps its owner from the host"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_dir(&data).unwrap().count(), 0, "nothing was made in it");
+}

@@ -53,20 +53,67 @@ fn keys_are_listed_and_revoked_by_id() {
     let listed = String::from_utf8(executor(&["keys", "list", "--data-dir", data]).stdout).unwrap();
     let lines: Vec<&str> = listed.lines().collect();
     assert_eq!(lines.len(), 3, "{listed}");
-    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), ["ID", "OWNER", "SCOPE", "CREATED"], "a header row");
+    let header = ["ID", "OWNER", "SCOPE", "CREATED", "LAST", "USED"];
+    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), header, "a header row");
+    assert!(lines[1..].iter().all(|l| l.ends_with("  never")), "no key was used yet: {listed}");
     assert!(lines[1].contains("alice") && lines[2].contains("bob"), "oldest first: {listed}");
     assert!(lines[1].contains(" all ") && lines[2].contains(" toolkit support "), "each key's scope: {listed}");
     let bob_id = lines[2].split_whitespace().next().unwrap();
     assert_eq!(bob_id.len(), 12);
 
-    let revoked = executor(&["keys", "revoke", bob_id, "--data-dir", data]);
+    let short = executor(&["keys", "revoke", &bob_id[..5], "--data-dir", data]);
+    assert!(!short.status.success());
+    let stderr = String::from_utf8_lossy(&short.stderr);
+    assert!(stderr.contains("too short") && stderr.contains("at least 6 characters"), "{stderr}");
+
+    let revoked = executor(&["keys", "revoke", &bob_id[..6], "--data-dir", data]);
     assert!(revoked.status.success(), "{}", String::from_utf8_lossy(&revoked.stderr));
-    assert_eq!(String::from_utf8_lossy(&revoked.stdout).trim(), format!("Revoked key {bob_id} of bob."));
+    let stdout = String::from_utf8_lossy(&revoked.stdout);
+    let created = lines[2].split_whitespace().nth(4).unwrap();
+    assert_eq!(stdout.trim(), format!("Revoked key {bob_id} of bob (scope toolkit support, created {created})."));
     let listed = String::from_utf8(executor(&["keys", "list", "--data-dir", data]).stdout).unwrap();
     assert!(listed.contains("alice") && !listed.contains("bob"), "{listed}");
     let again = executor(&["keys", "revoke", bob_id, "--data-dir", data]);
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("no key has the id"));
+}
+
+#[test]
+fn commands_that_read_a_store_never_create_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nowhere");
+    let data = missing.to_str().unwrap();
+    let reads: [&[&str]; 6] = [
+        &["keys", "list"],
+        &["keys", "revoke", "0123456789ab"],
+        &["grants", "list", "--owner", "alice"],
+        &["grants", "revoke", "g1"],
+        &["connections", "list", "--owner", "alice"],
+        &["connections", "disconnect", "--owner", "alice", "gh"],
+    ];
+    for args in reads {
+        let out = executor(&[args, &["--data-dir", data]].concat());
+        assert!(!out.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("there is no data directory at {data}"))
+                && stderr.contains("pass the --data-dir that `executor serve` uses"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!missing.exists(), "{args:?} made the data directory");
+    }
+
+    // A directory without a store (a mistyped path that exists): nothing is made in it either.
+    let empty = dir.path().to_str().unwrap();
+    let out = executor(&["keys", "list", "--data-dir", empty]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("{empty} holds no store (executor.redb)")), "{stderr}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing was made in it");
+
+    // `keys create` is how a store begins: it makes one.
+    assert!(executor(&["keys", "create", "--owner", "alice", "--data-dir", data]).status.success());
+    assert!(executor(&["keys", "list", "--data-dir", data]).status.success());
 }
 
 #[test]

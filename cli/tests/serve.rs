@@ -207,6 +207,9 @@ async fn on_every_interface_it_serves_other_machines_at_its_public_url() {
         .await
         .unwrap();
     assert_eq!(rebound.status(), 403);
+    let refusal: serde_json::Value = rebound.json().await.unwrap();
+    let message = refusal["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("attacker.example") && message.contains("--public-url"), "says what to do: {refusal}");
     interrupt(server);
 }
 
@@ -264,14 +267,15 @@ async fn keys_are_created_and_revoked_while_the_server_runs() {
 
     let listed = String::from_utf8(executor(&["keys", "list", "--data-dir", data]).stdout).unwrap();
     let lines: Vec<&str> = listed.lines().collect();
-    assert!(lines[0].starts_with("ID") && lines[0].contains("OWNER") && lines[0].ends_with("CREATED"), "{listed}");
+    assert!(lines[0].starts_with("ID") && lines[0].contains("OWNER") && lines[0].ends_with("LAST USED"), "{listed}");
     assert_eq!(lines.len(), 3, "a header, the first start's key and bob's: {listed}");
     let bob_id = lines[2].split_whitespace().next().unwrap();
     assert!(lines[2].contains("bob"), "{listed}");
 
     let revoked = executor(&["keys", "revoke", &bob_id[..8], "--data-dir", data]);
     assert!(revoked.status.success(), "{}", String::from_utf8_lossy(&revoked.stderr));
-    assert_eq!(String::from_utf8(revoked.stdout).unwrap().trim(), format!("Revoked key {bob_id} of bob."));
+    let stdout = String::from_utf8(revoked.stdout).unwrap();
+    assert!(stdout.trim().starts_with(&format!("Revoked key {bob_id} of bob (scope all, created ")), "{stdout}");
     assert_eq!(initialize(&server.url, &bob).await, 401, "the revoked key is refused on its next request");
     assert_eq!(initialize(&server.url, server.token.as_deref().unwrap()).await, 200, "other keys still work");
 
@@ -280,4 +284,73 @@ async fn keys_are_created_and_revoked_while_the_server_runs() {
     let listed = executor(&["keys", "list", "--data-dir", data]);
     assert!(listed.status.success(), "without a server the command opens the store itself");
     assert!(!String::from_utf8(listed.stdout).unwrap().contains("bob"));
+}
+
+/// The LAST USED column of `keys list` for the key of `owner`.
+fn last_used(data: &str, owner: &str) -> String {
+    let listed = executor(&["keys", "list", "--data-dir", data]);
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    let line =
+        listed.lines().find(|l| l.split_whitespace().nth(1) == Some(owner)).unwrap_or_else(|| panic!("{listed}"));
+    line.split_whitespace().last().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn keys_list_shows_when_each_key_last_authenticated() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let server = start(data);
+    let first = server.token.clone().unwrap();
+    let owner = executor(&["keys", "list", "--data-dir", data]);
+    let owner = String::from_utf8(owner.stdout).unwrap();
+    let owner = owner.lines().nth(1).and_then(|l| l.split_whitespace().nth(1)).unwrap().to_owned();
+    assert!(executor(&["keys", "create", "--owner", "bob", "--data-dir", data]).status.success());
+    assert_eq!(last_used(data, &owner), "never");
+
+    let before = std::time::SystemTime::now();
+    assert_eq!(initialize(&server.url, &first).await, 200);
+    assert_eq!(initialize(&server.url, &first).await, 200);
+    let used = last_used(data, &owner);
+    // An RFC 3339 time of this minute (the listing is the server's, through its admin socket).
+    let stamp = executor_core::Timestamp::from(before).to_rfc3339();
+    assert_eq!(used.len(), stamp.len(), "{used}");
+    assert!(used.as_str() >= &stamp[..16], "used {used}, request at {stamp}");
+    assert_eq!(last_used(data, "bob"), "never", "an unused key stays never used");
+
+    interrupt(server);
+    assert_eq!(last_used(data, &owner), used, "kept in the store");
+}
+
+#[tokio::test]
+async fn an_unavailable_source_is_a_warning_and_the_others_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    // A spec URL where nothing listens.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = dir.path().join("executor.toml");
+    let sources = format!(
+        "[outbound]\nallow_loopback = true\n\n[[sources]]\nnamespace = \"down\"\nkind = \"openapi\"\n\
+         spec = \"http://127.0.0.1:{port}/openapi.json\"\nbase_url = \"http://127.0.0.1:{port}\"\n"
+    );
+    std::fs::write(&config, sources).unwrap();
+    let args = ["--addr", "127.0.0.1:0", "--config", config.to_str().unwrap()];
+    let server = launch(data.to_str().unwrap(), &args, &[]).unwrap_or_else(|e| panic!("serve did not start: {e}"));
+    let health = http().get(server.url.replace("/mcp", "/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200, "it serves");
+    let stderr = server.stderr.lock().unwrap().clone();
+    let line = stderr.lines().find(|l| l.contains("source down")).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        line.starts_with(
+            "executor: warning: source down is unavailable, serving without its tools until it connects (retried in \
+             the background): "
+        ),
+        "{line}"
+    );
+    // Not ready while it is unavailable, and `executor health` says why.
+    let health = executor(&["health", "--url", &server.url]);
+    assert_eq!(health.status.code(), Some(1), "{health:?}");
+    let stderr = String::from_utf8_lossy(&health.stderr);
+    assert!(stderr.contains("answered 503: source down is unavailable: "), "{stderr}");
+    interrupt(server);
 }

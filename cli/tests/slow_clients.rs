@@ -118,6 +118,7 @@ async fn a_thousand_slow_clients_neither_block_the_server_nor_stay_open() {
         body_timeout: Duration::from_secs(2),
         idle_timeout: Duration::from_secs(2),
         max_connections: 1100,
+        ..ConnectionLimits::default()
     };
     let server = start(limits).await;
     let kinds = [Kind::Silent, Kind::SlowHead, Kind::SlowBody, Kind::Idle];
@@ -234,7 +235,13 @@ async fn rest_of(stream: &mut TcpStream) -> String {
 async fn shutdown_finishes_requests_in_flight_and_closes_the_rest_at_once() {
     // Timeouts far longer than the test's bounds: shutting down must not wait for them.
     let hour = Duration::from_secs(3600);
-    let limits = ConnectionLimits { header_timeout: hour, body_timeout: hour, idle_timeout: hour, max_connections: 16 };
+    let limits = ConnectionLimits {
+        header_timeout: hour,
+        body_timeout: hour,
+        idle_timeout: hour,
+        max_connections: 16,
+        drain_timeout: hour,
+    };
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
     let catalog = Arc::new(Catalog::load(None).await.unwrap());
@@ -274,4 +281,44 @@ async fn shutdown_finishes_requests_in_flight_and_closes_the_rest_at_once() {
         .expect("serve returns once the request in flight is answered")
         .unwrap()
         .unwrap();
+}
+
+#[tokio::test]
+async fn a_stop_waits_for_requests_in_flight_only_until_the_drain_bound() {
+    // The request in flight never finishes its body (the body timeout is an
+    // hour): past the drain bound the stop closes it and serve returns.
+    let hour = Duration::from_secs(3600);
+    let limits = ConnectionLimits {
+        header_timeout: hour,
+        body_timeout: hour,
+        idle_timeout: hour,
+        max_connections: 16,
+        drain_timeout: Duration::from_millis(500),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+    let catalog = Arc::new(Catalog::load(None).await.unwrap());
+    let host = serve::host(store, catalog, &[], HostConfig::default()).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(serve::serve_with_limits(listener, host, limits, async {
+        let _ = stopped.await;
+    }));
+
+    let mut stuck = TcpStream::connect(addr).await.unwrap();
+    let head = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n\
+                Content-Length: 100\r\n\r\n";
+    stuck.write_all(head.as_bytes()).await.unwrap();
+    let mut buffer = [0u8; 64];
+    let n = stuck.read(&mut buffer).await.unwrap();
+    assert!(buffer[..n].starts_with(b"HTTP/1.1 100 Continue"), "{}", String::from_utf8_lossy(&buffer[..n]));
+    stop.send(()).unwrap();
+
+    tokio::time::timeout(Duration::from_secs(30), served)
+        .await
+        .expect("serve returns at the drain bound, without the stuck request")
+        .unwrap()
+        .unwrap();
+    assert_eq!(rest_of(&mut stuck).await, "", "the stuck request's connection is closed without an answer");
 }

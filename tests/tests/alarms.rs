@@ -142,7 +142,7 @@ async fn idle_sessions_are_destroyed_and_their_paused_work_lives_on<S: Store + '
     assert_eq!(store.get_session(Access::Internal, &capped.id).await.unwrap().status, SessionStatus::Destroyed);
     // The pause belongs to its owner: still paused, still resumable, until its own deadline.
     let execution = store.get_execution(Access::Owner(&capped.owner), &paused).await.unwrap();
-    assert!(matches!(execution.state, ExecutionState::Paused { .. }), "{:?}", execution.state);
+    assert!(matches!(execution.state(), ExecutionState::Paused { .. }), "{:?}", execution.state());
     assert_eq!(scheduler.armed_at(&capped.id), None, "the pending alarm is disarmed");
 }
 

@@ -156,7 +156,8 @@ async fn key_checks() {
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
     let answer = rig.rpc(None, "model", list.clone()).await;
     assert_eq!(answer.status, 200);
-    assert_eq!(rig.calls(), (expect(&[("GetItem", 1)]), (0, 1)), "a valid key: one read");
+    // A key's use is recorded when it is read (one conditional update; `keys list` shows it).
+    assert_eq!(rig.calls(), (expect(&[("GetItem", 1), ("UpdateItem", 1)]), (1, 1)), "a valid key: one read, its use");
     assert_eq!(rig.rpc(None, "model", list.clone()).await.status, 200);
     assert_eq!(rig.calls(), (expect(&[]), (0, 0)), "the same key again: verified, no read");
 
@@ -208,7 +209,8 @@ async fn a_revoked_key_stops_within_the_verification_ttl_or_at_once_when_the_hos
 async fn session_start_and_execute_on_a_live_session() {
     let rig = Rig::start().await;
     let session = rig.initialize().await;
-    assert_eq!(rig.calls(), (expect(&[("CreateSchedule", 1), ("GetItem", 1), ("PutItem", 1)]), (1, 1)), "initialize");
+    let initialize = expect(&[("CreateSchedule", 1), ("GetItem", 1), ("PutItem", 1), ("UpdateItem", 1)]);
+    assert_eq!(rig.calls(), (initialize, (2, 1)), "initialize (the key read and its use recorded)");
 
     assert_eq!(rig.execute(Some(&session), "return 1 + 2").await["result"], 3);
     assert_eq!(rig.calls(), (expect(&[("GetItem", 1)]), (0, 1)), "execute: the session (the key is verified)");
@@ -223,7 +225,8 @@ async fn session_start_and_execute_on_a_live_session() {
 async fn stateless_execute() {
     let rig = Rig::start().await;
     assert_eq!(rig.execute(None, "return 1 + 2").await["result"], 3);
-    assert_eq!(rig.calls(), (expect(&[("GetItem", 1)]), (0, 1)), "execute without a session: the key only");
+    let key = expect(&[("GetItem", 1), ("UpdateItem", 1)]);
+    assert_eq!(rig.calls(), (key, (1, 1)), "execute without a session: the key only (read, its use recorded)");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -267,8 +270,8 @@ async fn browser_approval() {
     assert_eq!(paused["status"], "user_approval_required", "{paused}");
     assert_eq!(
         rig.calls(),
-        (expect(&[("GetItem", 1), ("Query", 1), ("TransactWriteItems", 1)]), (4, 2)),
-        "a stateless browser-mode pause"
+        (expect(&[("GetItem", 1), ("Query", 1), ("TransactWriteItems", 1), ("UpdateItem", 1)]), (5, 2)),
+        "a stateless browser-mode pause (and the key's use recorded)"
     );
 
     let url = paused["approvalUrl"].as_str().unwrap().strip_prefix("http://127.0.0.1").unwrap().to_owned();

@@ -98,6 +98,8 @@ async fn items_match_docs_storage_md() {
         .create_key(&ApiKey { hash: TokenHash::of_token("t"), owner: alice.clone(), created_at: now(), toolkit: None })
         .await
         .unwrap();
+    // Its use, as authenticating a request records it.
+    store.record_key_use(&TokenHash::of_token("t"), now()).await.unwrap();
     let grant_id = GrantId::parse("g1").unwrap();
     let grant =
         Grant::new(grant_id, alice.clone(), "files.write", GrantedBy::ApprovalPage, now(), Duration::from_secs(60));
@@ -181,7 +183,7 @@ async fn items_match_docs_storage_md() {
     let find =
         |pk: &str, sk: &str| items.iter().find(|i| i["pk"].as_s().unwrap() == pk && i["sk"].as_s().unwrap() == sk);
     assert_eq!(n(find("SESSION#s1", "SESSION").unwrap(), "expires_at"), session.expires_at.as_secs_ceil());
-    assert_eq!(n(find("EXEC#e1", "EXEC").unwrap(), "expires_at"), execution.expires_at.as_secs_ceil());
+    assert_eq!(n(find("EXEC#e1", "EXEC").unwrap(), "expires_at"), execution.expires_at().as_secs_ceil());
     assert_eq!(n(find("SESSION#s1", "PAUSED#e1").unwrap(), "expires_at"), deadline.as_secs_ceil());
     let event_sk = format!("EVENT#{:013}#{}", events[0].time.as_millis(), events[0].id);
     assert_eq!(

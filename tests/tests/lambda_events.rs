@@ -89,7 +89,7 @@ async fn no_request_continues_a_handed_on_execution_or_tells_whether_one_exists(
     assert_eq!(started["result"]["structuredContent"]["status"], "running", "{started}");
     let id = tokio::time::timeout(Duration::from_secs(30), handed.recv()).await.unwrap().expect("a handed-on run");
     let stored = store.get_execution(Access::Internal, &id).await.unwrap();
-    assert_eq!((&stored.state, stored.claim.as_ref()), (&executor_core::ExecutionState::Running, None));
+    assert_eq!((stored.state(), stored.claim()), (&executor_core::ExecutionState::Running, None));
     assert_eq!(upstream.reads().len(), 1, "the first read, before the hand-off");
     // A well-formed id that names nothing.
     let missing = ExecutionId::parse("0".repeat(id.as_str().len())).unwrap();

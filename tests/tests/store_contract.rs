@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use executor_core::{
-    ApiKey, ApprovalAction, ClientInfo, ElicitationMode, Event, Execution, ExecutionEvent, ExecutionId, ExecutionState,
-    ExecutionStatus, Grant, GrantId, GrantedBy, Journal, JournalStep, LinkStatus, OAuthClient, OAuthState, PendingCall,
-    Principal, QuotaLimit, Session, SessionId, SessionStatus, SourceConnection, StepOutcome, Timestamp, TokenHash,
-    execution_events, session_destroyed,
+    ApiKey, ApprovalAction, Channel, ClientInfo, ElicitationMode, Event, Execution, ExecutionEvent, ExecutionId,
+    ExecutionState, ExecutionStatus, Grant, GrantId, GrantedBy, Journal, JournalStep, LinkStatus, OAuthClient,
+    OAuthState, PendingCall, Principal, QuotaLimit, Session, SessionId, SessionStatus, SourceConnection, StepOutcome,
+    Timestamp, TokenHash, execution_events, session_destroyed,
 };
 use executor_store::{Access, HourlyTake, MAX_SNAPSHOT_BYTES, QuotaOutcome, QuotaTake, SlotTake, Store, StoreError};
 use serde_json::json;
@@ -28,6 +28,7 @@ executor_tests::on_both_stores!(
     oversized_snapshot_is_refused_and_loses_nothing,
     api_keys_are_found_by_hash_only,
     api_keys_are_listed_and_revoked,
+    key_uses_are_recorded_at_most_once_per_resolution,
     hourly_quota_race_lets_exactly_the_limit_through,
     slots_are_taken_released_and_expire,
     a_refused_take_counts_nothing,
@@ -188,8 +189,9 @@ async fn expired_records_read_as_absent<S: Store + 'static>(store: Arc<S>) {
     store.create_session(&fresh).await.unwrap();
     assert_eq!(store.get_session(Access::Owner(&bob()), &sid("s1")).await.unwrap(), fresh);
 
-    let mut e = running("e1", alice(), None);
-    e.expires_at = Timestamp::from_millis(now().as_millis() - 5_000);
+    let long_ago = Timestamp::from_millis(now().as_millis() - 5_000);
+    let mut e =
+        Execution::start(eid("e1"), alice(), None, ElicitationMode::Model, "1", Journal::new(now(), 1), long_ago);
     store.create_execution(&e).await.unwrap();
     assert_not_found(store.get_execution(Access::Owner(&alice()), &eid("e1")).await);
     assert_not_found(store.update_execution(&mut e).await);
@@ -220,7 +222,11 @@ async fn execution_transitions_are_conditional_on_version<S: Store + 'static>(st
     assert_eq!(stored.links.status(&TokenHash::of_token("link")), LinkStatus::Open);
 
     let link = Some(TokenHash::of_token("link"));
-    e.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept, link }, now()).unwrap();
+    e.apply(
+        ExecutionEvent::Claim { action: ApprovalAction::Accept, link, claim: "c".into(), by: Channel::OwnerApi },
+        now(),
+    )
+    .unwrap();
     store.update_execution(&mut e).await.unwrap();
     e.apply(ExecutionEvent::Complete { result: json!({"id": 7}) }, now()).unwrap();
     e.logs = vec!["created".into()];
@@ -234,7 +240,7 @@ async fn execution_transitions_are_conditional_on_version<S: Store + 'static>(st
 
     let stored = store.get_execution(Access::Owner(&alice), &eid("e1")).await.unwrap();
     assert_eq!(stored, e);
-    assert_eq!(stored.state, ExecutionState::Completed { result: json!({"id": 7}) });
+    assert_eq!(*stored.state(), ExecutionState::Completed { result: json!({"id": 7}) });
 }
 
 async fn paused_index_follows_execution_state<S: Store + 'static>(store: Arc<S>) {
@@ -256,7 +262,11 @@ async fn paused_index_follows_execution_state<S: Store + 'static>(store: Arc<S>)
     assert!(store.paused_executions(Access::Owner(&bob), &sid("s1")).await.unwrap().is_empty());
     assert!(store.paused_executions(Access::Internal, &sid("none")).await.unwrap().is_empty());
 
-    a.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None }, now()).unwrap();
+    a.apply(
+        ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None, claim: "c".into(), by: Channel::OwnerApi },
+        now(),
+    )
+    .unwrap();
     store.update_execution(&mut a).await.unwrap();
     assert_eq!(store.paused_executions(Access::Internal, &sid("s1")).await.unwrap(), [eid("b")]);
 
@@ -281,7 +291,8 @@ async fn claim_race_has_exactly_one_winner<S: Store + 'static>(store: Arc<S>) {
             let owner = alice();
             let mut e = store.get_execution(Access::Owner(&owner), &eid("race")).await.unwrap();
             let action = if i % 2 == 0 { ApprovalAction::Accept } else { ApprovalAction::Decline };
-            e.apply(ExecutionEvent::Claim { action, link: None }, now()).unwrap();
+            e.apply(ExecutionEvent::Claim { action, link: None, claim: "c".into(), by: Channel::OwnerApi }, now())
+                .unwrap();
             start.wait().await;
             store.update_execution(&mut e).await.map(|()| action)
         })
@@ -296,7 +307,7 @@ async fn claim_race_has_exactly_one_winner<S: Store + 'static>(store: Arc<S>) {
     }
     assert_eq!(winners.len(), 1, "exactly one of {CLAIMERS} claims wins");
     let stored = store.get_execution(Access::Internal, &eid("race")).await.unwrap();
-    assert_eq!(stored.state, ExecutionState::Resuming { action: winners[0] });
+    assert_eq!(*stored.state(), ExecutionState::Resuming { action: winners[0] });
     assert_eq!(stored.version, 1);
     assert!(store.paused_executions(Access::Internal, &sid("s1")).await.unwrap().is_empty());
 }
@@ -310,7 +321,17 @@ async fn identical_claims_are_still_two_writes<S: Store + 'static>(store: Arc<S>
     let mut first = store.get_execution(Access::Owner(&alice()), &eid("twin")).await.unwrap();
     let mut second = first.clone();
     for claim in [&mut first, &mut second] {
-        claim.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None }, at).unwrap();
+        claim
+            .apply(
+                ExecutionEvent::Claim {
+                    action: ApprovalAction::Accept,
+                    link: None,
+                    claim: "c".into(),
+                    by: Channel::OwnerApi,
+                },
+                at,
+            )
+            .unwrap();
     }
     assert_eq!(first, second, "the two claims under test are identical");
     store.update_execution(&mut first).await.unwrap();
@@ -327,7 +348,11 @@ async fn large_journal_round_trips_in_chunks<S: Store + 'static>(store: Arc<S>) 
     store.create_execution(&e).await.unwrap();
     assert_eq!(store.get_execution(Access::Owner(&alice()), &eid("big")).await.unwrap(), e);
 
-    e.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None }, now()).unwrap();
+    e.apply(
+        ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None, claim: "c".into(), by: Channel::OwnerApi },
+        now(),
+    )
+    .unwrap();
     store.update_execution(&mut e).await.unwrap();
     assert_eq!(store.get_execution(Access::Owner(&alice()), &eid("big")).await.unwrap(), e);
 
@@ -390,6 +415,60 @@ async fn api_keys_are_listed_and_revoked<S: Store + 'static>(store: Arc<S>) {
     assert_not_found(store.revoke_key(&keys[1].hash).await);
     assert_eq!(store.list_keys().await.unwrap().len(), 2);
     assert_eq!(store.find_key(&keys[0].hash).await.unwrap(), keys[0]);
+}
+
+async fn key_uses_are_recorded_at_most_once_per_resolution<S: Store + 'static>(store: Arc<S>) {
+    use executor_store::KEY_USE_RESOLUTION;
+    let key =
+        |token: &str| ApiKey { hash: TokenHash::of_token(token), owner: alice(), created_at: now(), toolkit: None };
+    let (used, idle) = (key("exk_used"), key("exk_idle"));
+    store.create_key(&used).await.unwrap();
+    store.create_key(&idle).await.unwrap();
+    let last_used = |hash: TokenHash| {
+        let store = store.clone();
+        async move {
+            let uses = store.list_key_uses().await.unwrap();
+            uses.into_iter().find(|u| u.key.hash == hash).map(|u| (u.key, u.last_used))
+        }
+    };
+    assert_eq!(last_used(used.hash.clone()).await, Some((used.clone(), None)), "never used yet");
+
+    let first = now();
+    store.record_key_use(&used.hash, first).await.unwrap();
+    assert_eq!(last_used(used.hash.clone()).await, Some((used.clone(), Some(first))));
+    assert_eq!(last_used(idle.hash.clone()).await, Some((idle.clone(), None)), "only that key");
+    assert_eq!(store.find_key(&used.hash).await.unwrap(), used, "the key itself is unchanged");
+    assert_eq!(store.list_keys().await.unwrap().len(), 2);
+
+    // Within the resolution nothing is written; the recorded time never goes back.
+    store.record_key_use(&used.hash, first.plus(KEY_USE_RESOLUTION / 2)).await.unwrap();
+    store.record_key_use(&used.hash, Timestamp::from_millis(first.as_millis() - 3_600_000)).await.unwrap();
+    assert_eq!(last_used(used.hash.clone()).await.unwrap().1, Some(first));
+    let later = first.plus(KEY_USE_RESOLUTION);
+    store.record_key_use(&used.hash, later).await.unwrap();
+    assert_eq!(last_used(used.hash.clone()).await.unwrap().1, Some(later));
+
+    // Racing recorders of one use (instances verifying the same key): it is recorded.
+    let racing = later.plus(hours(1));
+    let recorders: Vec<_> = (0..8)
+        .map(|_| {
+            let (store, hash) = (store.clone(), used.hash.clone());
+            tokio::spawn(async move { store.record_key_use(&hash, racing).await })
+        })
+        .collect();
+    for recorder in recorders {
+        recorder.await.unwrap().unwrap();
+    }
+    assert_eq!(last_used(used.hash.clone()).await.unwrap().1, Some(racing));
+
+    // A key revoked meanwhile, or one that never was, is not brought into being.
+    store.revoke_key(&used.hash).await.unwrap();
+    store.record_key_use(&used.hash, racing.plus(hours(1))).await.unwrap();
+    store.record_key_use(&TokenHash::of_token("exk_never"), now()).await.unwrap();
+    assert_not_found(store.find_key(&used.hash).await);
+    assert_not_found(store.find_key(&TokenHash::of_token("exk_never")).await);
+    let left: Vec<ApiKey> = store.list_key_uses().await.unwrap().into_iter().map(|u| u.key).collect();
+    assert_eq!(left, [idle]);
 }
 
 /// A take of one of the hour's executions (window at `window` ms) and, with
@@ -556,7 +635,11 @@ async fn events_are_stored_with_the_change_they_describe<S: Store + 'static>(sto
 
     // Decided in the same millisecond: still after the pause.
     let mut stale = e.clone();
-    e.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None }, at).unwrap();
+    e.apply(
+        ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None, claim: "c".into(), by: Channel::OwnerApi },
+        at,
+    )
+    .unwrap();
     let decided = events_of(Some(ExecutionStatus::Paused), &e, at);
     store.update_execution_emitting(&mut e, &decided).await.unwrap();
     let pending = store.pending_events(10).await.unwrap();

@@ -21,16 +21,28 @@ import * as acm from 'aws-cdk-lib/aws-certificatemanager';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 
 import { ApprovalEmail } from './approval-email';
+import { useKey } from './encryption';
 import { InitialKey } from './initial-key';
 import { Observability } from './observability';
-import { ExecutorOptions, FunctionName, MAX_LAYERS, Resolved, resolve } from './options';
+import {
+  ExecutorOptions,
+  FUNCTIONS,
+  FunctionName,
+  MAX_LAYERS,
+  MAX_ROLE_NAME,
+  ROLE_SUFFIXES,
+  Resolved,
+  resolve,
+} from './options';
 import { isGranted, readSources } from './sources';
 
 /** The Rust binaries (`[[bin]]` names), each shipped as `bootstrap`. */
@@ -64,6 +76,12 @@ export class ExecutorStack extends Stack {
   readonly mcpFunction: lambda.Function;
   readonly approvalFunction: lambda.Function;
   readonly alarmFunction: lambda.Function;
+  /** With `versions`: each function's alias, which the routes, continuations and alarms invoke. */
+  readonly aliases: Partial<Record<FunctionName, lambda.Alias>> = {};
+  /** With `continuationDeadLetterQueue`: the approval function's failed asynchronous invocations. */
+  readonly continuationDeadLetterQueue?: sqs.Queue;
+  /** With `kmsKey` (created) or `kmsKeyArn` (imported): encrypts the table, secrets, logs and queue. */
+  readonly encryptionKey?: kms.IKey;
   readonly configLayer?: lambda.LayerVersion;
   readonly requestStateKey: secretsmanager.Secret;
   readonly tokenKey: secretsmanager.Secret;
@@ -91,6 +109,52 @@ export class ExecutorStack extends Stack {
     if (alarmFunctionName.length > 64) {
       throw new Error(`stack name ${this.stackName} is too long: Lambda function names are at most 64 characters`);
     }
+    // With `roleNamePrefix`, every role is named `<prefix><stack>-<role>`.
+    if (o.roleNamePrefix !== undefined) {
+      for (const suffix of ROLE_SUFFIXES.filter((r) => r !== 'initial-key' || o.initialKey)) {
+        const name = this.roleName(suffix)!;
+        if (name.length > MAX_ROLE_NAME) {
+          throw new Error(
+            `roleNamePrefix: the role name ${name} is ${name.length} characters; IAM allows ${MAX_ROLE_NAME}. ` +
+              'Use a shorter prefix or stack name',
+          );
+        }
+      }
+    }
+    // With `permissionsBoundaryArn`, on every role of the stack (an aspect: roles made by constructs too).
+    if (o.permissionsBoundaryArn) {
+      iam.PermissionsBoundary.of(this).apply(
+        iam.ManagedPolicy.fromManagedPolicyArn(this, 'PermissionsBoundary', o.permissionsBoundaryArn),
+      );
+    }
+
+    // --- Encryption at rest: docs/deploy.md, "Encryption" ----------------------
+    // Without an option, AWS-owned (table) and AWS-managed (secrets) keys, and
+    // CloudWatch Logs' own encryption, as before.
+    if (o.encryption && 'create' in o.encryption) {
+      const key = new kms.Key(this, 'EncryptionKey', {
+        description: `Executor (${this.stackName}): the table, secrets, log groups and dead-letter queue`,
+        enableKeyRotation: true,
+        removalPolicy: removal,
+      });
+      // CloudWatch Logs encrypts with the key itself (not through the callers'
+      // roles): only for log groups of this account and region. The stack's
+      // log groups cannot be named here (they refer to the key: a cycle).
+      const logGroups = `arn:${this.partition}:logs:${this.region}:${this.account}:log-group:*`;
+      key.addToResourcePolicy(
+        new iam.PolicyStatement({
+          sid: 'CloudWatchLogs',
+          principals: [new iam.ServicePrincipal(`logs.${this.region}.amazonaws.com`)],
+          actions: ['kms:Encrypt*', 'kms:Decrypt*', 'kms:ReEncrypt*', 'kms:GenerateDataKey*', 'kms:Describe*'],
+          resources: ['*'],
+          conditions: { ArnLike: { 'kms:EncryptionContext:aws:logs:arn': logGroups } },
+        }),
+      );
+      this.encryptionKey = key;
+    } else if (o.encryption && 'keyArn' in o.encryption) {
+      this.encryptionKey = kms.Key.fromKeyArn(this, 'EncryptionKey', o.encryption.keyArn);
+    }
+    const key = this.encryptionKey;
 
     // --- Storage: docs/storage.md ---------------------------------------------
     this.table = new dynamodb.Table(this, 'Table', {
@@ -99,6 +163,8 @@ export class ExecutorStack extends Stack {
       billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
       timeToLiveAttribute: 'expires_at',
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      encryption: key ? dynamodb.TableEncryption.CUSTOMER_MANAGED : undefined,
+      encryptionKey: key,
       removalPolicy: removal,
     });
 
@@ -118,10 +184,14 @@ export class ExecutorStack extends Stack {
       resourceName: alarmFunctionName,
       arnFormat: ArnFormat.COLON_RESOURCE_NAME,
     });
+    // With `versions`, alarms are scheduled on the alarm function's alias:
+    // also a known ARN, for the same reason.
+    const alarmTargetArn = o.versions ? `${alarmFunctionArn}:${o.versions.aliasName}` : alarmFunctionArn;
 
     // The role Scheduler assumes to deliver an alarm: invoke the alarm function
     // and nothing else, and only for schedules of this group (confused deputy).
     this.schedulerRole = new iam.Role(this, 'SchedulerRole', {
+      roleName: this.roleName('scheduler'),
       description: 'EventBridge Scheduler delivers session alarms to the alarm function',
       assumedBy: new iam.ServicePrincipal('scheduler.amazonaws.com', {
         conditions: {
@@ -133,7 +203,9 @@ export class ExecutorStack extends Stack {
       new iam.PolicyStatement({
         sid: 'InvokeAlarmFunction',
         actions: ['lambda:InvokeFunction'],
-        resources: [alarmFunctionArn],
+        // With `versions`, the alias, and the function itself for the alarms
+        // armed before the alias existed (both run the same build).
+        resources: o.versions ? [alarmFunctionArn, alarmTargetArn] : [alarmFunctionArn],
       }),
     );
 
@@ -159,14 +231,13 @@ export class ExecutorStack extends Stack {
     };
     const scheduling = {
       EXECUTOR_SCHEDULE_GROUP: groupName,
-      EXECUTOR_ALARM_TARGET_ARN: alarmFunctionArn,
+      EXECUTOR_ALARM_TARGET_ARN: alarmTargetArn,
       EXECUTOR_SCHEDULER_ROLE_ARN: this.schedulerRole.roleArn,
     };
 
     this.alarmFunction = this.rustFunction('AlarmFunction', 'alarm', o, {
       functionName: alarmFunctionName,
       description: 'Executor: session alarms from EventBridge Scheduler',
-      memorySize: 256,
       // Destroy expires each paused execution of the session: a few store
       // writes each. Invoked asynchronously, so no API Gateway limit applies.
       timeout: Duration.seconds(60),
@@ -220,18 +291,29 @@ export class ExecutorStack extends Stack {
     // Native approval mode (2026-07-28 clients) seals request states with one
     // HMAC key that every MCP instance shares: generated once, and resolved
     // into the function's environment by CloudFormation at deploy time (the
-    // template holds only a reference). Not rotated: a new value reaches the
-    // function only with its next deployment.
-    this.requestStateKey = new secretsmanager.Secret(this, 'RequestStateKey', {
-      description: 'Executor: HMAC key sealing native-mode request states (EXECUTOR_REQUEST_STATE_KEY)',
+    // template holds only a reference). CloudFormation re-reads the value only
+    // when the function's configuration changes, so a new value in the same
+    // secret would not reach the function. Rotation is therefore a new secret:
+    // each `requestStateKeyGeneration` is a resource of its own (generation 1
+    // keeps the original one), generated anew, and the reference to it changes
+    // the MCP function's configuration, so CloudFormation updates the function
+    // with the new value (and publishes a version with `versions`); the old
+    // secret is deleted after.
+    const generation = o.requestStateKeyGeneration;
+    const requestStateKeyId = generation === 1 ? 'RequestStateKey' : `RequestStateKey${generation}`;
+    this.requestStateKey = new secretsmanager.Secret(this, requestStateKeyId, {
+      description:
+        'Executor: HMAC key sealing native-mode request states (EXECUTOR_REQUEST_STATE_KEY)' +
+        (generation === 1 ? '' : `, generation ${generation}`),
       generateSecretString: { passwordLength: 64, excludePunctuation: true },
+      encryptionKey: key,
     });
     Validations.of(this.requestStateKey).acknowledge({
       id: 'AwsSolutions-SMG4',
       reason:
-        'The key is resolved into the MCP function environment at deploy time, so a rotation would not reach ' +
-        'the function; request states it seals live one approval window. Replace it by updating the secret and ' +
-        'redeploying.',
+        'The key is resolved into the MCP function environment at deploy time, so a rotation by Secrets Manager ' +
+        'would not reach the function; request states it seals live one approval window. It is replaced by ' +
+        'changing requestStateKeyGeneration: a new secret, and the function updated with it.',
     });
 
     // Per-owner OAuth (auth type `oauth2`): owners' tokens are stored sealed
@@ -241,6 +323,7 @@ export class ExecutorStack extends Stack {
     this.tokenKey = new secretsmanager.Secret(this, 'TokenKey', {
       description: "Executor: key sealing owners' OAuth tokens at rest (EXECUTOR_TOKEN_KEY_SECRET_ARN)",
       generateSecretString: { passwordLength: 64, excludePunctuation: true },
+      encryptionKey: key,
       removalPolicy: removal,
     });
     Validations.of(this.tokenKey).acknowledge({
@@ -252,10 +335,9 @@ export class ExecutorStack extends Stack {
     const tokenKey = { EXECUTOR_TOKEN_KEY_SECRET_ARN: this.tokenKey.secretArn };
 
     this.mcpFunction = this.rustFunction('McpFunction', 'mcp', o, {
-      description: 'Executor: MCP endpoint (/mcp, /mcp/toolkits/{name}, /.well-known, /healthz)',
-      // QuickJS gets 64 MiB per execution; Lambda's CPU share grows with
-      // memory, and the sandbox is CPU-bound.
-      memorySize: 1024,
+      description: 'Executor: MCP endpoint (/mcp, /mcp/toolkits/{name}, /.well-known, /healthz, /readyz)',
+      // Memory: `memorySize` (default 1024 MB). QuickJS gets 64 MiB per
+      // execution; Lambda's CPU share grows with memory, and the sandbox is CPU-bound.
       timeout: HTTP_FUNCTION_TIMEOUT,
       architecture,
       removal,
@@ -267,11 +349,25 @@ export class ExecutorStack extends Stack {
         EXECUTOR_REQUEST_STATE_KEY: this.requestStateKey.secretValue.unsafeUnwrap(),
       },
     });
+    // Continuations that fail (an error, the timeout) or are never run (the
+    // event too old, throttled past its age) go nowhere unless kept: with
+    // `continuationDeadLetterQueue`, the approval function's dead-letter queue
+    // keeps them (the event names the execution) for 14 days. Only
+    // continuations reach it: API Gateway invokes the function synchronously.
+    if (o.continuationDeadLetterQueue) {
+      this.continuationDeadLetterQueue = new sqs.Queue(this, 'ContinuationDeadLetterQueue', {
+        retentionPeriod: Duration.days(14),
+        encryption: key ? sqs.QueueEncryption.KMS : sqs.QueueEncryption.SQS_MANAGED,
+        encryptionMasterKey: key,
+        enforceSSL: true,
+        removalPolicy: removal,
+      });
+    }
     this.approvalFunction = this.rustFunction('ApprovalFunction', 'approval', o, {
       description: 'Executor: approval pages and API (/approvals, /api, /oauth), continuations of long runs',
       // Runs the approved execution's continuation: same sandbox as MCP.
-      memorySize: 1024,
       timeout: CONTINUATION_TIMEOUT,
+      deadLetterQueue: this.continuationDeadLetterQueue,
       architecture,
       removal,
       layers,
@@ -287,8 +383,27 @@ export class ExecutorStack extends Stack {
     // Long runs: the MCP function hands a run past its response budget to the
     // approval function, invoked asynchronously. No retries: the store decides
     // what runs, and a continuation that died is settled as interrupted.
+    // With `versions` the continuations invoke the alias, whose asynchronous
+    // invocations are configured apart from `$LATEST`'s (kept: invocations
+    // already under way when the alias appears).
     this.approvalFunction.configureAsyncInvoke({ retryAttempts: 0 });
-    this.mcpFunction.addEnvironment('EXECUTOR_APPROVAL_FUNCTION', this.approvalFunction.functionName);
+    const functions: Record<FunctionName, lambda.Function> = {
+      mcp: this.mcpFunction,
+      approval: this.approvalFunction,
+      alarm: this.alarmFunction,
+    };
+    if (o.versions) {
+      for (const fn of FUNCTIONS) {
+        this.aliases[fn] = new lambda.Alias(this, `${capitalise(fn)}Alias`, {
+          aliasName: o.versions.aliasName,
+          version: functions[fn].currentVersion,
+          description: `Executor: the ${fn} function's current version`,
+        });
+      }
+      this.aliases.approval!.configureAsyncInvoke({ retryAttempts: 0 });
+    }
+    const continuationTarget = this.aliases.approval ?? this.approvalFunction;
+    this.mcpFunction.addEnvironment('EXECUTOR_APPROVAL_FUNCTION', continuationTarget.functionName);
     this.mcpFunction.addEnvironment('EXECUTOR_MAX_EXECUTION_MS', String(MAX_EXECUTION.toMilliseconds()));
 
     // --- Least privilege: what each function's code calls ----------------------
@@ -371,7 +486,11 @@ export class ExecutorStack extends Stack {
       new iam.PolicyStatement({
         sid: 'ContinueLongRuns',
         actions: ['lambda:InvokeFunction'],
-        resources: [this.approvalFunction.functionArn],
+        // With `versions`, the alias, and the function itself for runs handed
+        // on while the alias is created (both run the same build).
+        resources: this.aliases.approval
+          ? [this.approvalFunction.functionArn, this.aliases.approval.functionArn]
+          : [this.approvalFunction.functionArn],
       }),
     ]);
     // Approval: the API key (`/api` bearer auth) and the execution read; the
@@ -466,9 +585,34 @@ export class ExecutorStack extends Stack {
       }
     }
 
+    // The dead-letter queue: Lambda sends the failed event with the approval function's role.
+    if (this.continuationDeadLetterQueue) {
+      this.grant(this.approvalFunction, [
+        new iam.PolicyStatement({
+          sid: 'KeepFailedContinuations',
+          actions: ['sqs:SendMessage'],
+          resources: [this.continuationDeadLetterQueue.queueArn],
+        }),
+      ]);
+    }
+
+    // The customer-managed key, through the services that use it for each
+    // function: DynamoDB (every function), Secrets Manager (the token key,
+    // read by the HTTP functions), SQS (the dead-letter queue). The
+    // request-state key is read by CloudFormation, with the deploying role.
+    if (key) {
+      const services: Record<FunctionName, string[]> = {
+        mcp: ['dynamodb', 'secretsmanager'],
+        approval: ['dynamodb', 'secretsmanager', ...(this.continuationDeadLetterQueue ? ['sqs'] : [])],
+        alarm: ['dynamodb'],
+      };
+      for (const fn of FUNCTIONS) this.grant(functions[fn], [useKey(this, key, services[fn])]);
+    }
+
     // --- HTTP API ----------------------------------------------------------------
     const accessLogs = new logs.LogGroup(this, 'ApiAccessLogs', {
       retention: o.logRetentionDays as logs.RetentionDays,
+      encryptionKey: key,
       removalPolicy: removal,
     });
     const stage = new apigw.HttpStage(this, 'DefaultStage', {
@@ -498,14 +642,17 @@ export class ExecutorStack extends Stack {
       },
     });
 
-    const mcp = new HttpLambdaIntegration('Mcp', this.mcpFunction);
-    const approval = new HttpLambdaIntegration('Approval', this.approvalFunction);
+    // With `versions`, the routes invoke the aliases.
+    const mcp = new HttpLambdaIntegration('Mcp', this.aliases.mcp ?? this.mcpFunction);
+    const approval = new HttpLambdaIntegration('Approval', this.aliases.approval ?? this.approvalFunction);
     const routes: [string, HttpLambdaIntegration][] = [
       ['/mcp', mcp],
       // Toolkits: narrower views of the same MCP function.
       ['/mcp/toolkits/{name}', mcp],
       ['/.well-known/{proxy+}', mcp],
       ['/healthz', mcp],
+      // Readiness: whether every source is connected (200) or which are not (503).
+      ['/readyz', mcp],
       ['/approvals/{proxy+}', approval],
       ['/api/{proxy+}', approval],
       // Per-owner OAuth (the connect link, the authorization server's redirect back) and the client
@@ -520,7 +667,7 @@ export class ExecutorStack extends Stack {
           reason:
             'The functions authenticate every request themselves: API keys (hashed in the table) or OIDC ' +
             'JWTs on /mcp and /api, single-use approval tokens on /approvals and /oauth/connect, single-use ' +
-            'OAuth states on /oauth/callback; /healthz, the RFC 9728 metadata under /.well-known and the OAuth ' +
+            'OAuth states on /oauth/callback; /healthz, /readyz, the RFC 9728 metadata under /.well-known and the OAuth ' +
             'client metadata document under /oauth are public by design. An API Gateway authorizer cannot check API keys.',
         });
       }
@@ -532,8 +679,10 @@ export class ExecutorStack extends Stack {
         api: this.api,
         stage,
         table: this.table,
-        functions: { mcp: this.mcpFunction, approval: this.approvalFunction, alarm: this.alarmFunction },
+        functions,
         topicArn: o.alarmTopicArn,
+        functionAlarms: o.functionAlarms,
+        continuationDeadLetterQueue: this.continuationDeadLetterQueue,
       });
     }
 
@@ -545,6 +694,8 @@ export class ExecutorStack extends Stack {
         generation: o.initialKey.generation,
         removal,
         logRetentionDays: o.logRetentionDays,
+        encryptionKey: key,
+        roleName: this.roleName('initial-key'),
       });
       new CfnOutput(this, 'InitialKeySecretArn', {
         description: `Secrets Manager secret holding the API key token of ${o.initialKey.owner}`,
@@ -563,6 +714,19 @@ export class ExecutorStack extends Stack {
       value: this.table.tableName,
     });
     new CfnOutput(this, 'ApiEndpoint', { description: "The API's own endpoint", value: this.api.apiEndpoint });
+    if (this.continuationDeadLetterQueue) {
+      new CfnOutput(this, 'ContinuationDeadLetterQueueUrl', {
+        description:
+          "Continuations of long runs that failed or were never run (the approval function's dead-letter queue)",
+        value: this.continuationDeadLetterQueue.queueUrl,
+      });
+    }
+    if (this.encryptionKey && o.encryption && 'create' in o.encryption) {
+      new CfnOutput(this, 'EncryptionKeyArn', {
+        description: 'The KMS key encrypting the table, secrets, log groups and dead-letter queue',
+        value: this.encryptionKey.keyArn,
+      });
+    }
     if (this.eventBus) {
       new CfnOutput(this, 'EventBusName', {
         description: 'Lifecycle events (EXECUTOR_EVENT_BUS): add rules for Slack, e-mail, ... (docs/events.md)',
@@ -589,12 +753,13 @@ export class ExecutorStack extends Stack {
     props: {
       functionName?: string;
       description: string;
-      memorySize: number;
       timeout: Duration;
       architecture: lambda.Architecture;
       removal: RemovalPolicy;
       layers?: lambda.ILayerVersion[];
       environment: Record<string, string>;
+      /** Where Lambda sends asynchronous invocations that failed (the role's grant is the caller's). */
+      deadLetterQueue?: sqs.IQueue;
     },
   ): lambda.Function {
     const settings = o.functions[name];
@@ -615,10 +780,12 @@ export class ExecutorStack extends Stack {
     }
     const logGroup = new logs.LogGroup(this, `${id}Logs`, {
       retention: o.logRetentionDays as logs.RetentionDays,
+      encryptionKey: this.encryptionKey,
       removalPolicy: props.removal,
     });
     // Not AWSLambdaBasicExecutionRole: its logs grant is on every log group.
     const role = new iam.Role(this, `${id}Role`, {
+      roleName: this.roleName(name),
       description: `${props.description} (function role)`,
       assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
     });
@@ -640,7 +807,7 @@ export class ExecutorStack extends Stack {
       code: lambda.Code.fromAsset(bootstrapDir(o.assetDir, BINARIES[name], o.architecture), {
         exclude: ['*', '!bootstrap'],
       }),
-      memorySize: props.memorySize,
+      memorySize: settings.memorySize,
       timeout: props.timeout,
       role,
       logGroup,
@@ -650,7 +817,15 @@ export class ExecutorStack extends Stack {
       // X-Ray: Lambda samples and passes `_X_AMZN_TRACE_ID` with `Sampled=1`,
       // which the telemetry crate inherits (docs/operations.md).
       tracing: o.tracing ? lambda.Tracing.ACTIVE : undefined,
+      // With `versions`: a version is published whenever the configuration or
+      // the code changes; the old ones are kept, so that the alias can be
+      // pointed back (`aws lambda update-alias`), and go with the function.
+      currentVersionOptions: o.versions ? { removalPolicy: RemovalPolicy.RETAIN } : undefined,
     });
+    if (props.deadLetterQueue) {
+      // Set on the template: the construct's own grant has no statement id.
+      (fn.node.defaultChild as lambda.CfnFunction).deadLetterConfig = { targetArn: props.deadLetterQueue.queueArn };
+    }
     const wildcards: string[] = [];
     if (o.tracing) {
       wildcards.push('X-Ray (PutTraceSegments, PutTelemetryRecords) has no resource-level permissions');
@@ -693,6 +868,17 @@ export class ExecutorStack extends Stack {
   private grant(fn: lambda.Function, statements: iam.PolicyStatement[]) {
     for (const statement of statements) fn.role!.addToPrincipalPolicy(statement);
   }
+
+  /** `<prefix><stack>-<role>` with `roleNamePrefix`, else none (CloudFormation generates one). */
+  private roleName(suffix: (typeof ROLE_SUFFIXES)[number]): string | undefined {
+    return this.options.roleNamePrefix === undefined
+      ? undefined
+      : `${this.options.roleNamePrefix}${this.stackName}-${suffix}`;
+  }
+}
+
+function capitalise(name: string): string {
+  return name.charAt(0).toUpperCase() + name.slice(1);
 }
 
 /**
@@ -732,11 +918,12 @@ export function bootstrapDir(assetDir: string, binary: string, architecture: 'ar
 }
 
 /**
- * The sources file and the spec files it names, as a layer under
- * /opt/executor. A layer keeps each function's code exactly the cargo-lambda
- * output (the same asset whatever the sources), is shared by the MCP and
- * approval functions, and changing the sources publishes a new layer version
- * without rebuilding anything.
+ * The sources file and the local files it names (OpenAPI specs, GraphQL
+ * schemas, the catalog index), as a layer under /opt/executor. A layer keeps
+ * each function's code exactly the cargo-lambda output (the same asset
+ * whatever the sources), is shared by the MCP and approval functions, and
+ * changing the sources publishes a new layer version without rebuilding
+ * anything.
  */
 function configLayer(
   scope: Construct,

@@ -6,10 +6,13 @@ import * as path from 'node:path';
 import { CustomResource, Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
+
+import { useKey } from './encryption';
 
 /** infra/cdk/functions/initial-key, from the compiled dist/lib. */
 export const HANDLER_DIR = path.resolve(__dirname, '..', '..', 'functions', 'initial-key');
@@ -22,6 +25,10 @@ export interface InitialKeyProps {
   generation: number;
   removal: RemovalPolicy;
   logRetentionDays: number;
+  /** The stack's customer-managed key (`kmsKey`, `kmsKeyArn`): the secret and the log group, and the table's. */
+  encryptionKey?: kms.IKey;
+  /** The role's name (`roleNamePrefix`). @default - generated */
+  roleName?: string;
 }
 
 export class InitialKey extends Construct {
@@ -36,6 +43,7 @@ export class InitialKey extends Construct {
     // the custom resource before the deployment completes.
     this.secret = new secretsmanager.Secret(this, 'Token', {
       description: `Executor: the API key token of ${props.owner} (Authorization: Bearer ...)`,
+      encryptionKey: props.encryptionKey,
       removalPolicy: props.removal,
     });
     Validations.of(this.secret).acknowledge({
@@ -48,9 +56,11 @@ export class InitialKey extends Construct {
 
     const logGroup = new logs.LogGroup(this, 'Logs', {
       retention: props.logRetentionDays as logs.RetentionDays,
+      encryptionKey: props.encryptionKey,
       removalPolicy: props.removal,
     });
     const role = new iam.Role(this, 'Role', {
+      roleName: props.roleName,
       description: 'Executor: mints the initial API key (function role)',
       assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
     });
@@ -77,6 +87,8 @@ export class InitialKey extends Construct {
         resources: [this.secret.secretArn],
       }),
     );
+    // The key writes to the table and the secret need, through those two services only.
+    if (props.encryptionKey) role.addToPolicy(useKey(this, props.encryptionKey, ['dynamodb', 'secretsmanager']));
     this.function = new lambda.Function(this, 'Function', {
       description: 'Executor: mints the initial API key (CloudFormation custom resource)',
       runtime: lambda.Runtime.NODEJS_24_X,

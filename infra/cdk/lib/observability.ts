@@ -8,6 +8,7 @@ import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sns from 'aws-cdk-lib/aws-sns';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 
 import { FunctionName } from './options';
@@ -23,6 +24,10 @@ export const THRESHOLDS = {
   serverErrorRatePercent: 5,
   /** Conditional-check failures per period: a few are claim races, many are a bug or a stuck client. */
   conditionalCheckFailures: 20,
+  /** With `functionAlarms`: the longest invocation in a period, in percent of the function's timeout. */
+  durationPercentOfTimeout: 90,
+  /** Consecutive periods a source stays unavailable before its alarm fires: retries heal a short outage. */
+  sourcesUnavailablePeriods: 2,
 } as const;
 
 export interface ObservabilityProps {
@@ -32,6 +37,10 @@ export interface ObservabilityProps {
   functions: Record<FunctionName, lambda.Function>;
   /** Notified on alarm and on OK. */
   topicArn?: string;
+  /** Errors and Duration of the MCP and approval functions (`functionAlarms`). */
+  functionAlarms?: boolean;
+  /** The continuations' dead-letter queue (`continuationDeadLetterQueue`): alarmed on when it holds anything. */
+  continuationDeadLetterQueue?: sqs.IQueue;
 }
 
 export class Observability extends Construct {
@@ -45,14 +54,20 @@ export class Observability extends Construct {
     const topic = props.topicArn ? sns.Topic.fromTopicArn(this, 'Topic', props.topicArn) : undefined;
     const { api, table, functions } = props;
 
-    const alarm = (name: string, description: string, metric: cloudwatch.IMetric, threshold: number) => {
+    const alarm = (
+      name: string,
+      description: string,
+      metric: cloudwatch.IMetric,
+      threshold: number,
+      evaluationPeriods = 1,
+    ) => {
       const created = new cloudwatch.Alarm(this, name, {
         alarmName: `${stackName}-${name}`,
         alarmDescription: description,
         metric,
         threshold,
         comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        evaluationPeriods: 1,
+        evaluationPeriods,
         // No requests, no invocations: nothing is wrong.
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       });
@@ -97,6 +112,47 @@ export class Observability extends Construct {
       0,
     );
 
+    // With `functionAlarms`: the HTTP functions failing (an unhandled error, a
+    // crash, the timeout; a 5xx the code answers is no Lambda error) or coming
+    // near their timeout (the MCP function's 29 s is API Gateway's cut; the
+    // approval function's also bounds the continuations).
+    if (props.functionAlarms) {
+      for (const name of ['mcp', 'approval'] as const) {
+        const fn = functions[name];
+        alarm(
+          `${capitalise(name)}FunctionErrors`,
+          `The ${name} function failed (an unhandled error, a crash or its timeout; answers with a 5xx status are ` +
+            'not counted): read its log group around the alarm, filter level = "ERROR".',
+          fn.metricErrors({ period: PERIOD, statistic: 'Sum' }),
+          0,
+        );
+        const timeoutMs = fn.timeout!.toMilliseconds();
+        const thresholdMs = Math.round((timeoutMs * THRESHOLDS.durationPercentOfTimeout) / 100);
+        alarm(
+          `${capitalise(name)}FunctionDuration`,
+          `An invocation of the ${name} function took over ${THRESHOLDS.durationPercentOfTimeout}% of its ` +
+            `${timeoutMs / 1000} s timeout: slow upstream sources or store calls, or too little memory (memorySize). ` +
+            'A timeout settles the run as interrupted.',
+          fn.metricDuration({ period: PERIOD, statistic: 'Maximum' }),
+          thresholdMs,
+        );
+      }
+    }
+
+    // With `continuationDeadLetterQueue`: a continuation failed or was never run.
+    if (props.continuationDeadLetterQueue) {
+      alarm(
+        'ContinuationDeadLetters',
+        "A continuation of a long run failed or was never run and is in the approval function's dead-letter " +
+          'queue (its body names the execution; the execution reads as interrupted). Read the approval log group.',
+        props.continuationDeadLetterQueue.metricApproximateNumberOfMessagesVisible({
+          period: PERIOD,
+          statistic: 'Maximum',
+        }),
+        0,
+      );
+    }
+
     alarm(
       'TableThrottles',
       'DynamoDB throttled requests to the table: check its on-demand limits (warm throughput) and the account quota.',
@@ -139,6 +195,29 @@ export class Observability extends Construct {
         'Look for the execution id in the function logs.',
       interrupted,
       0,
+    );
+
+    // Sources an instance of the MCP or approval function has not connected: the
+    // EMF level `SourcesUnavailable`, written on each invocation while above
+    // zero (and once at zero), so the maximum over both functions.
+    const sourcesUnavailable = new cloudwatch.MathExpression({
+      expression: 'MAX([FILL(mcp, 0), FILL(approval, 0)])',
+      usingMetrics: {
+        mcp: emf('SourcesUnavailable', 'mcp', 'Maximum'),
+        approval: emf('SourcesUnavailable', 'approval', 'Maximum'),
+      },
+      period: PERIOD,
+      label: 'SourcesUnavailable',
+    });
+    alarm(
+      'SourcesUnavailable',
+      `A source of the sources file (an OpenAPI document, MCP server or GraphQL service) has not connected for ` +
+        `${THRESHOLDS.sourcesUnavailablePeriods * 5} minutes: calls into it answer source_unavailable. GET /readyz ` +
+        'names it with the reason and the next retry (each instance retries on use, at most every 60 s); read the ' +
+        'function logs ("source unavailable") and fix the upstream, its credentials or the sources file.',
+      sourcesUnavailable,
+      0,
+      THRESHOLDS.sourcesUnavailablePeriods,
     );
 
     // --- Dashboard ----------------------------------------------------------------
@@ -232,13 +311,13 @@ export class Observability extends Construct {
   }
 }
 
-/** An EMF metric the functions write (docs/operations.md, "Metrics"). */
-function emf(metricName: string, service: string): cloudwatch.Metric {
+/** An EMF metric the functions write (docs/operations.md, "Metrics"): counts are summed, levels maximised. */
+function emf(metricName: string, service: string, statistic: 'Sum' | 'Maximum' = 'Sum'): cloudwatch.Metric {
   return new cloudwatch.Metric({
     namespace: METRICS_NAMESPACE,
     metricName,
     dimensionsMap: { Service: service },
-    statistic: 'Sum',
+    statistic,
     period: PERIOD,
   });
 }

@@ -24,7 +24,8 @@ export interface ExecutorOptions {
   readonly removalPolicy?: Removal;
   /**
    * The sources file (TOML, see executor.example.toml). It ships as a Lambda
-   * layer with the spec files it names (paths below its directory);
+   * layer with the local files it names (OpenAPI specs, GraphQL schemas, the
+   * catalog index: paths below its directory);
    * `EXECUTOR_CONFIG` points at it inside the layer. Every Secrets Manager ARN
    * it names must be in `secretArns`.
    * @default - no sources
@@ -128,6 +129,61 @@ export interface ExecutorOptions {
    * @default - none
    */
   readonly approvalEmail?: string;
+  /**
+   * Memory (MB) per function (`all` for each that has no own entry), 128 to
+   * 10240. Lambda's CPU share grows with memory, and the sandbox is CPU-bound.
+   * @default - 1024 for mcp and approval, 256 for alarm
+   */
+  readonly memorySize?: PerFunction<number>;
+  /**
+   * Publish a version of each function on every change and point an alias
+   * (`aliasName`) at it; the API's routes, the continuations and the session
+   * alarms then invoke the alias instead of `$LATEST`.
+   * @default false
+   */
+  readonly versions?: boolean;
+  /** The alias of each function, with `versions`. @default 'live' */
+  readonly aliasName?: string;
+  /**
+   * An SQS dead-letter queue for the approval function's asynchronous
+   * invocations (the continuations of long runs): a continuation that failed,
+   * timed out or was dropped is kept there for 14 days. Retries stay at 0.
+   * @default false
+   */
+  readonly continuationDeadLetterQueue?: boolean;
+  /**
+   * Alarms on the MCP and approval functions' `Errors` (any) and `Duration`
+   * (the maximum over 90 % of the function's timeout). Needs `alarms`.
+   * @default false
+   */
+  readonly functionAlarms?: boolean;
+  /**
+   * Create a customer-managed KMS key (yearly rotation) for the table, the
+   * secrets, the log groups and the dead-letter queue. Not with `kmsKeyArn`.
+   * @default false (AWS-owned and AWS-managed keys)
+   */
+  readonly kmsKey?: boolean;
+  /**
+   * An existing customer-managed KMS key for the same resources. Its key
+   * policy must let the account's IAM policies grant it and let CloudWatch
+   * Logs use it (docs/deploy.md, "Encryption").
+   * @default - none
+   */
+  readonly kmsKeyArn?: string;
+  /** A managed policy ARN set as the permissions boundary of every role the stack creates. @default - none */
+  readonly permissionsBoundaryArn?: string;
+  /**
+   * Name every role the stack creates `<prefix><stack>-<role>` (mcp, approval,
+   * alarm, scheduler, initial-key) instead of a generated name.
+   * @default - generated names
+   */
+  readonly roleNamePrefix?: string;
+  /**
+   * Change (e.g. increment) to replace the native-mode request-state key: a
+   * new secret with a new value, and the MCP function updated with it.
+   * @default 1
+   */
+  readonly requestStateKeyGeneration?: number;
 }
 
 /** The three functions. */
@@ -171,6 +227,16 @@ export const CONTEXT_KEYS = [
   'eventBus',
   'eventWebhook',
   'approvalEmail',
+  'memorySize',
+  'versions',
+  'aliasName',
+  'continuationDeadLetterQueue',
+  'functionAlarms',
+  'kmsKey',
+  'kmsKeyArn',
+  'permissionsBoundaryArn',
+  'roleNamePrefix',
+  'requestStateKeyGeneration',
 ] as const;
 
 const NUMBER_KEYS = new Set([
@@ -182,9 +248,20 @@ const NUMBER_KEYS = new Set([
   'throttleRateLimit',
   'throttleBurstLimit',
   'initialKeyGeneration',
+  'requestStateKeyGeneration',
 ]);
 const LIST_KEYS = new Set(['secretArns', 'vpcSubnetIds', 'vpcSecurityGroupIds']);
-const BOOLEAN_KEYS = new Set(['tracing', 'alarms', 'eventBus']);
+const BOOLEAN_KEYS = new Set([
+  'tracing',
+  'alarms',
+  'eventBus',
+  'versions',
+  'continuationDeadLetterQueue',
+  'functionAlarms',
+  'kmsKey',
+]);
+/** Per-function numbers: a plain number is for every function. */
+const PER_FUNCTION_NUMBER_KEYS = new Set(['reservedConcurrency', 'memorySize']);
 
 /**
  * Options from context values. `-c` always gives strings, cdk.json may give
@@ -208,7 +285,7 @@ export function optionsFromContext(get: (key: string) => unknown): ExecutorOptio
     } else if (key === 'layerArns') {
       // A plain list is for every function.
       options[key] = Array.isArray(raw) || !String(raw).trim().startsWith('{') ? { all: toList(raw) } : toObject(key, raw);
-    } else if (key === 'reservedConcurrency') {
+    } else if (PER_FUNCTION_NUMBER_KEYS.has(key)) {
       // A plain number is for every function.
       options[key] = typeof raw === 'number' || /^\s*\d+\s*$/.test(String(raw)) ? { all: Number(raw) } : toObject(key, raw);
     } else if (NUMBER_KEYS.has(key)) {
@@ -275,14 +352,42 @@ export interface Resolved {
   initialKey?: { owner: string; generation: number };
   /** Lifecycle events: on when a bus or a webhook is set. */
   events?: { bus: boolean; webhook?: string; approvalEmail?: string };
+  /** Published versions and one alias per function, with `versions`. */
+  versions?: { aliasName: string };
+  continuationDeadLetterQueue: boolean;
+  functionAlarms: boolean;
+  /** A customer-managed key: created by the stack, or an existing one. */
+  encryption?: { create: true } | { keyArn: string };
+  permissionsBoundaryArn?: string;
+  roleNamePrefix?: string;
+  requestStateKeyGeneration: number;
 }
 
-/** What one function gets from `environment`, `layerArns` and `reservedConcurrency`. */
+/** What one function gets from `environment`, `layerArns`, `reservedConcurrency` and `memorySize`. */
 export interface FunctionSettings {
   environment: Record<string, string>;
   layerArns: string[];
   reservedConcurrency?: number;
+  memorySize: number;
 }
+
+/**
+ * Memory (MB) of each function by default. The HTTP functions run the sandbox
+ * (64 MiB per execution), which is CPU-bound, and Lambda's CPU share grows
+ * with memory; the alarm function only makes a few store calls.
+ */
+export const DEFAULT_MEMORY_MB: Record<FunctionName, number> = { mcp: 1024, approval: 1024, alarm: 256 };
+/** What Lambda accepts. */
+export const MIN_MEMORY_MB = 128;
+export const MAX_MEMORY_MB = 10_240;
+
+/** The alias with `versions`. */
+export const DEFAULT_ALIAS_NAME = 'live';
+
+/** The roles the stack may create, by the suffix of their name with `roleNamePrefix`. */
+export const ROLE_SUFFIXES = ['mcp', 'approval', 'alarm', 'scheduler', 'initial-key'] as const;
+/** IAM role names are at most 64 characters. */
+export const MAX_ROLE_NAME = 64;
 
 /**
  * Variables Lambda sets itself and refuses in a function's configuration.
@@ -391,7 +496,8 @@ export function resolve(options: ExecutorOptions): Resolved {
   if ((options.throttleRateLimit === undefined) !== (options.throttleBurstLimit === undefined)) {
     throw new Error('throttleRateLimit and throttleBurstLimit go together: set both or neither');
   }
-  for (const key of ['throttleRateLimit', 'throttleBurstLimit', 'initialKeyGeneration'] as const) {
+  const wholeNumbers = ['throttleRateLimit', 'throttleBurstLimit', 'initialKeyGeneration', 'requestStateKeyGeneration'] as const;
+  for (const key of wholeNumbers) {
     const value = options[key];
     if (value !== undefined && !(Number.isInteger(value) && value > 0)) {
       throw new Error(`${key}: expected a positive whole number, got ${JSON.stringify(value)}`);
@@ -419,6 +525,44 @@ export function resolve(options: ExecutorOptions): Resolved {
   }
   if (options.approvalEmail !== undefined && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(options.approvalEmail)) {
     throw new Error(`approvalEmail: expected an e-mail address, got ${JSON.stringify(options.approvalEmail)}`);
+  }
+  const versions = options.versions ?? false;
+  if (options.aliasName !== undefined) {
+    if (!versions) throw new Error('aliasName needs versions=true');
+    // Lambda's alias names: letters, digits, - and _, not only digits.
+    if (!/^[A-Za-z0-9_-]{1,128}$/.test(options.aliasName) || /^\d+$/.test(options.aliasName)) {
+      throw new Error(
+        'aliasName: expected up to 128 letters, digits, - and _ (not only digits), ' +
+          `got ${JSON.stringify(options.aliasName)}`,
+      );
+    }
+  }
+  const functionAlarms = options.functionAlarms ?? false;
+  if (functionAlarms && !alarms) throw new Error('functionAlarms needs the alarms (alarms=false turns them off)');
+  if (options.kmsKey && options.kmsKeyArn !== undefined) {
+    throw new Error('kmsKey and kmsKeyArn exclude each other: create a key, or name an existing one');
+  }
+  if (
+    options.kmsKeyArn !== undefined &&
+    !/^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key\/[A-Za-z0-9-]+$/.test(options.kmsKeyArn)
+  ) {
+    throw new Error(
+      `kmsKeyArn: ${JSON.stringify(options.kmsKeyArn)} is not a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/KEY-ID)`,
+    );
+  }
+  if (
+    options.permissionsBoundaryArn !== undefined &&
+    !/^arn:aws[a-z-]*:iam::(\d{12}|aws):policy\/[A-Za-z0-9+=,.@_/-]+$/.test(options.permissionsBoundaryArn)
+  ) {
+    throw new Error(
+      `permissionsBoundaryArn: ${JSON.stringify(options.permissionsBoundaryArn)} is not a managed policy ARN ` +
+        '(arn:aws:iam::ACCOUNT:policy/NAME)',
+    );
+  }
+  if (options.roleNamePrefix !== undefined && !/^[A-Za-z0-9+=,.@_-]{1,32}$/.test(options.roleNamePrefix)) {
+    throw new Error(
+      `roleNamePrefix: expected up to 32 letters, digits and + = , . @ _ -, got ${JSON.stringify(options.roleNamePrefix)}`,
+    );
   }
   const bus = (options.eventBus ?? false) || options.approvalEmail !== undefined;
   let config: Resolved['config'];
@@ -465,13 +609,20 @@ export function resolve(options: ExecutorOptions): Resolved {
       bus || options.eventWebhook
         ? { bus, webhook: options.eventWebhook, approvalEmail: options.approvalEmail }
         : undefined,
+    versions: versions ? { aliasName: options.aliasName ?? DEFAULT_ALIAS_NAME } : undefined,
+    continuationDeadLetterQueue: options.continuationDeadLetterQueue ?? false,
+    functionAlarms,
+    encryption: options.kmsKey ? { create: true } : options.kmsKeyArn ? { keyArn: options.kmsKeyArn } : undefined,
+    permissionsBoundaryArn: options.permissionsBoundaryArn,
+    roleNamePrefix: options.roleNamePrefix,
+    requestStateKeyGeneration: options.requestStateKeyGeneration ?? 1,
   };
 }
 
-/** `environment`, `layerArns` and `reservedConcurrency` per function, `all` merged in, checked. */
+/** `environment`, `layerArns`, `reservedConcurrency` and `memorySize` per function, `all` merged in, checked. */
 function resolveFunctions(options: ExecutorOptions): Record<FunctionName, FunctionSettings> {
   const targets = ['all', ...FUNCTIONS];
-  for (const key of ['environment', 'layerArns', 'reservedConcurrency'] as const) {
+  for (const key of ['environment', 'layerArns', 'reservedConcurrency', 'memorySize'] as const) {
     for (const target of Object.keys(options[key] ?? {})) {
       if (!targets.includes(target)) {
         throw new Error(`${key}: ${JSON.stringify(target)} is not all, mcp, approval or alarm`);
@@ -514,16 +665,30 @@ function resolveFunctions(options: ExecutorOptions): Record<FunctionName, Functi
       throw new Error(`reservedConcurrency.${target}: expected a positive whole number, got ${JSON.stringify(value)}`);
     }
   }
+  for (const [target, value] of Object.entries(options.memorySize ?? {})) {
+    if (!Number.isInteger(value) || (value as number) < MIN_MEMORY_MB || (value as number) > MAX_MEMORY_MB) {
+      throw new Error(
+        `memorySize.${target}: expected a whole number of MB from ${MIN_MEMORY_MB} to ${MAX_MEMORY_MB}, ` +
+          `got ${JSON.stringify(value)}`,
+      );
+    }
+  }
   const per = <T>(setting: PerFunction<T> | undefined, fn: FunctionName) => [setting?.all, setting?.[fn]];
   return Object.fromEntries(
     FUNCTIONS.map((fn) => {
       const [allEnv, ownEnv] = per(options.environment, fn);
       const [allLayers, ownLayers] = per(options.layerArns, fn);
       const [allConcurrency, ownConcurrency] = per(options.reservedConcurrency, fn);
+      const [allMemory, ownMemory] = per(options.memorySize, fn);
       const layerArns = [...new Set([...(allLayers ?? []), ...(ownLayers ?? [])])];
       return [
         fn,
-        { environment: { ...allEnv, ...ownEnv }, layerArns, reservedConcurrency: ownConcurrency ?? allConcurrency },
+        {
+          environment: { ...allEnv, ...ownEnv },
+          layerArns,
+          reservedConcurrency: ownConcurrency ?? allConcurrency,
+          memorySize: ownMemory ?? allMemory ?? DEFAULT_MEMORY_MB[fn],
+        },
       ];
     }),
   ) as Record<FunctionName, FunctionSettings>;

@@ -10,12 +10,19 @@ import { parse } from 'smol-toml';
 export interface Sources {
   /**
    * The files to ship, relative to the sources file's directory: the file
-   * itself, its local specs and its catalog index (`index`).
+   * itself and every local file it names (`FILE_FIELDS`, `index`).
    */
   files: string[];
   /** Every `arn:...:secretsmanager:...` value in the file (auth, headers). */
   secretRefs: string[];
 }
+
+/**
+ * The fields of a source that name a local file (shared/catalog/src/config.rs),
+ * and whether an http(s) URL may stand instead: OpenAPI `spec` (a file or a
+ * URL), GraphQL `schema` (an introspection result, a file only).
+ */
+export const FILE_FIELDS: Record<string, boolean> = { spec: true, schema: false };
 
 export function readSources(dir: string, file: string): Sources {
   const where = path.join(dir, file);
@@ -45,9 +52,11 @@ export function readSources(dir: string, file: string): Sources {
   };
   const sources = Array.isArray(toml.sources) ? (toml.sources as Record<string, unknown>[]) : [];
   for (const source of sources) {
-    const spec = source.spec;
-    if (typeof spec !== 'string' || /^https?:\/\//.test(spec)) continue;
-    shipped(`source ${String(source.namespace)}: spec`, spec, ' (or an http(s) URL)');
+    for (const [field, url] of Object.entries(FILE_FIELDS)) {
+      const value = source[field];
+      if (typeof value !== 'string' || (url && /^https?:\/\//.test(value))) continue;
+      shipped(`source ${String(source.namespace)}: ${field}`, value, url ? ' (or an http(s) URL)' : '');
+    }
   }
   // The catalog index (`executor catalog build`), built before deploying: the
   // functions load it instead of parsing the specs, and refuse it if stale.

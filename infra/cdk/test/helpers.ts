@@ -88,6 +88,12 @@ export function names(stack: ExecutorStack): Map<string, string> {
     ['InitialKeyRole', stack.initialKey?.function.role],
     ['InitialKeyLogs', stack.initialKey?.node.findChild('Logs')],
     ['InitialKey', stack.initialKey?.resource],
+    ['McpAlias', stack.aliases.mcp],
+    ['ApprovalAlias', stack.aliases.approval],
+    ['AlarmAlias', stack.aliases.alarm],
+    ['ContinuationDeadLetterQueue', stack.continuationDeadLetterQueue],
+    // Created with `kmsKey`; with `kmsKeyArn` an import, with no resource.
+    ['EncryptionKey', stack.node.tryFindChild('EncryptionKey')],
     ['Dashboard', stack.observability?.dashboard],
     ...Object.entries(stack.observability?.alarms ?? {}).map(
       ([name, alarm]) => [`Alarm${name}`, alarm] as [string, IConstruct],
@@ -96,8 +102,8 @@ export function names(stack: ExecutorStack): Map<string, string> {
   const map = new Map<string, string>();
   for (const [name, construct] of named) {
     if (!construct) continue;
-    const element = (construct instanceof CfnElement ? construct : construct.node.defaultChild) as CfnElement;
-    map.set(stack.getLogicalId(element), name);
+    const element = (construct instanceof CfnElement ? construct : construct.node.defaultChild) as CfnElement | undefined;
+    if (element) map.set(stack.getLogicalId(element), name);
   }
   return map;
 }
@@ -179,4 +185,12 @@ export const ALL_OPTIONS = {
   throttleBurstLimit: 100,
   alarmTopicArn: 'arn:aws:sns:eu-west-1:123456789012:executor-alarms',
   initialKeyOwner: 'admin@example.com',
+  memorySize: { all: 2048, alarm: 512 },
+  versions: true,
+  continuationDeadLetterQueue: true,
+  functionAlarms: true,
+  kmsKey: true,
+  permissionsBoundaryArn: 'arn:aws:iam::123456789012:policy/executor-boundary',
+  roleNamePrefix: 'app-',
+  requestStateKeyGeneration: 2,
 };

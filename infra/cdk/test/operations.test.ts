@@ -229,6 +229,7 @@ describe('alarms and dashboard', () => {
       'ExecutorStack-ExecutionsInterrupted',
       'ExecutorStack-McpThrottles',
       'ExecutorStack-ServerErrorRate',
+      'ExecutorStack-SourcesUnavailable',
       'ExecutorStack-TableThrottles',
     ]);
     for (const alarm of Object.values(a)) {
@@ -308,6 +309,29 @@ describe('alarms and dashboard', () => {
         ['Executor', 'ExecutionsInterrupted', [{ Name: 'Service', Value: 'approval' }]],
       ],
     );
+  });
+
+  test('sources unavailable: the EMF level of both HTTP functions, for two periods in a row', () => {
+    const alarm = a['ExecutorStack-SourcesUnavailable'];
+    const [expression, ...metrics] = alarm.Metrics;
+    assert.equal(expression.Expression, 'MAX([FILL(mcp, 0), FILL(approval, 0)])');
+    assert.deepEqual(
+      metrics.map((m: any) => [
+        m.Id,
+        m.MetricStat.Metric.Namespace,
+        m.MetricStat.Metric.MetricName,
+        m.MetricStat.Metric.Dimensions,
+        m.MetricStat.Stat,
+        m.MetricStat.Period,
+      ]),
+      [
+        ['mcp', 'Executor', 'SourcesUnavailable', [{ Name: 'Service', Value: 'mcp' }], 'Maximum', 300],
+        ['approval', 'Executor', 'SourcesUnavailable', [{ Name: 'Service', Value: 'approval' }], 'Maximum', 300],
+      ],
+    );
+    assert.equal(alarm.Threshold, 0);
+    assert.equal(alarm.EvaluationPeriods, 2);
+    assert.match(alarm.AlarmDescription, /GET \/readyz names it/);
   });
 
   test('the SNS topic hears every alarm and its recovery', () => {

@@ -9,7 +9,7 @@ import { Asset } from 'aws-cdk-lib/aws-s3-assets';
 
 import { bootstrapDir } from '../lib/executor-stack';
 import { optionsFromContext, resolve } from '../lib/options';
-import { readSources } from '../lib/sources';
+import { FILE_FIELDS, readSources } from '../lib/sources';
 import { PROJECT_DIR, placeholderAssets, resources, synth, tempDir } from './helpers';
 
 describe('context', () => {
@@ -223,11 +223,82 @@ base_url = "https://billing.example/api"
 
   test('the example sources file', () => {
     const example = fs.readFileSync(path.join(PROJECT_DIR, '..', '..', 'executor.example.toml'), 'utf8');
-    const config = sourcesDir(example, { 'specs/github.yaml': '', 'specs/crm.yaml': '' });
+    const config = sourcesDir(example, { 'specs/github.yaml': '', 'specs/crm.yaml': '', 'schemas/tracker.json': '' });
     assert.deepEqual(readSources(path.dirname(config), 'executor.toml'), {
-      files: ['executor.toml', 'specs/github.yaml', 'specs/crm.yaml'],
+      // The GraphQL source's `schema` ships too: without it the functions would introspect instead.
+      files: ['executor.toml', 'specs/github.yaml', 'schemas/tracker.json', 'specs/crm.yaml'],
       secretRefs: ['arn:aws:secretsmanager:eu-west-1:123456789012:secret:billing-AbCdEf'],
     });
+  });
+
+  const TRACKER = `
+[[sources]]
+namespace = "tracker"
+kind = "graphql"
+url = "https://tracker.example/graphql"
+schema = "schemas/tracker.json"
+`;
+
+  test('a GraphQL schema file ships in the layer beside the sources file', () => {
+    const config = sourcesDir(`${GITHUB}${TRACKER}`, {
+      'specs/github.yaml': 'openapi: 3.0.0\n',
+      'schemas/tracker.json': '{"data": {"__schema": {}}}',
+      'schemas/unused.json': 'not shipped',
+    });
+    const { stack, rendered, outdir } = synth({ config, secretArns: [SECRET] });
+    const asset = stack.configLayer!.node.findChild('Code') as Asset;
+    const layer = path.join(outdir, asset.assetPath);
+    assert.deepEqual(listFiles(layer), [
+      'executor/executor.toml',
+      'executor/schemas/tracker.json',
+      'executor/specs/github.yaml',
+    ]);
+    // Where the functions resolve it: relative to EXECUTOR_CONFIG's directory.
+    assert.equal(fs.readFileSync(path.join(layer, 'executor', 'schemas', 'tracker.json'), 'utf8'), '{"data": {"__schema": {}}}');
+    assert.equal(rendered.Resources.McpFunction.Properties.Environment.Variables.EXECUTOR_CONFIG, '/opt/executor/executor.toml');
+    // Introspected sources (no `schema`) ship nothing more.
+    const introspected = sourcesDir(TRACKER.replace('schema = "schemas/tracker.json"\n', ''));
+    assert.deepEqual(readSources(path.dirname(introspected), 'executor.toml').files, ['executor.toml']);
+  });
+
+  test('a GraphQL schema that is missing, outside the directory or a URL fails the synth', () => {
+    assert.throws(
+      () => synth({ config: sourcesDir(TRACKER) }),
+      /config: source tracker: schema file .*schemas\/tracker.json does not exist/,
+    );
+    for (const schema of ['../tracker.json', '/etc/tracker.json']) {
+      assert.throws(
+        () => synth({ config: sourcesDir(TRACKER.replace('schemas/tracker.json', schema)) }),
+        /config: source tracker: schema ".*" must be a path below .* to be deployed with the sources file$/,
+      );
+    }
+    // `schema` is a file only (an introspection result), so a URL is looked for as one.
+    assert.throws(
+      () => synth({ config: sourcesDir(TRACKER.replace('schemas/tracker.json', 'https://tracker.example/schema.json')) }),
+      /schema file .* does not exist/,
+    );
+  });
+
+  test('every field of the sources file that names a file is shipped (the Rust config parser)', () => {
+    // The parser (shared/catalog/src/config.rs and its submodules) makes each
+    // such field a path relative to the sources file: `base_dir.join(...)`.
+    const root = path.join(PROJECT_DIR, '..', '..', 'shared', 'catalog', 'src');
+    const files = [path.join(root, 'config.rs')];
+    if (fs.existsSync(path.join(root, 'config'))) {
+      for (const name of fs.readdirSync(path.join(root, 'config'))) {
+        if (name.endsWith('.rs') && name !== 'tests.rs') files.push(path.join(root, 'config', name));
+      }
+    }
+    const joins = files
+      .flatMap((file) => fs.readFileSync(file, 'utf8').split('\n'))
+      .filter((line) => line.includes('base_dir.join(') && !line.trim().startsWith('//'));
+    const named = joins.map((line) => line.match(/\b(spec|schema|index)\b/)?.[1] ?? `unknown: ${line.trim()}`);
+    // `index` is top-level (shipped as the catalog index); the others are the sources' FILE_FIELDS.
+    assert.deepEqual(
+      named.sort(),
+      ['index', ...Object.keys(FILE_FIELDS)].sort(),
+      'a field that names a file must be shipped: add it to FILE_FIELDS in lib/sources.ts',
+    );
   });
 });
 

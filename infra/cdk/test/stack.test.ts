@@ -37,18 +37,18 @@ describe('resources', () => {
       'AWS::Scheduler::ScheduleGroup': 1,
       'AWS::Lambda::Function': 3,
       'AWS::Lambda::EventInvokeConfig': 1, // the approval function's continuations: no retries
-      'AWS::Lambda::Permission': 7, // one per route
+      'AWS::Lambda::Permission': 8, // one per route
       'AWS::Lambda::LayerVersion': 0, // only with a sources file
       'AWS::IAM::Role': 4, // three functions and the scheduler
       'AWS::IAM::Policy': 4,
       'AWS::Logs::LogGroup': 4, // three functions and the API's access log
       'AWS::ApiGatewayV2::Api': 1,
       'AWS::ApiGatewayV2::Stage': 1,
-      'AWS::ApiGatewayV2::Route': 7,
+      'AWS::ApiGatewayV2::Route': 8,
       'AWS::ApiGatewayV2::Integration': 2,
       'AWS::ApiGatewayV2::DomainName': 0,
       'AWS::SecretsManager::Secret': 2, // the native-mode request-state key, the OAuth token key
-      'AWS::CloudWatch::Alarm': 8, // docs/deploy.md, "Alarms and dashboard"
+      'AWS::CloudWatch::Alarm': 9, // docs/deploy.md, "Alarms and dashboard"
       'AWS::CloudWatch::Dashboard': 1,
     };
     for (const [type, count] of Object.entries(counts)) template.resourceCountIs(type, count);
@@ -259,6 +259,7 @@ describe('routes', () => {
       'ANY /mcp/toolkits/{name}': '${McpFunction.Arn}',
       'ANY /.well-known/{proxy+}': '${McpFunction.Arn}',
       'ANY /healthz': '${McpFunction.Arn}',
+      'ANY /readyz': '${McpFunction.Arn}',
       'ANY /approvals/{proxy+}': '${ApprovalFunction.Arn}',
       'ANY /api/{proxy+}': '${ApprovalFunction.Arn}',
       'ANY /oauth/{proxy+}': '${ApprovalFunction.Arn}',
@@ -279,6 +280,7 @@ describe('routes', () => {
       '${ApprovalFunction.Arn}',
       '${ApprovalFunction.Arn}',
       '${ApprovalFunction.Arn}',
+      '${McpFunction.Arn}',
       '${McpFunction.Arn}',
       '${McpFunction.Arn}',
       '${McpFunction.Arn}',

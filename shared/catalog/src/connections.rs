@@ -77,7 +77,7 @@ impl TokenKey {
     /// a Secrets Manager ARN, or `env:NAME`), read once; `None` when unset.
     pub async fn from_env() -> Result<Option<Self>, String> {
         let Some(reference) = std::env::var(TOKEN_KEY_ENV).ok().filter(|v| !v.is_empty()) else { return Ok(None) };
-        let reference = crate::SecretRef::parse(&reference).map_err(|e| format!("{TOKEN_KEY_ENV}: {e}"))?;
+        let reference = crate::secrets::SecretRef::parse(&reference).map_err(|e| format!("{TOKEN_KEY_ENV}: {e}"))?;
         let secret = crate::secrets::Secrets::default().resolve(&reference).await.map_err(|e| e.to_string())?;
         Self::derive(&secret)
             .map(Some)

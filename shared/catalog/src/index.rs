@@ -24,56 +24,35 @@
 //! for one chance in four billion), not tampering, which would need write
 //! access to the index as well; and it reads 30 MB in a few milliseconds at
 //! start, where SHA-256 took 20 ms.
+//!
+//! A loaded tool's schemas are read from the detail section by
+//! `tool/indexed.rs`, which the tools hold.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use executor_core::Effect;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::{CatalogConfig, SourceKind, SpecLocation};
-use crate::openapi::{self, HttpOperation};
+use crate::openapi;
+use crate::tool::http::HttpOperation;
+use crate::tool::indexed::IndexFile;
 use crate::tool::{Schemas, Target, ToolDef};
-use crate::typescript::Refs;
 
-/// The environment variable naming the index, over the sources file's `index`.
-pub const INDEX_ENV: &str = "EXECUTOR_CATALOG_INDEX";
+// Still named here, as before they moved: `executor_catalog::index` is public.
+pub use crate::config::INDEX_ENV;
+pub use crate::tool::indexed::{IndexError, IndexedSource, Span};
+
 /// Version 2 added parameters' declared types (`Param::kind`): a version 1
 /// index would load without them and check no argument's type, so it is refused.
 /// Version 3 added each tool's summary, which search items show.
 const MAGIC: &[u8] = b"executor-catalog-index 3\n";
 /// The longest head length line read: digits and a newline.
 const MAX_LENGTH_LINE: u64 = 24;
-
-#[derive(Debug, thiserror::Error)]
-pub enum IndexError {
-    #[error(
-        "cannot read the catalog index {file}: {error}; build it with `executor catalog build --config <sources file> \
-         --out {file}`"
-    )]
-    Read { file: PathBuf, error: std::io::Error },
-    #[error(
-        "{file} is not a catalog index this executor reads ({problem}); rebuild it with `executor catalog build \
-         --config <sources file> --out {file}`"
-    )]
-    Format { file: PathBuf, problem: String },
-    #[error(
-        "the catalog index {file} is stale: {problem}; rebuild it with `executor catalog build --config <sources \
-         file> --out {file}`"
-    )]
-    Stale { file: PathBuf, problem: String },
-    #[error("cannot index source `{namespace}`: {problem}; fix the source in the sources file, then build again")]
-    Source { namespace: String, problem: String },
-    #[error("cannot write the catalog index {file}: {error}")]
-    Write { file: PathBuf, error: std::io::Error },
-}
-
-/// A byte range of the detail section: offset and length.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Span(u64, u64);
 
 #[derive(Serialize, Deserialize)]
 struct Head {
@@ -235,66 +214,6 @@ struct CatalogIndex {
     sources: Vec<HeadSource>,
 }
 
-/// The index file, kept open for the details.
-#[derive(Debug)]
-struct IndexFile {
-    path: PathBuf,
-    file: Mutex<std::fs::File>,
-    /// Where the detail section starts.
-    details: u64,
-}
-
-/// One indexed source's details: the tools' schemas and the components
-/// their `$ref`s point into, each read on first use and then kept.
-#[derive(Debug)]
-pub struct IndexedSource {
-    file: Arc<IndexFile>,
-    components: BTreeMap<String, BTreeMap<String, Component>>,
-}
-
-#[derive(Debug)]
-struct Component {
-    span: Span,
-    value: OnceLock<Value>,
-}
-
-impl IndexedSource {
-    /// A JSON text of the detail section.
-    pub fn read(&self, Span(offset, length): Span) -> Result<String, IndexError> {
-        let file = &self.file;
-        let mut bytes = vec![0; length as usize];
-        // A poisoned lock only means another read failed: the file is as it was.
-        let mut handle = file.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        handle
-            .seek(SeekFrom::Start(file.details + offset))
-            .and_then(|_| handle.read_exact(&mut bytes))
-            .map_err(|error| IndexError::Read { file: file.path.clone(), error })?;
-        String::from_utf8(bytes)
-            .map_err(|_| IndexError::Format { file: file.path.clone(), problem: "a schema is not UTF-8".into() })
-    }
-}
-
-/// `#/components/<section>/<name>[/<inside>]`, as the document would answer
-/// it. A component that cannot be read (the index file went bad under a
-/// running process) is unknown, as a dangling `$ref` is.
-impl Refs for IndexedSource {
-    fn target(&self, reference: &str) -> Option<&Value> {
-        let unescape = |segment: &str| segment.replace("~1", "/").replace("~0", "~");
-        let mut segments = reference.strip_prefix("#/components/")?.splitn(3, '/');
-        let (section, name, inside) = (segments.next()?, segments.next()?, segments.next());
-        let component = self.components.get(&unescape(section))?.get(&unescape(name))?;
-        if component.value.get().is_none() {
-            let text = self.read(component.span).ok()?;
-            let _ = component.value.set(serde_json::from_str(&text).ok()?);
-        }
-        let value = component.value.get()?;
-        match inside {
-            None => Some(value),
-            Some(inside) => value.pointer(&format!("/{inside}")),
-        }
-    }
-}
-
 impl CatalogIndex {
     /// Read the head of the index at `path`; the details stay on disk.
     fn open(path: &Path) -> Result<Self, IndexError> {
@@ -317,8 +236,7 @@ impl CatalogIndex {
         }
         let head: Head = serde_json::from_slice(&head).map_err(|e| format(&format!("head: {e}")))?;
         let details = (MAGIC.len() + line.len()) as u64 + length;
-        let file = Mutex::new(file);
-        Ok(Self { file: Arc::new(IndexFile { path: path.to_owned(), file, details }), sources: head.sources })
+        Ok(Self { file: Arc::new(IndexFile::new(path.to_owned(), file, details)), sources: head.sources })
     }
 
     /// The index must hold exactly the OpenAPI documents on file `specs`
@@ -329,7 +247,7 @@ impl CatalogIndex {
         specs: &[(&str, &Path)],
         checksums: Vec<std::io::Result<String>>,
     ) -> Result<Vec<(String, Vec<ToolDef>)>, IndexError> {
-        let stale = |problem: String| IndexError::Stale { file: self.file.path.clone(), problem };
+        let stale = |problem: String| IndexError::Stale { file: self.file.path().clone(), problem };
         if let Some(extra) = self.sources.iter().find(|s| !specs.iter().any(|(namespace, _)| *namespace == s.namespace))
         {
             return Err(stale(format!(
@@ -353,18 +271,7 @@ impl CatalogIndex {
                     spec.display()
                 )));
             }
-            let components = source
-                .components
-                .into_iter()
-                .map(|(section, entries)| {
-                    let entries = entries
-                        .into_iter()
-                        .map(|(name, span)| (name, Component { span, value: OnceLock::new() }))
-                        .collect();
-                    (section, entries)
-                })
-                .collect();
-            let details = Arc::new(IndexedSource { file: self.file.clone(), components });
+            let details = Arc::new(IndexedSource::new(self.file.clone(), source.components));
             let tools = source
                 .tools
                 .into_iter()

@@ -5,8 +5,15 @@
 //!
 //! Pure parts (config validation, naming, OpenAPI and GraphQL mapping, search
 //! ranking, TypeScript rendering, address rules, redaction, token answers) are
-//! table-tested in their modules; `catalog.rs`, `mcp_source.rs`,
-//! `mcp_client.rs`, `oauth.rs`, `outbound.rs` and `secrets.rs` are the adapters.
+//! table-tested in their modules; `catalog.rs` (and `catalog/`),
+//! `mcp_source.rs`, `mcp_client.rs`, `oauth.rs`, `outbound.rs` and
+//! `secrets.rs` are the adapters.
+//!
+//! Imports run one way. The tool model (`tool.rs`, and `tool/`: what a call
+//! of each kind needs, schemas kept in the index) imports only `typescript`;
+//! the sources' mappings (`openapi`, `graphql`, `mcp_source`), `search` and
+//! the `index` build on it; `config` imports none of them; `catalog` uses
+//! them all, and no other module imports `catalog`.
 
 mod approval_text;
 mod catalog;
@@ -29,7 +36,7 @@ mod toolkit;
 mod typescript;
 mod vocabulary;
 
-pub use catalog::{Catalog, CatalogError, McpAuth, NamespaceInfo, OAuthBacking, Vault};
+pub use catalog::{Catalog, CatalogError, Healing, McpAuth, NamespaceInfo, OAuthBacking, Vault};
 pub use config::{CONFIG_ENV, CatalogConfig, ConfigError, OAuth2Config};
 pub use connections::{REFRESH_LEASE, TOKEN_KEY_ENV, TokenKey};
 pub use index::{INDEX_ENV, IndexError};

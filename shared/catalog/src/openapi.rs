@@ -1,42 +1,33 @@
-//! OpenAPI 3.0 / 3.1 documents (JSON or YAML) to tools, and a tool call's
-//! arguments to an HTTP request. Pure: fetching the document and sending the
-//! request happen in `outbound.rs` and `catalog.rs`.
+//! OpenAPI 3.0 / 3.1 documents (JSON or YAML) to tools. Pure: fetching the
+//! document happens in `catalog/connect.rs`; what a call's arguments become
+//! is `tool/http.rs`, sent by `catalog/http_upstream.rs`.
 //!
 //! Naming: `<namespace>.<group>.<name>`, where group is the operation's first
 //! tag (else the first literal path segment, else `root`) and name is its
 //! `operationId` (else method and path), each sanitised to an identifier.
 //! Operations are named in (path, method) order, so when two want the same
 //! path the one that sorts first keeps it and the next gets `_2`.
-//!
-//! Arguments are one flat object: each parameter by its name (a name used in
-//! two locations gets the location as prefix for the second, e.g.
-//! `query_id`), and the request body as `body`. The document (paths,
-//! parameter names) is trusted; argument values are not: a path parameter
-//! must stay one segment ([`path_problem`]), a header value must be visible
-//! ASCII, and query values are form-encoded. A parameter's value must also
-//! fit the JSON type its schema declares ([`ParamType`]). The same
-//! [`HttpOperation::request`] checks a call before its policy is asked and
-//! builds its request when it is made.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use executor_core::Effect;
-use icu_normalizer::ComposingNormalizerBorrowed;
-use percent_encoding::{AsciiSet, CONTROLS, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
-use url::Url;
 
 use crate::naming::{deduplicate, sanitize};
 use crate::tool::{Schemas, Target, ToolDef, first_sentence, one_line};
 
+// The call model belongs to the tool model (`tool/http.rs`); still named
+// here, as before it moved: `executor_catalog::openapi` is public.
+pub use crate::tool::http::{
+    ArgumentError, BODY_ARGUMENT, HttpOperation, Param, ParamLocation, ParamType, RequestParts,
+};
+
 /// Hops through `$ref` chains (a ref to a ref to ...) before giving up, which
 /// also stops cycles of refs that point at each other.
 const MAX_REF_HOPS: usize = 16;
-/// The argument holding the request body.
-pub const BODY_ARGUMENT: &str = "body";
 
 const METHODS: [&str; 8] = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
 
@@ -77,61 +68,8 @@ fn is_reserved_header(name: &str) -> bool {
     RESERVED_HEADERS.iter().any(|reserved| reserved.eq_ignore_ascii_case(name.trim()))
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ParamLocation {
-    Path,
-    Query,
-    Header,
-}
-
-impl ParamLocation {
-    fn parse(text: &str) -> Option<Self> {
-        match text {
-            "path" => Some(Self::Path),
-            "query" => Some(Self::Query),
-            "header" => Some(Self::Header),
-            // Cookies are not sent: the catalog keeps no cookie jar.
-            _ => None,
-        }
-    }
-
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Path => "path",
-            Self::Query => "query",
-            Self::Header => "header",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Param {
-    /// The name upstream expects.
-    pub name: String,
-    /// The argument it is read from.
-    pub argument: String,
-    pub location: ParamLocation,
-    pub required: bool,
-    /// The JSON type its schema declares, when it declares one (a type list
-    /// counts when it is one type and `null`).
-    pub kind: Option<ParamType>,
-}
-
-/// A parameter's declared JSON type. Parameters travel as text, so a value
-/// fits when its text reads as one: `7` and `"7"` both fit `integer` (they
-/// make the same request), `"seven"`, `7.5`, `true` or `[7]` do not.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ParamType {
-    String,
-    Integer,
-    Number,
-    Boolean,
-    Array,
-    Object,
-}
-
+// Reading the type is reading the document, so it is done here; `tool/http.rs`
+// checks a call's values against it.
 impl ParamType {
     /// The type a parameter's schema declares (`$ref`s resolved against `doc`).
     fn of(doc: &Value, schema: &Value) -> Option<Self> {
@@ -154,63 +92,6 @@ impl ParamType {
             _ => return None,
         })
     }
-
-    /// What fits, for the message when a value does not.
-    fn expected(self) -> &'static str {
-        match self {
-            Self::String => "a string (or a number or boolean, sent as text)",
-            Self::Integer => "an integer (7 or \"7\")",
-            Self::Number => "a number (1.5 or \"1.5\")",
-            Self::Boolean => "a boolean (true or false, or \"true\" or \"false\")",
-            Self::Array => "an array (or one value, sent as a one-item array)",
-            Self::Object => "an object",
-        }
-    }
-
-    /// Why `value` does not fit, if it does not.
-    fn misfit(self, value: &Value) -> Option<&'static str> {
-        let text_reads = |text: &str| match self {
-            Self::Integer => {
-                let digits = text.strip_prefix('-').unwrap_or(text);
-                !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
-            }
-            Self::Number => text.parse::<f64>().is_ok_and(f64::is_finite),
-            Self::Boolean => matches!(text, "true" | "false"),
-            Self::String | Self::Array => true,
-            Self::Object => false,
-        };
-        let fits = match (self, value) {
-            (Self::Object, Value::Object(_)) | (Self::Array, Value::Array(_)) => true,
-            (_, Value::Object(_) | Value::Array(_)) => false,
-            // As text, `2.0` is not an integer (JavaScript's integers arrive without a fraction).
-            (Self::Integer, Value::Number(n)) => n.is_i64() || n.is_u64(),
-            (Self::Number | Self::String | Self::Array, Value::Number(_)) => true,
-            (Self::Boolean | Self::String | Self::Array, Value::Bool(_)) => true,
-            (_, Value::String(text)) => text_reads(text),
-            _ => false,
-        };
-        (!fits).then_some(match value {
-            Value::Object(_) => "an object",
-            Value::Array(_) => "an array",
-            Value::Bool(_) => "a boolean",
-            Value::Number(_) if self == Self::Integer => "a number that is not an integer in range",
-            Value::Number(_) => "a number",
-            Value::String(_) => "a string that does not read as one",
-            Value::Null => "null",
-        })
-    }
-}
-
-/// What a call needs to become an HTTP request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HttpOperation {
-    /// Upper case, e.g. `GET`.
-    pub method: String,
-    /// As in the document, e.g. `/repos/{owner}/{repo}/issues`.
-    pub path: String,
-    pub params: Vec<Param>,
-    /// `Some(required)` when the operation takes a JSON body.
-    pub body: Option<bool>,
 }
 
 /// The parts of a JSON document the catalog reads. Path items stay raw text
@@ -420,216 +301,6 @@ fn success_response<'a>(doc: &'a Value, operation: &'a Value) -> Option<&'a Valu
 fn json_content(holder: &Value) -> Option<&Value> {
     let content = holder.get("content")?.as_object()?;
     content.iter().find(|(media, _)| media.contains("json")).and_then(|(_, media)| media.get("schema"))
-}
-
-/// Why a call's arguments cannot become a request. Nothing is sent.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ArgumentError {
-    #[error("arguments must be an object, e.g. tools.x.y({{id: 1}})")]
-    NotAnObject,
-    #[error(
-        "missing required argument `{argument}` ({location} parameter); see tools.describe.tool for the input type"
-    )]
-    Missing { argument: String, location: &'static str },
-    #[error("missing required argument `body` (the JSON request body)")]
-    MissingBody,
-    #[error("unknown argument `{argument}`; this tool takes: {expected}")]
-    Unknown { argument: String, expected: String },
-    #[error(
-        "argument `{argument}` (path parameter) {problem}; a path parameter is exactly one path segment: not empty, \
-         `.` or `..`, and without `/`, `\\`, control characters or anything that decodes or normalises to them"
-    )]
-    UnsafePath { argument: String, problem: &'static str },
-    #[error("argument `{argument}` (header parameter) may hold only visible ASCII characters, spaces and tabs")]
-    UnsafeHeader { argument: String },
-    #[error(
-        "argument `{argument}` ({location} parameter) must be {expected}, got {found}; see tools.describe.tool for \
-         the input type"
-    )]
-    WrongType { argument: String, location: &'static str, expected: &'static str, found: &'static str },
-    #[error("the URL would not keep the operation's path `{path}` (a segment of it would be read as `.` or `..`)")]
-    PathChanged { path: String },
-}
-
-/// The parts of a request a call's arguments decide.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RequestParts {
-    /// The operation's path segments, parameters substituted, each percent-encoded.
-    pub segments: Vec<String>,
-    pub query: Vec<(String, String)>,
-    pub headers: Vec<(String, String)>,
-    pub body: Option<Value>,
-}
-
-/// Parameter values keep only RFC 3986's unreserved characters: nothing else
-/// can add a segment, a query or a host, or be read as a delimiter.
-const VALUE: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
-/// The document's own path text: what a URL path cannot hold as it is (`%` is
-/// left, the document may have encoded already).
-const LITERAL: &AsciiSet =
-    &CONTROLS.add(b' ').add(b'"').add(b'#').add(b'<').add(b'>').add(b'?').add(b'`').add(b'{').add(b'}').add(b'\\');
-/// Percent-decoding rounds looked through for a hidden `..` or `/`.
-const MAX_DECODINGS: usize = 4;
-
-impl HttpOperation {
-    pub fn request(&self, args: &Value) -> Result<RequestParts, ArgumentError> {
-        let args = match args {
-            Value::Object(map) => map,
-            Value::Null => &Map::new(),
-            _ => return Err(ArgumentError::NotAnObject),
-        };
-        if let Some(unknown) = args.keys().find(|k| {
-            k.as_str() != BODY_ARGUMENT && !self.params.iter().any(|p| &p.argument == *k)
-                || (k.as_str() == BODY_ARGUMENT && self.body.is_none())
-        }) {
-            let mut expected: Vec<&str> = self.params.iter().map(|p| p.argument.as_str()).collect();
-            expected.extend(self.body.map(|_| BODY_ARGUMENT));
-            let expected = if expected.is_empty() { "no arguments".into() } else { expected.join(", ") };
-            return Err(ArgumentError::Unknown { argument: unknown.clone(), expected });
-        }
-        let mut path_values: Vec<(&str, String)> = Vec::new();
-        let mut parts = RequestParts { segments: Vec::new(), query: Vec::new(), headers: Vec::new(), body: None };
-        for param in &self.params {
-            let Some(value) = args.get(&param.argument).filter(|v| !v.is_null()) else {
-                if param.required {
-                    return Err(ArgumentError::Missing {
-                        argument: param.argument.clone(),
-                        location: param.location.as_str(),
-                    });
-                }
-                continue;
-            };
-            if let Some(kind) = param.kind
-                && let Some(found) = kind.misfit(value)
-            {
-                return Err(ArgumentError::WrongType {
-                    argument: param.argument.clone(),
-                    location: param.location.as_str(),
-                    expected: kind.expected(),
-                    found,
-                });
-            }
-            match param.location {
-                ParamLocation::Path => {
-                    let value = scalar(value);
-                    if let Some(problem) = path_problem(&value) {
-                        return Err(ArgumentError::UnsafePath { argument: param.argument.clone(), problem });
-                    }
-                    path_values.push((&param.name, utf8_percent_encode(&value, VALUE).to_string()));
-                }
-                // Arrays repeat the parameter (OpenAPI's default `form`, `explode: true`).
-                ParamLocation::Query => match value {
-                    Value::Array(items) => {
-                        parts.query.extend(items.iter().map(|item| (param.name.clone(), scalar(item))));
-                    }
-                    _ => parts.query.push((param.name.clone(), scalar(value))),
-                },
-                ParamLocation::Header => {
-                    let value = scalar(value);
-                    if !value.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b)) {
-                        return Err(ArgumentError::UnsafeHeader { argument: param.argument.clone() });
-                    }
-                    parts.headers.push((param.name.clone(), value));
-                }
-            }
-        }
-        parts.segments = self.segments(&path_values);
-        match (args.get(BODY_ARGUMENT), self.body) {
-            (Some(body), Some(_)) => parts.body = Some(body.clone()),
-            (None, Some(true)) => return Err(ArgumentError::MissingBody),
-            _ => {}
-        }
-        Ok(parts)
-    }
-
-    /// The document's path, segment by segment, with `{name}`s replaced by
-    /// their encoded values; the document's own text is taken as written.
-    fn segments(&self, values: &[(&str, String)]) -> Vec<String> {
-        let path = self.path.strip_prefix('/').unwrap_or(&self.path);
-        path.split('/')
-            .map(|template| {
-                let mut segment = String::new();
-                let mut rest = template;
-                while let Some(open) = rest.find('{') {
-                    let close = rest[open..].find('}').map(|c| open + c);
-                    let value = close.and_then(|close| values.iter().find(|(name, _)| *name == &rest[open + 1..close]));
-                    let (Some(close), Some((_, value))) = (close, value) else {
-                        segment.extend(utf8_percent_encode(&rest[..=open], LITERAL));
-                        rest = &rest[open + 1..];
-                        continue;
-                    };
-                    segment.extend(utf8_percent_encode(&rest[..open], LITERAL));
-                    segment.push_str(value);
-                    rest = &rest[close + 1..];
-                }
-                segment.extend(utf8_percent_encode(rest, LITERAL));
-                segment
-            })
-            .collect()
-    }
-}
-
-impl RequestParts {
-    /// `base` with these segments after its path and these query pairs after
-    /// `credentials` (and its own query). The URL is checked to hold exactly
-    /// the segments meant, so nothing can be re-read as a dot segment.
-    pub fn url(&self, base: &Url, credentials: &[(String, String)], template: &str) -> Result<Url, ArgumentError> {
-        let mut intended: Vec<&str> = base.path_segments().map(Iterator::collect).unwrap_or_default();
-        // The base's trailing slash is not a segment of its own.
-        if intended.last() == Some(&"") {
-            intended.pop();
-        }
-        intended.extend(self.segments.iter().map(String::as_str));
-        let mut url = base.clone();
-        url.set_path(&format!("/{}", intended.join("/")));
-        if url.path_segments().is_none_or(|segments| !segments.eq(intended.iter().copied())) {
-            return Err(ArgumentError::PathChanged { path: template.to_owned() });
-        }
-        if !credentials.is_empty() || !self.query.is_empty() {
-            url.query_pairs_mut().extend_pairs(credentials.iter().chain(&self.query));
-        }
-        Ok(url)
-    }
-}
-
-/// Why a path parameter's value could change the path, if it could. Each
-/// layer of percent-decoding is looked at too (an upstream or a proxy may
-/// decode before routing), after NFKC normalisation (some fold `．` into
-/// `.`), and so is the part before a `;` (servlet containers route
-/// `..;x` as `..`).
-fn path_problem(value: &str) -> Option<&'static str> {
-    if value.is_empty() {
-        return Some("is empty");
-    }
-    let nfkc = ComposingNormalizerBorrowed::new_nfkc();
-    let mut layer = value.to_owned();
-    for _ in 0..=MAX_DECODINGS {
-        let normalized = nfkc.normalize(&layer);
-        let before_parameters = normalized.split(';').next().unwrap_or_default();
-        if matches!(before_parameters, "" | "." | "..") {
-            return Some("is, or decodes to, a `.` or `..` segment");
-        }
-        if normalized.chars().any(|c| matches!(c, '/' | '\\') || c.is_control()) {
-            return Some("contains, or decodes to, `/`, `\\` or a control character");
-        }
-        let Ok(decoded) = percent_decode_str(&layer).decode_utf8() else {
-            // Overlong forms (`%c0%ae`) are `.` to some decoders.
-            return Some("decodes to bytes that are not UTF-8");
-        };
-        if decoded == layer.as_str() {
-            return None;
-        }
-        layer = decoded.into_owned();
-    }
-    Some("is percent-encoded too many times over")
-}
-
-/// Strings as they are, anything else as JSON text.
-fn scalar(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    }
 }
 
 #[cfg(test)]
@@ -883,104 +554,6 @@ components:
         for (kind, value, expected) in values {
             assert_eq!(kind.misfit(&value), expected, "{kind:?} {value}");
         }
-    }
-
-    #[test]
-    fn path_parameters_stay_one_segment() {
-        let refused = [
-            "",
-            ".",
-            "..",
-            "../x",
-            "x/..",
-            "a/b",
-            "a\\b",
-            "/",
-            "%2e",
-            "%2E%2e",
-            "%2e%2e/",
-            ".%2e",
-            "%2f",
-            "a%2Fb",
-            "%5c",
-            "%252e%252e",
-            "%25252f",
-            "%c0%ae%c0%ae",
-            "%ff",
-            "\0",
-            "a\u{0}b",
-            "\r\n",
-            "a\tb",
-            "\u{7f}",
-            "\u{85}",
-            "．．",
-            "．",
-            "‥",
-            "a／b",
-            "a＼b",
-            "..;x",
-            ".;",
-            ";x",
-            "%2e%2e;jsessionid=1",
-            "%2525252525252e",
-        ];
-        for value in refused {
-            assert!(path_problem(value).is_some(), "{value:?} is refused");
-        }
-        let kept = [
-            "a", "a b", "a.b", "..a", "a..", "...", "…", "%", "100%", "%zz", "%2", "ü", "日本", "?x=1", "#frag", "a;b",
-        ];
-        for value in kept {
-            assert_eq!(path_problem(value), None, "{value:?} is kept");
-        }
-    }
-
-    #[test]
-    fn urls_keep_the_segments_meant() {
-        let op = HttpOperation {
-            method: "GET".into(),
-            path: "/files/{name}/v{n}.json/{missing}".into(),
-            params: vec![
-                Param {
-                    name: "name".into(),
-                    argument: "name".into(),
-                    location: ParamLocation::Path,
-                    required: true,
-                    kind: Some(ParamType::String),
-                },
-                Param {
-                    name: "n".into(),
-                    argument: "n".into(),
-                    location: ParamLocation::Path,
-                    required: true,
-                    kind: Some(ParamType::Integer),
-                },
-                Param {
-                    name: "q".into(),
-                    argument: "q".into(),
-                    location: ParamLocation::Query,
-                    required: false,
-                    kind: None,
-                },
-            ],
-            body: None,
-        };
-        let credentials = [("key".to_owned(), "k&=#".to_owned())];
-        let cases = [
-            ("https://h.test/api/", "a b?#%", "https://h.test/api/files/a%20b%3F%23%25/v2.json/%7Bmissing%7D"),
-            ("https://h.test", "..a", "https://h.test/files/..a/v2.json/%7Bmissing%7D"),
-            ("https://h.test/a%2Fb", "ü", "https://h.test/a%2Fb/files/%C3%BC/v2.json/%7Bmissing%7D"),
-        ];
-        for (base, name, expected) in cases {
-            let parts = op.request(&json!({"name": name, "n": 2, "q": "x&y=z#w"})).unwrap();
-            let url = parts.url(&Url::parse(base).unwrap(), &credentials, &op.path).unwrap();
-            assert_eq!(url.as_str(), format!("{expected}?key=k%26%3D%23&q=x%26y%3Dz%23w"));
-        }
-        // A dot segment in the document itself is caught when the URL is built.
-        let dotted = HttpOperation { path: "/a/../b".into(), params: vec![], ..op };
-        let parts = dotted.request(&json!({})).unwrap();
-        let error = parts.url(&Url::parse("https://h.test").unwrap(), &[], &dotted.path).unwrap_err();
-        assert_eq!(error, ArgumentError::PathChanged { path: "/a/../b".into() });
     }
 
     #[test]

@@ -217,25 +217,41 @@ impl Outbound {
     }
 
     /// The resolver's refusal is buried in reqwest's error chain; bring it up.
-    /// reqwest names the URL in its errors: it is left out, query and all.
+    /// reqwest names the URL in its errors: it is left out, query and all,
+    /// and only its host and port are named (what an operator needs to see
+    /// which service did not answer), with the most specific cause.
     pub fn error(&self, error: reqwest::Error) -> OutboundError {
+        let host = error.url().and_then(host_and_port);
         let error = error.without_url();
         if error.is_timeout() {
             return OutboundError::Timeout { seconds: self.config.timeout.as_secs() };
         }
         let mut cause: Option<&(dyn std::error::Error + 'static)> = error.source();
+        let mut innermost = None;
         while let Some(inner) = cause {
             if let Some(refused) = inner.downcast_ref::<OutboundError>() {
                 return refused.clone();
             }
+            innermost = Some(inner);
             cause = inner.source();
         }
-        let detail = match error.source() {
-            Some(source) => format!("{error}: {source}"),
-            None => error.to_string(),
+        let to = host.map(|host| format!(" to {host}")).unwrap_or_default();
+        let detail = match innermost {
+            // e.g. "error sending request to 127.0.0.1:8080: Connection refused (os error 111)"
+            Some(cause) => format!("{error}{to}: {cause}"),
+            None => format!("{error}{to}"),
         };
         OutboundError::Failed { detail }
     }
+}
+
+/// `host` or `host:port` of `url`: never its user, path or query, which may hold credentials.
+fn host_and_port(url: &Url) -> Option<String> {
+    let host = url.host_str()?;
+    Some(match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    })
 }
 
 /// Where a redirect points, resolved against the URL that answered.

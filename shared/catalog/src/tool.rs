@@ -1,14 +1,23 @@
-//! One tool as the sandbox sees it, whatever its source.
+//! One tool as the sandbox sees it, whatever its source: the model every
+//! other part of the catalog builds, searches or calls. It imports nothing of
+//! theirs: what a call of each kind needs is in `tool/` (`http.rs`,
+//! `graphql.rs`, `mcp.rs`), and so is the reader of schemas kept in the
+//! catalog index (`indexed.rs`).
+
+pub(crate) mod graphql;
+pub(crate) mod http;
+pub(crate) mod indexed;
+pub(crate) mod mcp;
 
 use std::sync::Arc;
 
 use executor_core::Effect;
 use serde_json::Value;
 
-use crate::graphql::GraphqlOperation;
-use crate::index::{IndexError, IndexedSource, Span};
-use crate::mcp_source::McpInput;
-use crate::openapi::HttpOperation;
+use crate::tool::graphql::GraphqlOperation;
+use crate::tool::http::HttpOperation;
+use crate::tool::indexed::{IndexError, IndexedSource, Span};
+use crate::tool::mcp::McpInput;
 use crate::typescript::{self, Refs, SchemaIn};
 
 #[derive(Debug, Clone)]

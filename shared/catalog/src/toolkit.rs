@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use executor_core::{PolicyAction, Principal, Toolkit, ToolkitName};
-use executor_sandbox::{CallContext, PathFilter, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
+use executor_sandbox::{CallContext, PathFilter, Policy, Readiness, ToolError, ToolOutcome, ToolSuccess, Tools};
 use serde_json::Value;
 
 pub struct ToolkitView {
@@ -174,6 +174,13 @@ impl Tools for ToolkitView {
 
     fn offers(&self, path: &str) -> bool {
         self.toolkit.includes(path) && self.inner.offers(path)
+    }
+
+    /// The sources that could hold the toolkit's tools.
+    fn readiness(&self) -> Readiness {
+        let mut readiness = self.inner.readiness();
+        readiness.sources.retain(|namespace, _| self.namespaces.iter().any(|n| n == namespace));
+        readiness
     }
 
     async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {

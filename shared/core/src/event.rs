@@ -105,7 +105,7 @@ pub fn execution_events(
     }
     let pending = after.journal.pending.first();
     let mut deliver_until = now.plus(EVENT_LIFETIME);
-    let detail_type = match &after.state {
+    let detail_type = match after.state() {
         ExecutionState::Running => return Vec::new(),
         ExecutionState::Paused { deadline } => {
             if let Some(call) = pending {
@@ -184,7 +184,7 @@ mod tests {
     fn execution(state: ExecutionState) -> Execution {
         let mut journal = Journal::new(Timestamp::from_millis(0), 7);
         journal.add_pending(PendingCall::new(3, "gh.issues.create", json!({"title": "t"}), "Create an issue?"));
-        let mut e = Execution::start(
+        let e = Execution::start(
             ExecutionId::parse("e1").unwrap(),
             Principal::parse("ana").unwrap(),
             Some(SessionId::parse("s1").unwrap()),
@@ -193,8 +193,7 @@ mod tests {
             journal,
             Timestamp::from_millis(0),
         );
-        e.state = state;
-        e
+        e.with_state(state)
     }
 
     #[test]

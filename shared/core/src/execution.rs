@@ -8,21 +8,35 @@
 //!    └─complete / fail / decline / interrupt / expire ▶ …  └──pause──▶ paused (the next approval)
 //!
 //! running and resuming both go to running on `yield` (handed on to another
-//! invocation, which replays the journal and goes on).
+//! invocation, which takes it with `continue`, replays the journal and goes
+//! on). `hand_on`, `heartbeat` and `request_cancel` keep the status and change
+//! who runs it, its sign of life, or what its runner is asked to do.
 //! ```
 //!
-//! [`next_status`] is the one place that says which transitions exist; every
-//! change goes through [`Execution::apply`]. Stores persist the result with a
-//! write conditional on `version`, so two racing claims cannot both win.
+//! [`next_status`] is the one place that says which transitions exist, and
+//! [`Execution::apply`] the only code that changes an execution's status,
+//! claim, heartbeat, cancel flag, resume count or expiry: those fields are
+//! private, so nothing else can. Stores persist the result with a write
+//! conditional on `version`, so two racing claims cannot both win.
+//!
+//! ```compile_fail
+//! # fn f(e: &mut executor_core::Execution) {
+//! e.resumes = 0; // only `apply` changes what the state machine guards
+//! # }
+//! ```
+
+mod event;
+#[cfg(test)]
+mod tests;
+
+pub use event::{Actor, Applied, Channel, ExecutionEvent, next_status};
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{
-    ApprovalLinks, ElicitationMode, ExecutionId, Journal, Principal, SessionId, Timestamp, TokenHash, ToolkitName,
-};
+use crate::{ApprovalLinks, ElicitationMode, ExecutionId, Journal, Principal, SessionId, Timestamp, ToolkitName};
 
 /// The decision a human or the model made on a paused call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,76 +178,6 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-/// Something that happens to an execution.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ExecutionEvent {
-    /// A call needs approval; the journal holds it as pending.
-    Pause {
-        journal: Journal,
-        deadline: Timestamp,
-    },
-    /// A decision arrived and this resumer takes the execution; `link` is the
-    /// approval link it came through, if any.
-    Claim {
-        action: ApprovalAction,
-        link: Option<TokenHash>,
-    },
-    Complete {
-        result: Value,
-    },
-    Fail {
-        error: ExecutionFailure,
-    },
-    /// The decision declined or cancelled the call and the code did not recover,
-    /// or a running execution was cancelled.
-    Decline {
-        error: ExecutionFailure,
-    },
-    /// Handed on at a point where no call was in flight: the journal holds
-    /// every call made, and whoever claims it next replays it and goes on.
-    Yield {
-        journal: Journal,
-    },
-    /// The approval window or the session's lease ran out, or a resumer vanished.
-    Expire,
-    /// The run's heartbeat stopped: whatever ran it stopped (a crash, a Lambda
-    /// timed out or recycled mid-run). It is not run again: a call in flight
-    /// may already have reached the upstream.
-    Interrupt,
-}
-
-impl ExecutionEvent {
-    fn name(&self) -> &'static str {
-        match self {
-            Self::Pause { .. } => "pause",
-            Self::Claim { .. } => "claim",
-            Self::Complete { .. } => "complete",
-            Self::Fail { .. } => "fail",
-            Self::Decline { .. } => "decline",
-            Self::Yield { .. } => "yield",
-            Self::Expire => "expire",
-            Self::Interrupt => "interrupt",
-        }
-    }
-}
-
-/// The transition table: the status an event leads to, or `None` if it is illegal.
-pub fn next_status(from: ExecutionStatus, event: &ExecutionEvent) -> Option<ExecutionStatus> {
-    use ExecutionEvent as E;
-    use ExecutionStatus as S;
-    Some(match (from, event) {
-        (S::Running | S::Resuming, E::Pause { .. }) => S::Paused,
-        (S::Paused, E::Claim { .. }) => S::Resuming,
-        (S::Running | S::Resuming, E::Complete { .. }) => S::Completed,
-        (S::Running | S::Resuming, E::Fail { .. }) => S::Failed,
-        (S::Running | S::Resuming, E::Decline { .. }) => S::Declined,
-        (S::Running | S::Paused | S::Resuming, E::Expire) => S::Expired,
-        (S::Running | S::Resuming, E::Interrupt) => S::Failed,
-        (S::Running | S::Resuming, E::Yield { .. }) => S::Running,
-        _ => return None,
-    })
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TransitionError {
     #[error("execution {id} is {from} and cannot {event}")]
@@ -242,7 +186,13 @@ pub enum TransitionError {
     ApprovalExpired { id: ExecutionId, deadline: Timestamp },
     #[error("execution {id} has no pending call to decide on")]
     NothingPending { id: ExecutionId },
+    #[error("execution {id} already has a runner; it is continued once")]
+    AlreadyClaimed { id: ExecutionId },
 }
+
+/// How long a settled or expired execution stays readable (then the store
+/// forgets it), so a late approval link says "expired" rather than "not found".
+pub const RETENTION: Duration = Duration::from_secs(24 * 3600);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Execution {
@@ -252,11 +202,11 @@ pub struct Execution {
     pub session_id: Option<SessionId>,
     pub code: String,
     pub journal: Journal,
-    pub state: ExecutionState,
+    state: ExecutionState,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     /// When storage may forget the record (DynamoDB TTL); reads treat it as gone after.
-    pub expires_at: Timestamp,
+    expires_at: Timestamp,
     /// How the pauses of this execution reach a human.
     #[serde(default)]
     pub mode: ElicitationMode,
@@ -274,16 +224,16 @@ pub struct Execution {
     /// When whoever runs it (a running or resuming execution) last said it
     /// still does; see [`HEARTBEAT_STALE`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub heartbeat_at: Option<Timestamp>,
+    heartbeat_at: Option<Timestamp>,
     /// Someone asked a running execution to stop; its runner sees it at its
     /// next heartbeat and stops at the next safe point.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub cancel_requested: bool,
+    cancel_requested: bool,
     /// A random id the latest claimer wrote with its claim: after a claim write
     /// whose answer was lost, the claimer reads the execution again and knows
     /// the claim is its own only if this is its id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub claim: Option<String>,
+    claim: Option<String>,
     /// The toolkit whose endpoint started it: its continuations see that
     /// toolkit's tools and policy, and only that endpoint (or an unscoped
     /// owner) may resume it.
@@ -292,7 +242,7 @@ pub struct Execution {
     /// Decisions claimed so far (each resume that ran): counted in the claim's
     /// own write, against the resume cap.
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub resumes: u32,
+    resumes: u32,
     /// Bumped by every stored write; writes are conditional on it.
     pub version: u64,
 }
@@ -331,8 +281,49 @@ impl Execution {
         }
     }
 
+    /// A state set directly, for tables of other modules' tests.
+    #[cfg(test)]
+    pub(crate) fn with_state(mut self, state: ExecutionState) -> Self {
+        self.state = state;
+        self
+    }
+
+    pub fn state(&self) -> &ExecutionState {
+        &self.state
+    }
+
     pub fn status(&self) -> ExecutionStatus {
         self.state.status()
+    }
+
+    /// When storage may forget the record; reads treat it as gone after.
+    pub fn expires_at(&self) -> Timestamp {
+        self.expires_at
+    }
+
+    /// When its runner last said it still runs it.
+    pub fn heartbeat_at(&self) -> Option<Timestamp> {
+        self.heartbeat_at
+    }
+
+    /// Whether someone asked its runner to stop.
+    pub fn cancel_requested(&self) -> bool {
+        self.cancel_requested
+    }
+
+    /// The id of whoever runs it now (`None`: handed on, nobody yet).
+    pub fn claim(&self) -> Option<&str> {
+        self.claim.as_deref()
+    }
+
+    /// Decisions claimed so far.
+    pub fn resumes(&self) -> u32 {
+        self.resumes
+    }
+
+    /// Whether something runs it now (a run handed on, or a continuation).
+    pub fn is_running(&self) -> bool {
+        matches!(self.state, ExecutionState::Running | ExecutionState::Resuming { .. })
     }
 
     /// Whether nothing runs this running or resuming execution any more: its
@@ -340,256 +331,85 @@ impl Execution {
     /// old. A live runner renews it far more often, whatever the run's length.
     pub fn is_stranded(&self, now: Timestamp) -> bool {
         let alive = self.heartbeat_at.map_or(self.updated_at, |beat| beat.max(self.updated_at));
-        matches!(self.state, ExecutionState::Running | ExecutionState::Resuming { .. })
-            && now >= alive.plus(HEARTBEAT_STALE)
+        self.is_running() && now >= alive.plus(HEARTBEAT_STALE)
     }
 
-    /// Apply `event` at `now`, or leave the execution untouched and say why not.
-    pub fn apply(&mut self, event: ExecutionEvent, now: Timestamp) -> Result<(), TransitionError> {
+    /// Apply `event` at `now` and say what happened, or leave the execution
+    /// untouched and say why not.
+    pub fn apply(&mut self, event: ExecutionEvent, now: Timestamp) -> Result<Applied, TransitionError> {
         let from = self.status();
-        if next_status(from, &event).is_none() {
+        let Some(to) = next_status(from, &event) else {
             return Err(TransitionError::Illegal { id: self.id.clone(), from: from.as_str(), event: event.name() });
+        };
+        self.check(&event, now)?;
+        let applied = Applied { event: event.name(), by: event.actor(), at: now, from, to };
+        if event.moves_on() {
+            self.updated_at = now;
         }
-        self.state = match event {
+        match event {
+            ExecutionEvent::HandOn { claim, lease } => {
+                self.claim = Some(claim);
+                self.heartbeat_at = Some(now);
+                self.expires_at = now.plus(lease).plus(RETENTION);
+            }
             ExecutionEvent::Pause { journal, deadline } => {
-                if journal.pending.is_empty() {
-                    return Err(TransitionError::NothingPending { id: self.id.clone() });
-                }
                 self.journal = journal;
                 self.links.reset();
-                ExecutionState::Paused { deadline }
+                self.expires_at = deadline.plus(RETENTION);
+                self.state = ExecutionState::Paused { deadline };
             }
-            ExecutionEvent::Claim { action, link } => {
-                if let ExecutionState::Paused { deadline } = self.state
-                    && now >= deadline
-                {
-                    return Err(TransitionError::ApprovalExpired { id: self.id.clone(), deadline });
-                }
+            ExecutionEvent::Claim { action, link, claim, by: _ } => {
                 self.links.spend(link);
-                ExecutionState::Resuming { action }
+                self.resumes += 1;
+                self.claim = Some(claim);
+                self.heartbeat_at = Some(now);
+                self.state = ExecutionState::Resuming { action };
             }
-            ExecutionEvent::Complete { result } => ExecutionState::Completed { result },
-            ExecutionEvent::Fail { error } => ExecutionState::Failed { error },
-            ExecutionEvent::Decline { error } => ExecutionState::Declined { error },
-            ExecutionEvent::Yield { journal } => {
+            ExecutionEvent::Continue { claim } => {
+                self.claim = Some(claim);
+                self.heartbeat_at = Some(now);
+            }
+            ExecutionEvent::Heartbeat => self.heartbeat_at = Some(now),
+            ExecutionEvent::RequestCancel { .. } => self.cancel_requested = true,
+            ExecutionEvent::Yield { journal, lease } => {
                 self.journal = journal;
-                ExecutionState::Running
+                self.claim = None;
+                self.heartbeat_at = Some(now);
+                self.expires_at = now.plus(lease).plus(RETENTION);
+                self.state = ExecutionState::Running;
             }
-            ExecutionEvent::Expire => ExecutionState::Expired,
-            ExecutionEvent::Interrupt => ExecutionState::Failed { error: ExecutionFailure::interrupted() },
-        };
-        self.updated_at = now;
-        Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-    use crate::{LinkStatus, PendingCall};
-
-    const ALL: [ExecutionStatus; 7] = [
-        ExecutionStatus::Running,
-        ExecutionStatus::Paused,
-        ExecutionStatus::Resuming,
-        ExecutionStatus::Completed,
-        ExecutionStatus::Failed,
-        ExecutionStatus::Declined,
-        ExecutionStatus::Expired,
-    ];
-
-    fn failure() -> ExecutionFailure {
-        ExecutionFailure { code: "c".into(), message: "m".into(), retry_after_ms: None }
-    }
-
-    fn events() -> [ExecutionEvent; 8] {
-        let mut journal = Journal::new(Timestamp::from_millis(0), 1);
-        journal.add_pending(PendingCall::new(0, "a.write", json!({}), "?"));
-        [
-            ExecutionEvent::Pause { journal, deadline: Timestamp::from_millis(10_000) },
-            ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None },
-            ExecutionEvent::Complete { result: json!(1) },
-            ExecutionEvent::Fail { error: failure() },
-            ExecutionEvent::Decline { error: failure() },
-            ExecutionEvent::Expire,
-            ExecutionEvent::Interrupt,
-            ExecutionEvent::Yield { journal: Journal::new(Timestamp::from_millis(0), 1) },
-        ]
-    }
-
-    /// Every (status, event) pair, written out: a new transition must be added here on purpose.
-    #[test]
-    fn transition_table() {
-        use ExecutionStatus::*;
-        // Columns: pause, claim, complete, fail, decline, expire, interrupt, yield.
-        let table: [(ExecutionStatus, [Option<ExecutionStatus>; 8]); 7] = [
-            (
-                Running,
-                [
-                    Some(Paused),
-                    None,
-                    Some(Completed),
-                    Some(Failed),
-                    Some(Declined),
-                    Some(Expired),
-                    Some(Failed),
-                    Some(Running),
-                ],
-            ),
-            (Paused, [None, Some(Resuming), None, None, None, Some(Expired), None, None]),
-            (
-                Resuming,
-                [
-                    Some(Paused),
-                    None,
-                    Some(Completed),
-                    Some(Failed),
-                    Some(Declined),
-                    Some(Expired),
-                    Some(Failed),
-                    Some(Running),
-                ],
-            ),
-            (Completed, [None; 8]),
-            (Failed, [None; 8]),
-            (Declined, [None; 8]),
-            (Expired, [None; 8]),
-        ];
-        assert_eq!(table.map(|(s, _)| s), ALL);
-        for (from, row) in table {
-            for (event, expected) in events().iter().zip(row) {
-                assert_eq!(next_status(from, event), expected, "{from:?} + {}", event.name());
-            }
-            assert_eq!(from.is_terminal(), row.iter().all(Option::is_none), "{from:?}");
-        }
-    }
-
-    fn execution_in(status: ExecutionStatus) -> Execution {
-        let mut e = Execution::start(
-            ExecutionId::parse("e1").unwrap(),
-            Principal::parse("alice").unwrap(),
-            None,
-            ElicitationMode::Model,
-            "return 1",
-            Journal::new(Timestamp::from_millis(0), 1),
-            Timestamp::from_millis(1_000_000),
-        );
-        e.state = match status {
-            ExecutionStatus::Running => ExecutionState::Running,
-            ExecutionStatus::Paused => ExecutionState::Paused { deadline: Timestamp::from_millis(10_000) },
-            ExecutionStatus::Resuming => ExecutionState::Resuming { action: ApprovalAction::Accept },
-            ExecutionStatus::Completed => ExecutionState::Completed { result: json!(null) },
-            ExecutionStatus::Failed => ExecutionState::Failed { error: failure() },
-            ExecutionStatus::Declined => ExecutionState::Declined { error: failure() },
-            ExecutionStatus::Expired => ExecutionState::Expired,
-        };
-        e
-    }
-
-    #[test]
-    fn only_a_run_whose_heartbeat_is_stale_is_stranded() {
-        let claimed = Timestamp::from_millis(100_000);
-        let cases = [
-            // (status, last heartbeat, now, stranded)
-            (ExecutionStatus::Resuming, None, 100_000, false),
-            (ExecutionStatus::Resuming, None, 129_999, false),
-            (ExecutionStatus::Resuming, None, 130_000, true),
-            (ExecutionStatus::Resuming, Some(150_000), 179_999, false),
-            (ExecutionStatus::Resuming, Some(150_000), 180_000, true),
-            (ExecutionStatus::Running, Some(400_000), 429_999, false),
-            (ExecutionStatus::Running, Some(400_000), 430_000, true),
-            // A heartbeat older than the latest write does not count against it.
-            (ExecutionStatus::Running, Some(50_000), 129_999, false),
-            (ExecutionStatus::Paused, None, 900_000, false),
-            (ExecutionStatus::Completed, Some(100_000), 900_000, false),
-        ];
-        for (status, beat, now, stranded) in cases {
-            let mut e = execution_in(status);
-            e.updated_at = claimed;
-            e.heartbeat_at = beat.map(Timestamp::from_millis);
-            assert_eq!(e.is_stranded(Timestamp::from_millis(now)), stranded, "{status:?} beat {beat:?} at {now}");
-        }
-        for status in [ExecutionStatus::Resuming, ExecutionStatus::Running] {
-            let mut e = execution_in(status);
-            e.apply(ExecutionEvent::Interrupt, Timestamp::from_millis(185_000)).unwrap();
-            assert_eq!(e.state, ExecutionState::Failed { error: ExecutionFailure::interrupted() });
-        }
-    }
-
-    #[test]
-    fn apply_follows_the_table_and_leaves_rejected_executions_untouched() {
-        let now = Timestamp::from_millis(5_000);
-        for from in ALL {
-            for event in events() {
-                let mut e = execution_in(from);
-                let before = e.clone();
-                let expected = next_status(from, &event);
-                match (e.apply(event.clone(), now), expected) {
-                    (Ok(()), Some(to)) => {
-                        assert_eq!(e.status(), to);
-                        assert_eq!(e.updated_at, now);
-                    }
-                    (Err(TransitionError::Illegal { .. }), None) => assert_eq!(e, before),
-                    (got, want) => panic!("{from:?} + {}: got {got:?}, table says {want:?}", event.name()),
-                }
+            // The approval window's end already set how long it is kept.
+            ExecutionEvent::Expire => self.state = ExecutionState::Expired,
+            ExecutionEvent::Complete { result } => self.settle(ExecutionState::Completed { result }, now),
+            ExecutionEvent::Fail { error } => self.settle(ExecutionState::Failed { error }, now),
+            ExecutionEvent::Decline { error } => self.settle(ExecutionState::Declined { error }, now),
+            ExecutionEvent::Interrupt => {
+                self.settle(ExecutionState::Failed { error: ExecutionFailure::interrupted() }, now)
             }
         }
+        Ok(applied)
     }
 
-    #[test]
-    fn claim_guards() {
-        let cases = [
-            // (now, expect expired)
-            (9_999, false),
-            (10_000, true),
-            (20_000, true),
-        ];
-        for (now, expired) in cases {
-            let mut e = execution_in(ExecutionStatus::Paused);
-            let result = e.apply(
-                ExecutionEvent::Claim { action: ApprovalAction::Decline, link: None },
-                Timestamp::from_millis(now),
-            );
-            if expired {
-                assert!(matches!(result, Err(TransitionError::ApprovalExpired { .. })), "{now}");
-                assert_eq!(e.status(), ExecutionStatus::Paused);
-            } else {
-                assert_eq!(result, Ok(()));
-                assert_eq!(e.state, ExecutionState::Resuming { action: ApprovalAction::Decline });
+    /// The guards beyond the table: what the event needs of this execution's data.
+    fn check(&self, event: &ExecutionEvent, now: Timestamp) -> Result<(), TransitionError> {
+        let id = || self.id.clone();
+        match (event, &self.state) {
+            (ExecutionEvent::Pause { journal, .. }, _) if journal.pending.is_empty() => {
+                Err(TransitionError::NothingPending { id: id() })
             }
+            (ExecutionEvent::Claim { .. }, ExecutionState::Paused { deadline }) if now >= *deadline => {
+                Err(TransitionError::ApprovalExpired { id: id(), deadline: *deadline })
+            }
+            (ExecutionEvent::HandOn { .. } | ExecutionEvent::Continue { .. }, _) if self.claim.is_some() => {
+                Err(TransitionError::AlreadyClaimed { id: id() })
+            }
+            _ => Ok(()),
         }
     }
 
-    #[test]
-    fn links_are_spent_by_a_claim_and_reset_by_the_next_pause() {
-        let (link, other) = (TokenHash::of_token("link"), TokenHash::of_token("other"));
-        let mut e = execution_in(ExecutionStatus::Paused);
-        e.links.open(link.clone());
-        e.links.open(other.clone());
-        let claim = ExecutionEvent::Claim { action: ApprovalAction::Accept, link: Some(link.clone()) };
-        e.apply(claim, Timestamp::from_millis(1)).unwrap();
-        assert_eq!((e.links.status(&link), e.links.status(&other)), (LinkStatus::Spent, LinkStatus::Unknown));
-        let pause = events()[0].clone();
-        e.apply(pause, Timestamp::from_millis(2)).unwrap();
-        e.links.open(other.clone());
-        assert_eq!((e.links.status(&link), e.links.status(&other)), (LinkStatus::Spent, LinkStatus::Open));
-    }
-
-    #[test]
-    fn pause_requires_a_pending_call() {
-        let mut e = execution_in(ExecutionStatus::Running);
-        let journal = Journal::new(Timestamp::from_millis(0), 1);
-        let result =
-            e.apply(ExecutionEvent::Pause { journal, deadline: Timestamp::from_millis(1) }, Timestamp::from_millis(0));
-        assert!(matches!(result, Err(TransitionError::NothingPending { .. })));
-        assert_eq!(e.status(), ExecutionStatus::Running);
-    }
-
-    #[test]
-    fn state_serialises_with_a_status_tag() {
-        let state = ExecutionState::Paused { deadline: Timestamp::from_millis(5) };
-        assert_eq!(serde_json::to_value(&state).unwrap(), json!({"status": "paused", "deadline": 5}));
+    /// A final state, kept readable for [`RETENTION`].
+    fn settle(&mut self, state: ExecutionState, now: Timestamp) {
+        self.state = state;
+        self.expires_at = now.plus(RETENTION);
     }
 }

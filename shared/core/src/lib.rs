@@ -28,8 +28,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use connection::{CONNECTION_RETENTION, OAUTH_STATE_TTL, OAuthState, SourceConnection};
 pub use event::{EVENT_SOURCE, Event, EventType, MAX_EVENT_TEXT_BYTES, execution_events, session_destroyed};
 pub use execution::{
-    ApprovalAction, Execution, ExecutionEvent, ExecutionFailure, ExecutionState, ExecutionStatus, HEARTBEAT_EVERY,
-    HEARTBEAT_STALE, TransitionError,
+    Actor, Applied, ApprovalAction, Channel, Execution, ExecutionEvent, ExecutionFailure, ExecutionState,
+    ExecutionStatus, HEARTBEAT_EVERY, HEARTBEAT_STALE, RETENTION, TransitionError,
 };
 pub use grant::{DEFAULT_GRANT_TTL, Grant, GrantedBy, Remember};
 pub use ids::{ExecutionId, GrantId, IdError, SessionId};

@@ -31,7 +31,8 @@ pub use run::{Outcome, Segment, Snapshot};
 pub use source::SyntaxError;
 pub use stop::Stop;
 pub use tools::{
-    CallContext, DESCRIBE_PATH, PathFilter, Policy, SEARCH_PATH, ToolError, ToolOutcome, ToolSuccess, Tools,
+    CallContext, DESCRIBE_PATH, PathFilter, Policy, Readiness, SEARCH_PATH, SourceReadiness, ToolError, ToolOutcome,
+    ToolSuccess, Tools,
 };
 
 /// Runs segments of executions under one set of limits.

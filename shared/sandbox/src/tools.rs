@@ -1,10 +1,11 @@
 //! What the sandbox needs from the outside world: the tools the code may call
 //! and the policy that says which calls need a decision. The catalog implements it.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use executor_core::{ExecutionId, Principal, ToolkitName};
+use executor_core::{ExecutionId, Principal, Timestamp, ToolkitName};
 use serde_json::Value;
 
 /// Reserved paths handled by [`Tools::search`] and [`Tools::describe`].
@@ -76,6 +77,32 @@ impl CallContext {
     }
 }
 
+/// Whether each source behind the tools is connected: what `GET /readyz` answers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Readiness {
+    /// By namespace.
+    pub sources: BTreeMap<String, SourceReadiness>,
+}
+
+impl Readiness {
+    /// Every source connected (tools without sources are ready).
+    pub fn is_ready(&self) -> bool {
+        self.sources.values().all(|s| matches!(s, SourceReadiness::Connected))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceReadiness {
+    Connected,
+    /// Not connected since `since` (the first failure), for `reason` (the
+    /// latest failure's, redacted); tried again from `next_retry_at` on.
+    Unavailable {
+        reason: String,
+        since: Timestamp,
+        next_retry_at: Timestamp,
+    },
+}
+
 #[async_trait]
 pub trait Tools: Send + Sync {
     /// Check a new call's arguments against its tool's input (required,
@@ -135,6 +162,16 @@ pub trait Tools: Send + Sync {
     /// `None` for a view that is to be wrapped whole.
     fn beneath(&self, _wrap: &dyn Fn(Arc<dyn Tools>) -> Arc<dyn Tools>) -> Option<Arc<dyn Tools>> {
         None
+    }
+
+    /// How the sources behind these tools stand, for `GET /readyz`. A trait
+    /// method rather than a provider the hosts pass beside the tools: the host
+    /// already holds the tools it serves (the catalog), so readiness cannot
+    /// name other sources than the calls reach, and needs no wiring of its
+    /// own. The host asks the tools it was given, not a run's views; the
+    /// default (no sources) is ready.
+    fn readiness(&self) -> Readiness {
+        Readiness::default()
     }
 
     /// `tools.search` among the tools `visible` keeps, for a toolkit's view.

@@ -1,16 +1,16 @@
 //! How a host is set up: `HostConfig`, its defaults (they suit `executor
 //! serve` on loopback) and the `EXECUTOR_*` settings read over them.
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use executor_core::{Clock, ElicitationMode, QuotaLimit, Quotas, SystemClock, Timeouts};
+use executor_core::{Clock, ElicitationMode, QuotaLimit, QuotaLimits, Quotas, SystemClock, Timeouts, ToolkitName};
 use executor_events::{EventSettings, EventSink, SinkError};
+use executor_sandbox::Tools;
+use rmcp::model::RequestStateCodec;
 
-use crate::Continuations;
-use crate::native::RequestStateKey;
-use crate::oidc::OidcConfig;
-use crate::toolkits::ToolkitEndpoint;
+use crate::application::continuations::Continuations;
 
 /// How the host is set up.
 #[derive(Debug, Clone)]
@@ -82,11 +82,11 @@ impl Default for HostConfig {
             approval_wait: Duration::from_secs(20),
             request_state_key: None,
             clock: Arc::new(SystemClock),
-            max_concurrent_executions: crate::executions::DEFAULT_MAX_CONCURRENT,
+            max_concurrent_executions: crate::application::executions::DEFAULT_MAX_CONCURRENT,
             toolkits: Vec::new(),
             quotas: Quotas::default(),
             grant_ttl: executor_core::DEFAULT_GRANT_TTL,
-            response_budget: crate::executions::DEFAULT_RESPONSE_BUDGET,
+            response_budget: crate::application::executions::DEFAULT_RESPONSE_BUDGET,
             max_execution: Duration::from_secs(300),
             continuations: None,
             events: EventSettings::default(),
@@ -186,25 +186,7 @@ impl HostConfig {
         if let Some(url) = lookup("EXECUTOR_PUBLIC_URL").filter(|u| !u.trim().is_empty()) {
             self = self.with_public_url(&url)?;
         }
-        let d = &mut self.quotas.defaults;
-        for (limit, slot) in [
-            (QuotaLimit::ExecutionsPerHour, &mut d.executions_per_hour),
-            (QuotaLimit::ConcurrentExecutions, &mut d.concurrent_executions),
-            (QuotaLimit::ResumesPerExecution, &mut d.resumes_per_execution),
-            (QuotaLimit::ToolCallsPerExecution, &mut d.tool_calls_per_execution),
-        ] {
-            let name = limit.variable();
-            match lookup(name).as_deref().map(str::trim) {
-                None | Some("") => {}
-                Some(value) => match value.parse::<u32>() {
-                    Ok(n) if n > 0 => *slot = Some(n),
-                    _ => {
-                        let expected = "a whole number greater than zero (unset it for no limit)";
-                        return Err(ConfigError { name, expected, value: value.to_owned() });
-                    }
-                },
-            }
-        }
+        self.quotas.defaults = quota_defaults(&lookup, self.quotas.defaults)?;
         if let Some(value) = lookup("EXECUTOR_EVENT_BUS").filter(|v| !v.trim().is_empty()) {
             let bus = executor_events::parse_bus(&value);
             let expected = executor_events::BUS_EXPECTED;
@@ -215,31 +197,8 @@ impl HostConfig {
             let expected = executor_events::WEBHOOK_EXPECTED;
             self.events.webhook = Some(url.ok_or(ConfigError { name: "EXECUTOR_EVENT_WEBHOOK", expected, value })?);
         }
-        if let Some(issuer) = lookup("EXECUTOR_OIDC_ISSUER").filter(|u| !u.trim().is_empty()) {
-            let issuer = http_url("EXECUTOR_OIDC_ISSUER", OIDC_ISSUER_EXPECTED, issuer)?;
-            let jwks_url = lookup("EXECUTOR_OIDC_JWKS_URL")
-                .filter(|u| !u.trim().is_empty())
-                .map(|url| http_url("EXECUTOR_OIDC_JWKS_URL", JWKS_URL_EXPECTED, url))
-                .transpose()?;
-            let audience = lookup("EXECUTOR_OIDC_AUDIENCE").filter(|a| !a.trim().is_empty()).ok_or(ConfigError {
-                name: "EXECUTOR_OIDC_AUDIENCE",
-                expected: "set with EXECUTOR_OIDC_ISSUER (the audience the tokens are for)",
-                value: String::new(),
-            })?;
-            self.oidc = Some(OidcConfig {
-                issuer,
-                audience,
-                jwks_url,
-                owner_claim: lookup("EXECUTOR_OIDC_OWNER_CLAIM").unwrap_or_else(|| "sub".into()),
-                share_key_owners: match lookup("EXECUTOR_OIDC_SHARE_KEY_OWNERS").as_deref().map(str::trim) {
-                    None | Some("" | "false" | "0") => false,
-                    Some("true" | "1") => true,
-                    Some(other) => {
-                        let (name, expected) = ("EXECUTOR_OIDC_SHARE_KEY_OWNERS", "true or false");
-                        return Err(ConfigError { name, expected, value: other.to_owned() });
-                    }
-                },
-            });
+        if let Some(oidc) = oidc_from(&lookup)? {
+            self.oidc = Some(oidc);
         }
         Ok(self)
     }
@@ -297,6 +256,118 @@ pub(crate) fn parse_mode(value: &str) -> Result<ElicitationMode, String> {
         "browser" => Ok(ElicitationMode::Browser),
         "native" => Ok(ElicitationMode::Native),
         other => Err(format!("elicitation_mode must be model, browser or native, not {other:?}")),
+    }
+}
+
+/// The `EXECUTOR_QUOTA_*` defaults from `lookup`, over `defaults`.
+fn quota_defaults(
+    lookup: &impl Fn(&str) -> Option<String>,
+    mut defaults: QuotaLimits,
+) -> Result<QuotaLimits, ConfigError> {
+    let d = &mut defaults;
+    for (limit, slot) in [
+        (QuotaLimit::ExecutionsPerHour, &mut d.executions_per_hour),
+        (QuotaLimit::ConcurrentExecutions, &mut d.concurrent_executions),
+        (QuotaLimit::ResumesPerExecution, &mut d.resumes_per_execution),
+        (QuotaLimit::ToolCallsPerExecution, &mut d.tool_calls_per_execution),
+    ] {
+        let name = limit.variable();
+        match lookup(name).as_deref().map(str::trim) {
+            None | Some("") => {}
+            Some(value) => match value.parse::<u32>() {
+                Ok(n) if n > 0 => *slot = Some(n),
+                _ => {
+                    let expected = "a whole number greater than zero (unset it for no limit)";
+                    return Err(ConfigError { name, expected, value: value.to_owned() });
+                }
+            },
+        }
+    }
+    Ok(defaults)
+}
+
+/// The `EXECUTOR_OIDC_*` settings from `lookup`, when an issuer is set.
+fn oidc_from(lookup: &impl Fn(&str) -> Option<String>) -> Result<Option<OidcConfig>, ConfigError> {
+    let Some(issuer) = lookup("EXECUTOR_OIDC_ISSUER").filter(|u| !u.trim().is_empty()) else { return Ok(None) };
+    let issuer = http_url("EXECUTOR_OIDC_ISSUER", OIDC_ISSUER_EXPECTED, issuer)?;
+    let jwks_url = lookup("EXECUTOR_OIDC_JWKS_URL")
+        .filter(|u| !u.trim().is_empty())
+        .map(|url| http_url("EXECUTOR_OIDC_JWKS_URL", JWKS_URL_EXPECTED, url))
+        .transpose()?;
+    let audience = lookup("EXECUTOR_OIDC_AUDIENCE").filter(|a| !a.trim().is_empty()).ok_or(ConfigError {
+        name: "EXECUTOR_OIDC_AUDIENCE",
+        expected: "set with EXECUTOR_OIDC_ISSUER (the audience the tokens are for)",
+        value: String::new(),
+    })?;
+    Ok(Some(OidcConfig {
+        issuer,
+        audience,
+        jwks_url,
+        owner_claim: lookup("EXECUTOR_OIDC_OWNER_CLAIM").unwrap_or_else(|| "sub".into()),
+        share_key_owners: match lookup("EXECUTOR_OIDC_SHARE_KEY_OWNERS").as_deref().map(str::trim) {
+            None | Some("" | "false" | "0") => false,
+            Some("true" | "1") => true,
+            Some(other) => {
+                let (name, expected) = ("EXECUTOR_OIDC_SHARE_KEY_OWNERS", "true or false");
+                return Err(ConfigError { name, expected, value: other.to_owned() });
+            }
+        },
+    }))
+}
+
+/// `EXECUTOR_OIDC_ISSUER`, `EXECUTOR_OIDC_AUDIENCE`, `EXECUTOR_OIDC_JWKS_URL`,
+/// `EXECUTOR_OIDC_OWNER_CLAIM`, `EXECUTOR_OIDC_SHARE_KEY_OWNERS`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OidcConfig {
+    pub issuer: String,
+    pub audience: String,
+    /// Default: `jwks_uri` from `<issuer>/.well-known/openid-configuration`.
+    pub jwks_url: Option<String>,
+    pub owner_claim: String,
+    /// The claim names an API-key owner (it must be a plain owner name)
+    /// instead of an identity of the issuer's own.
+    pub share_key_owners: bool,
+}
+
+/// The HMAC key for request states: at least 32 bytes, the same on every
+/// instance (`EXECUTOR_REQUEST_STATE_KEY`). Never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RequestStateKey(Vec<u8>);
+
+impl RequestStateKey {
+    pub const MIN_BYTES: usize = RequestStateCodec::MIN_KEY_LENGTH;
+
+    /// The key's bytes, for the codec that seals request states.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// `None` when shorter than [`Self::MIN_BYTES`].
+    pub fn new(bytes: impl Into<Vec<u8>>) -> Option<Self> {
+        let bytes = bytes.into();
+        (bytes.len() >= Self::MIN_BYTES).then_some(Self(bytes))
+    }
+}
+
+impl fmt::Debug for RequestStateKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RequestStateKey(..)")
+    }
+}
+
+/// One toolkit as the host serves it.
+#[derive(Clone)]
+pub struct ToolkitEndpoint {
+    pub name: ToolkitName,
+    /// The toolkit's view: only its tools, its stricter policy.
+    pub tools: Arc<dyn Tools>,
+    /// What `execute`'s description lists on the endpoint.
+    pub namespaces: Vec<String>,
+}
+
+impl fmt::Debug for ToolkitEndpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolkitEndpoint").field("name", &self.name).field("namespaces", &self.namespaces).finish()
     }
 }
 

@@ -1,42 +1,27 @@
-//! The application layer, framework-neutral: the hosts (Lambda functions and
-//! `executor serve`) call it; it calls the domain, the sandbox and the store ports.
+//! The service layer, framework-neutral: the hosts (the Lambda functions and
+//! `executor serve`) build it with [`compose`] and hand it requests; it calls
+//! the domain, the sandbox and the store ports.
+//!
+//! Two rooms: `application` holds what happens (executions, alarms, sessions,
+//! keys, grants, the event outbox) and knows no HTTP; `http_edge` holds how
+//! it is reached (the parsed routes and their one auth guard, the MCP edge
+//! around rmcp, the approval page and JSON API, the connect flow, responses).
+//! Between them, `config` (the settings) and `compose` (the services built
+//! from them).
 
-mod alarms;
-mod approval_page;
-mod approvals;
-mod auth;
+mod application;
+mod compose;
 mod config;
-#[cfg(feature = "conformance")]
-mod conformance;
-mod connections;
-mod continuations;
-mod executions;
-mod grants;
-mod host;
-mod jsonrpc;
-mod jwt_crypto;
-mod mcp_tools;
-mod native;
-mod oidc;
-mod outbox;
-mod quotas;
-mod random;
-mod responses;
-mod results;
-mod sessions;
-mod spans;
-mod toolkits;
-mod visible;
+mod http_edge;
 
-pub use alarms::Alarms;
-pub use auth::KEY_CACHE_TTL;
-pub use config::{ConfigError, EventsSetupError, HostConfig};
-pub use continuations::{ContinuationError, Continuations};
-pub use executions::{ExecutionResult, Executions, ResumeError};
-pub use grants::Grants;
-pub use host::Host;
-pub use native::RequestStateKey;
-pub use oidc::{OidcConfig, TOOLKIT_CLAIM};
-pub use outbox::{Events, RETRY_INTERVAL as EVENT_RETRY_INTERVAL};
-pub use random::ApprovalToken;
-pub use toolkits::ToolkitEndpoint;
+pub use application::alarms::Alarms;
+pub use application::continuations::{ContinuationError, Continuations};
+pub use application::executions::{ExecutionResult, Executions, ResumeError};
+pub use application::grants::Grants;
+pub use application::keys::KEY_CACHE_TTL;
+pub use application::outbox::{Events, RETRY_INTERVAL as EVENT_RETRY_INTERVAL};
+pub use application::random::ApprovalToken;
+pub use compose::{Services, compose};
+pub use config::{ConfigError, EventsSetupError, HostConfig, OidcConfig, RequestStateKey, ToolkitEndpoint};
+pub use http_edge::host::Host;
+pub use http_edge::oidc::TOOLKIT_CLAIM;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use executor_core::SystemClock;
 use executor_core::{
-    ApprovalAction, ElicitationMode, ExecutionEvent, ExecutionFailure, ExecutionId, ExecutionState, Principal,
+    ApprovalAction, Channel, ElicitationMode, ExecutionEvent, ExecutionFailure, ExecutionId, ExecutionState, Principal,
     SessionId, Timeouts, Timestamp,
 };
 use executor_sandbox::{Limits, Sandbox};
@@ -75,7 +75,7 @@ async fn completed_code_stores_nothing<S: Store + 'static>(store: Arc<S>) {
 async fn a_pause_is_persisted_and_resumed_in_another_process<S: Store + 'static>(store: Arc<S>) {
     let id = pause(&store, WRITE).await;
     let stored = store.get_execution(Access::Owner(&alice()), &id).await.unwrap();
-    assert!(matches!(stored.state, ExecutionState::Paused { .. }));
+    assert!(matches!(stored.state(), ExecutionState::Paused { .. }));
     assert_eq!(stored.journal.pending.len(), 1);
     assert_eq!(
         store.paused_executions(Access::Internal, &SessionId::parse("s1").unwrap()).await.unwrap(),
@@ -92,7 +92,7 @@ async fn a_pause_is_persisted_and_resumed_in_another_process<S: Store + 'static>
     assert_eq!(result, json!([true, {"title": "x"}]));
     assert_eq!(tools.calls(), [("w.create".to_owned(), json!({"title": "x"}))]);
     let stored = store.get_execution(Access::Internal, &id).await.unwrap();
-    assert_eq!(stored.state, ExecutionState::Completed { result: json!([true, {"title": "x"}]) });
+    assert_eq!(*stored.state(), ExecutionState::Completed { result: json!([true, {"title": "x"}]) });
     assert!(store.paused_executions(Access::Internal, &SessionId::parse("s1").unwrap()).await.unwrap().is_empty());
 
     let again =
@@ -151,7 +151,7 @@ async fn an_approval_past_its_window_expires<S: Store + 'static>(store: Arc<S>) 
     let expired =
         executions(&store, closed).resume(&alice(), &id, Some(ApprovalAction::Accept), None, tools.clone()).await;
     assert_eq!(expired.unwrap_err().code(), "execution_expired");
-    assert_eq!(store.get_execution(Access::Internal, &id).await.unwrap().state, ExecutionState::Expired);
+    assert_eq!(*store.get_execution(Access::Internal, &id).await.unwrap().state(), ExecutionState::Expired);
     let again =
         executions(&store, closed).resume(&alice(), &id, Some(ApprovalAction::Accept), None, tools.clone()).await;
     assert_eq!(again.unwrap_err().code(), "execution_expired");
@@ -167,7 +167,7 @@ async fn a_decline_settles_as_declined<S: Store + 'static>(store: Arc<S>) {
         .unwrap();
     let ExecutionResult::Failed { error, .. } = result else { panic!("{result:?}") };
     assert_eq!(error.code, "approval_declined");
-    assert_eq!(store.get_execution(Access::Internal, &id).await.unwrap().state, ExecutionState::Declined { error });
+    assert_eq!(*store.get_execution(Access::Internal, &id).await.unwrap().state(), ExecutionState::Declined { error });
     assert!(tools.calls().is_empty());
 }
 
@@ -188,7 +188,17 @@ async fn a_second_approval_pauses_again<S: Store + 'static>(store: Arc<S>) {
 /// recycled mid-run), simulated by storing the claim it would have written.
 async fn claim_then_vanish<S: Store + 'static>(store: &Arc<S>, id: &ExecutionId, at: Timestamp) {
     let mut execution = store.get_execution(Access::Internal, id).await.unwrap();
-    execution.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None }, at).unwrap();
+    execution
+        .apply(
+            ExecutionEvent::Claim {
+                action: ApprovalAction::Accept,
+                link: None,
+                claim: "c".into(),
+                by: Channel::OwnerApi,
+            },
+            at,
+        )
+        .unwrap();
     store.update_execution(&mut execution).await.unwrap();
 }
 
@@ -209,7 +219,7 @@ async fn a_stranded_continuation_is_reported_interrupted_and_never_rerun<S: Stor
     let ExecutionResult::Failed { error, .. } = failed else { panic!("{failed:?}") };
     assert_eq!(error, ExecutionFailure::interrupted());
     let stored = store.get_execution(Access::Internal, &stranded).await.unwrap();
-    assert_eq!(stored.state, ExecutionState::Failed { error: ExecutionFailure::interrupted() }, "and stored so");
+    assert_eq!(*stored.state(), ExecutionState::Failed { error: ExecutionFailure::interrupted() }, "and stored so");
 
     // Resuming it again is refused, and the approved call is not made a second time.
     let again = executions(&store, generous())

@@ -23,7 +23,7 @@ use crate::records::{self, API_KEY, CONNECTION, EVENT, EXECUTION, GRANT, OAUTH_C
 mod quota;
 use crate::traced::traced;
 use crate::{
-    Access, ConnectionStore, ExecutionStore, GrantStore, KeyStore, OAuthClientStore, OutboxStore, SessionStore,
+    Access, ConnectionStore, ExecutionStore, GrantStore, KeyStore, KeyUse, OAuthClientStore, OutboxStore, SessionStore,
     StoreError,
 };
 
@@ -226,7 +226,7 @@ trait Versioned: Clone + Send + Serialize + for<'de> Deserialize<'de> + 'static 
 
 /// Sessions and executions carry the same bookkeeping fields.
 macro_rules! versioned {
-    ($record:ty, $what:expr, $pk:path, $sk:path, $encode:expr $(, $related:item)?) => {
+    ($record:ty, $what:expr, $pk:path, $sk:path, $expires_at:expr, $encode:expr $(, $related:item)?) => {
         impl Versioned for $record {
             const WHAT: &'static str = $what;
             fn key(&self) -> (String, &'static str) {
@@ -242,7 +242,7 @@ macro_rules! versioned {
                 self.version = version;
             }
             fn expires_at(&self) -> Timestamp {
-                self.expires_at
+                $expires_at(self)
             }
             fn encode(&self) -> Result<Vec<u8>, StoreError> {
                 $encode(self)
@@ -252,12 +252,15 @@ macro_rules! versioned {
     };
 }
 
-versioned!(Session, SESSION, records::session_pk, records::SESSION_SK, |s| records::encode_small(SESSION, s));
+versioned!(Session, SESSION, records::session_pk, records::SESSION_SK, |s: &Session| s.expires_at, |s| {
+    records::encode_small(SESSION, s)
+});
 versioned!(
     Execution,
     EXECUTION,
     records::execution_pk,
     records::EXECUTION_SK,
+    Execution::expires_at,
     records::encode_execution,
     fn write_related(&self, txn: &WriteTransaction) -> Result<(), Failure> {
         index_paused(txn, self)
@@ -377,7 +380,7 @@ fn index_paused(txn: &WriteTransaction, execution: &Execution) -> Result<(), Fai
     let pk = records::session_pk(session);
     let sk = records::paused_sk(&execution.id);
     let mut table = txn.open_table(ITEMS)?;
-    match execution.state {
+    match *execution.state() {
         ExecutionState::Paused { deadline } => {
             let marker = PausedMarker { owner: execution.owner.clone(), expires_at: deadline };
             let body = records::encode("paused-execution index", &marker).map_err(Failure::Store)?;
@@ -530,6 +533,61 @@ impl KeyStore for EmbeddedStore {
         })
         .await
     }
+
+    async fn record_key_use(&self, hash: &TokenHash, at: Timestamp) -> Result<(), StoreError> {
+        traced("store.record_key_use", BACKEND, async {
+            let sk = records::key_sk(hash);
+            // A read first: most uses are not due, and a write transaction
+            // would take the store's one writer (and its fsync) for nothing.
+            let stored = self.get("read an API key", records::KEYS_PK.to_owned(), sk.clone()).await?;
+            let Some(bytes) = stored else { return Ok(()) };
+            if !records::key_use_due(last_used(&bytes)?, at) {
+                return Ok(());
+            }
+            self.write("record an API key's use", move |txn| {
+                let mut table = txn.open_table(ITEMS)?;
+                let Some(bytes) = table.get((records::KEYS_PK, sk.as_str()))?.map(|v| v.value().to_vec()) else {
+                    return Ok(());
+                };
+                // Checked again inside the transaction: another writer may have recorded a use meanwhile.
+                if !records::key_use_due(last_used(&bytes).map_err(Failure::Store)?, at) {
+                    return Ok(());
+                }
+                // The key's own fields are kept as stored; the use sits beside them.
+                let mut value: serde_json::Value = records::decode(API_KEY, &bytes).map_err(Failure::Store)?;
+                let Some(fields) = value.as_object_mut() else {
+                    return Err(Failure::Store(StoreError::corrupt(API_KEY, "not a JSON object")));
+                };
+                fields.insert(records::LAST_USED_AT.to_owned(), at.as_millis().into());
+                let body = records::encode(API_KEY, &value).map_err(Failure::Store)?;
+                table.insert((records::KEYS_PK, sk.as_str()), body.as_slice())?;
+                Ok(())
+            })
+            .await
+        })
+        .await
+    }
+
+    async fn list_key_uses(&self) -> Result<Vec<KeyUse>, StoreError> {
+        traced("store.list_keys", BACKEND, async {
+            let values = self.range("list API keys", records::KEYS_PK.to_owned(), records::KEY_PREFIX).await?;
+            values
+                .iter()
+                .map(|(_, bytes)| Ok(KeyUse { key: records::decode(API_KEY, bytes)?, last_used: last_used(bytes)? }))
+                .collect()
+        })
+        .await
+    }
+}
+
+/// The last use recorded in a stored key's value.
+fn last_used(bytes: &[u8]) -> Result<Option<Timestamp>, StoreError> {
+    #[derive(Deserialize)]
+    struct LastUsed {
+        /// `records::LAST_USED_AT`.
+        last_used_at: Option<Timestamp>,
+    }
+    Ok(records::decode::<LastUsed>(API_KEY, bytes)?.last_used_at)
 }
 
 #[async_trait]

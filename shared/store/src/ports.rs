@@ -1,6 +1,8 @@
 //! The storage ports. Every mutation is conditional (create-if-absent or
 //! update-if-version); every read says whose view it takes.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use executor_core::{
     ApiKey, Event, Execution, ExecutionId, Grant, GrantId, OAuthClient, OAuthState, Principal, QuotaLimit, Session,
@@ -81,6 +83,19 @@ pub trait ExecutionStore: Send + Sync {
     async fn paused_executions(&self, access: Access<'_>, session: &SessionId) -> Result<Vec<ExecutionId>, StoreError>;
 }
 
+/// How fresh a key's recorded last use is kept: a use less than this long
+/// after the recorded one writes nothing ([`KeyStore::record_key_use`]), so
+/// a busy key costs at most one write a minute, not one per request.
+pub const KEY_USE_RESOLUTION: Duration = Duration::from_secs(60);
+
+/// A key and when it last authenticated a request, as recorded (to within
+/// [`KEY_USE_RESOLUTION`]); `None`: not since it was created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyUse {
+    pub key: ApiKey,
+    pub last_used: Option<Timestamp>,
+}
+
 #[async_trait]
 pub trait KeyStore: Send + Sync {
     /// Store a new API key; `AlreadyExists` if its hash is taken.
@@ -94,6 +109,23 @@ pub trait KeyStore: Send + Sync {
 
     /// Delete a key; `NotFound` if there is none with this hash.
     async fn revoke_key(&self, hash: &TokenHash) -> Result<(), StoreError>;
+
+    /// Record that the key `hash` authenticated a request at `at`. Throttled
+    /// here, for every caller: nothing is written unless `at` is at least
+    /// [`KEY_USE_RESOLUTION`] after the recorded use, so the recorded time
+    /// only moves forward. A key that is gone (revoked meanwhile) stays gone.
+    /// The adapters record; this default, for wrappers and test doubles that
+    /// keep no use times, records nothing.
+    async fn record_key_use(&self, hash: &TokenHash, at: Timestamp) -> Result<(), StoreError> {
+        let _ = (hash, at);
+        Ok(())
+    }
+
+    /// Every key with its last recorded use, in no particular order. The
+    /// default (see [`KeyStore::record_key_use`]) knows of no use.
+    async fn list_key_uses(&self) -> Result<Vec<KeyUse>, StoreError> {
+        Ok(self.list_keys().await?.into_iter().map(|key| KeyUse { key, last_used: None }).collect())
+    }
 }
 
 /// What a new execution takes from its owner's quotas: each part is counted

@@ -117,6 +117,16 @@ pub(crate) fn key_sk(hash: &TokenHash) -> String {
     format!("{KEY_PREFIX}{}", hash.as_str())
 }
 
+/// A key's last use (epoch milliseconds): an attribute of its DynamoDB item,
+/// a field beside the key's own in its embedded value.
+pub(crate) const LAST_USED_AT: &str = "last_used_at";
+
+/// Whether a use at `at` is to be written over the recorded one, `last`:
+/// only [`crate::KEY_USE_RESOLUTION`] or more after it (so never backwards).
+pub(crate) fn key_use_due(last: Option<Timestamp>, at: Timestamp) -> bool {
+    last.is_none_or(|last| at.since(last) >= crate::KEY_USE_RESOLUTION)
+}
+
 /// Index item under the session's partition marking one paused execution.
 pub(crate) fn paused_sk(id: &ExecutionId) -> String {
     format!("{PAUSED_PREFIX}{id}")

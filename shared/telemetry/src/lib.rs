@@ -9,7 +9,7 @@
 //! - Spans: exported over OTLP/HTTP when `OTEL_EXPORTER_OTLP_ENDPOINT` is
 //!   set, in batches from a background thread; [`Telemetry::flush`] pushes
 //!   them out within a bound. Without an endpoint nothing is built.
-//! - Metrics: CloudWatch EMF lines in Lambda, one per invocation.
+//! - Metrics: CloudWatch EMF lines in Lambda, one per invocation ([`count`], [`add`], [`level`]).
 //! - Trace context: [`adopt`], [`remote_parent`], [`xray_parent`],
 //!   [`traceparent`] and [`link`].
 //!
@@ -41,7 +41,7 @@ use tracing_subscriber::layer::{Layer, SubscriberExt};
 
 pub use context::{TRACE_ID_FIELD, adopt, link, remote_parent, traceparent, xray_parent};
 pub use export::otlp_provider;
-pub use metrics::{Metric, TARGET as METRICS_TARGET, add, count};
+pub use metrics::{Metric, TARGET as METRICS_TARGET, add, count, level};
 
 use crate::json_logs::JsonLogs;
 use crate::metrics::Emf;

@@ -7,9 +7,14 @@
 //! [`crate::Telemetry::flush`] writes one EMF document per invocation (only
 //! the metrics that moved). Without that layer nothing listens to the target,
 //! so `executor serve` and tests pay only `tracing`'s disabled-callsite check.
+//!
+//! A few metrics are levels (how many there are now, not how often something
+//! happened), set with [`level`]: written on every flush while above zero,
+//! and once more when they fall to zero, so an alarm sees a level that
+//! persists without each invocation having to measure it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use serde_json::{Map, Value, json};
 use tracing::field::{Field, Visit};
@@ -56,10 +61,12 @@ pub enum Metric {
     ExecutionsInterrupted,
     /// A request refused with `quota_exceeded`: an owner was over one of their quotas.
     QuotaRejections,
+    /// A level ([`level`]): the configured sources this process has not connected (each is retried).
+    SourcesUnavailable,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 18] = [
+    pub const ALL: [Metric; 19] = [
         Metric::ExecutionsStarted,
         Metric::ExecutionsCompleted,
         Metric::ExecutionsFailed,
@@ -78,6 +85,7 @@ impl Metric {
         Metric::ExecutionsBusy,
         Metric::ExecutionsInterrupted,
         Metric::QuotaRejections,
+        Metric::SourcesUnavailable,
     ];
 
     pub fn name(self) -> &'static str {
@@ -100,7 +108,13 @@ impl Metric {
             Metric::ExecutionsBusy => "ExecutionsBusy",
             Metric::ExecutionsInterrupted => "ExecutionsInterrupted",
             Metric::QuotaRejections => "QuotaRejections",
+            Metric::SourcesUnavailable => "SourcesUnavailable",
         }
+    }
+
+    /// Set with [`level`] rather than counted.
+    pub fn is_level(self) -> bool {
+        matches!(self, Metric::SourcesUnavailable)
     }
 
     fn index(self) -> usize {
@@ -118,19 +132,36 @@ pub fn add(metric: Metric, n: u64) {
     tracing::event!(target: TARGET, tracing::Level::INFO, metric = metric.name(), value = n);
 }
 
-/// Sums of the metric events seen since the last [`Emf::take`].
+/// Set a level metric to `value` (see the module's documentation).
+pub fn level(metric: Metric, value: u64) {
+    tracing::event!(target: TARGET, tracing::Level::INFO, metric = metric.name(), level = value);
+}
+
+/// Sums of the metric events seen since the last [`Emf::take`], and the levels.
 #[derive(Clone, Default)]
 pub(crate) struct Emf {
     counts: Arc<[AtomicU64; Metric::ALL.len()]>,
+    levels: Arc<[AtomicU64; Metric::ALL.len()]>,
+    /// A level set since the last take: written even when it is zero.
+    changed: Arc<[AtomicBool; Metric::ALL.len()]>,
 }
 
 impl Emf {
-    /// What was counted since the last call, and reset.
+    /// What was counted since the last call (then reset), and each level
+    /// above zero or changed since then.
     pub fn take(&self) -> Vec<(Metric, u64)> {
         Metric::ALL
             .iter()
-            .map(|m| (*m, self.counts[m.index()].swap(0, Ordering::Relaxed)))
-            .filter(|(_, n)| *n > 0)
+            .filter_map(|m| {
+                let at = m.index();
+                if m.is_level() {
+                    let value = self.levels[at].load(Ordering::Relaxed);
+                    let changed = self.changed[at].swap(false, Ordering::Relaxed);
+                    return (value > 0 || changed).then_some((*m, value));
+                }
+                let n = self.counts[at].swap(0, Ordering::Relaxed);
+                (n > 0).then_some((*m, n))
+            })
             .collect()
     }
 }
@@ -141,6 +172,7 @@ impl<S: Subscriber> Layer<S> for Emf {
         struct Read {
             metric: Option<Metric>,
             value: u64,
+            level: Option<u64>,
         }
         impl Visit for Read {
             fn record_str(&mut self, field: &Field, value: &str) {
@@ -149,16 +181,25 @@ impl<S: Subscriber> Layer<S> for Emf {
                 }
             }
             fn record_u64(&mut self, field: &Field, value: u64) {
-                if field.name() == "value" {
-                    self.value = value;
+                match field.name() {
+                    "value" => self.value = value,
+                    "level" => self.level = Some(value),
+                    _ => {}
                 }
             }
             fn record_debug(&mut self, _field: &Field, _value: &dyn std::fmt::Debug) {}
         }
         let mut read = Read::default();
         event.record(&mut read);
-        if let Some(metric) = read.metric {
-            self.counts[metric.index()].fetch_add(read.value, Ordering::Relaxed);
+        match (read.metric, read.level) {
+            (Some(metric), Some(level)) if metric.is_level() => {
+                self.levels[metric.index()].store(level, Ordering::Relaxed);
+                self.changed[metric.index()].store(true, Ordering::Relaxed);
+            }
+            (Some(metric), None) if !metric.is_level() => {
+                self.counts[metric.index()].fetch_add(read.value, Ordering::Relaxed);
+            }
+            _ => {}
         }
     }
 }
@@ -199,6 +240,27 @@ mod tests {
             add(Metric::ReplaySteps, 0);
         });
         assert_eq!(emf.take(), [(Metric::ExecutionsStarted, 2), (Metric::ReplaySteps, 7)]);
+        assert_eq!(emf.take(), []);
+    }
+
+    #[test]
+    fn a_level_is_written_while_above_zero_and_once_at_zero() {
+        let emf = Emf::default();
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(emf.clone()));
+        let set = |n| tracing::dispatcher::with_default(&dispatch, || level(Metric::SourcesUnavailable, n));
+        assert_eq!(emf.take(), [], "never set: not written");
+        set(2);
+        set(1);
+        assert_eq!(emf.take(), [(Metric::SourcesUnavailable, 1)], "the last value, not a sum");
+        assert_eq!(emf.take(), [(Metric::SourcesUnavailable, 1)], "still above zero: written again");
+        set(0);
+        assert_eq!(emf.take(), [(Metric::SourcesUnavailable, 0)], "the fall to zero is written once");
+        assert_eq!(emf.take(), []);
+        // Counted as a count, a level is ignored (and the other way round).
+        tracing::dispatcher::with_default(&dispatch, || {
+            count(Metric::SourcesUnavailable);
+            tracing::event!(target: TARGET, tracing::Level::INFO, metric = "ReplaySteps", level = 3u64);
+        });
         assert_eq!(emf.take(), []);
     }
 

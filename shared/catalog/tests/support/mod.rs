@@ -171,7 +171,11 @@ pub async fn start_shop(elsewhere: &str) -> Shop {
 }
 
 pub async fn serve(router: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve_on(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(), router)
+}
+
+/// Serve `router` on `listener`; its base URL.
+pub fn serve_on(listener: tokio::net::TcpListener, router: Router) -> String {
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
     format!("http://{address}")
@@ -294,6 +298,11 @@ pub struct DocsServer {
 }
 
 pub async fn start_docs() -> DocsServer {
+    start_docs_on(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap()).await
+}
+
+/// The docs server on `listener` (an address a source was configured with before it listened).
+pub async fn start_docs_on(listener: tokio::net::TcpListener) -> DocsServer {
     let recorded = Arc::new(Recorded::default());
     let handler = Docs { recorded: recorded.clone() };
     let service = StreamableHttpService::new(
@@ -301,7 +310,7 @@ pub async fn start_docs() -> DocsServer {
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );
-    let base = serve(Router::new().nest_service("/mcp", service)).await;
+    let base = serve_on(listener, Router::new().nest_service("/mcp", service));
     DocsServer { url: format!("{base}/mcp"), recorded }
 }
 

@@ -45,7 +45,7 @@ use item::{
 use crate::records::{self, API_KEY, CONNECTION, EVENT, EXECUTION, GRANT, OAUTH_CLIENT, OAUTH_STATE, SESSION};
 use crate::traced::traced;
 use crate::{
-    Access, ConnectionStore, ExecutionStore, GrantStore, KeyStore, OAuthClientStore, OutboxStore, SessionStore,
+    Access, ConnectionStore, ExecutionStore, GrantStore, KeyStore, KeyUse, OAuthClientStore, OutboxStore, SessionStore,
     StoreError,
 };
 
@@ -292,8 +292,8 @@ impl DynamoStore {
             Expect::Version(expected) => self.seen.at(execution.id.as_str(), expected).unwrap_or_default(),
             Expect::Absent => Vec::new(),
         };
-        let expires_at = execution.expires_at.as_secs_ceil();
-        let chunk_expires_at = execution.expires_at.plus(chunks::CHUNK_TTL_SLACK).as_secs_ceil();
+        let expires_at = execution.expires_at().as_secs_ceil();
+        let chunk_expires_at = execution.expires_at().plus(chunks::CHUNK_TTL_SLACK).as_secs_ceil();
         let pieces: Vec<(Piece, bool)> = layout
             .chunks
             .iter()
@@ -309,7 +309,7 @@ impl DynamoStore {
         meta.insert(OWNER.into(), s(execution.owner.as_str()));
         meta.insert(STATUS.into(), s(execution.status().as_str()));
         meta.insert(VERSION.into(), n(execution.version));
-        meta.insert(EXPIRES_AT.into(), ttl(execution.expires_at));
+        meta.insert(EXPIRES_AT.into(), ttl(execution.expires_at()));
         meta.insert(CHUNKS.into(), n(1 + layout.chunks.len() as u64));
         if !layout.chunks.is_empty() {
             meta.insert(STEPS_CHUNKS.into(), n(layout.steps_chunks as u64));
@@ -350,7 +350,7 @@ impl DynamoStore {
         if let Some(session) = &execution.session_id {
             let index_pk = records::session_pk(session);
             let index_sk = records::paused_sk(&execution.id);
-            match execution.state {
+            match *execution.state() {
                 ExecutionState::Paused { deadline } => {
                     let mut marker = item::key(index_pk, &index_sk);
                     marker.insert(KIND.into(), s("paused"));
@@ -595,7 +595,7 @@ impl ExecutionStore for DynamoStore {
                 self.read_chunked(&pk, count).await?
             };
             // The chunked read may have seen a newer write; check it again.
-            if !access.permits(&execution.owner) || self.clock.now() >= execution.expires_at {
+            if !access.permits(&execution.owner) || self.clock.now() >= execution.expires_at() {
                 return Err(StoreError::NotFound { what: EXECUTION });
             }
             Ok(execution)
@@ -698,6 +698,60 @@ impl KeyStore for DynamoStore {
                 }
                 Err(e) => Err(self.sdk_error("revoke an API key", e)),
             }
+        })
+        .await
+    }
+
+    async fn record_key_use(&self, hash: &TokenHash, at: Timestamp) -> Result<(), StoreError> {
+        traced("store.record_key_use", BACKEND, async {
+            // One conditional update, the throttle in its condition (as
+            // `records::key_use_due`): every instance may try, a use within the
+            // resolution of the recorded one changes nothing, and a revoked key's
+            // item is not brought back.
+            let resolution = u64::try_from(crate::KEY_USE_RESOLUTION.as_millis()).unwrap_or(u64::MAX);
+            let cutoff = at.as_millis().saturating_sub(resolution);
+            let last = records::LAST_USED_AT;
+            let updated = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .set_key(Some(item::key(records::KEYS_PK.to_owned(), &records::key_sk(hash))))
+                .update_expression(format!("SET {last} = :at"))
+                .condition_expression(format!(
+                    "attribute_exists({SK}) AND (attribute_not_exists({last}) OR {last} <= :cutoff)"
+                ))
+                .expression_attribute_values(":at", n(at.as_millis()))
+                .expression_attribute_values(":cutoff", n(cutoff))
+                .send()
+                .await;
+            match updated {
+                Ok(_) => Ok(()),
+                // Not due, or the key is gone: nothing to record.
+                Err(SdkError::ServiceError(e))
+                    if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+                {
+                    Ok(())
+                }
+                Err(e) => Err(self.sdk_error("record an API key's use", e)),
+            }
+        })
+        .await
+    }
+
+    async fn list_key_uses(&self) -> Result<Vec<KeyUse>, StoreError> {
+        traced("store.list_keys", BACKEND, async {
+            let items = self.query_prefix("list API keys", records::KEYS_PK.to_owned(), records::KEY_PREFIX).await?;
+            items
+                .iter()
+                .map(|item| {
+                    let key = records::decode(API_KEY, get_b(item, BODY, API_KEY)?)?;
+                    let last_used = match item.contains_key(records::LAST_USED_AT) {
+                        true => Some(Timestamp::from_millis(get_n(item, records::LAST_USED_AT, API_KEY)?)),
+                        false => None,
+                    };
+                    Ok(KeyUse { key, last_used })
+                })
+                .collect()
         })
         .await
     }

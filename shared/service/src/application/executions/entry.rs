@@ -1,0 +1,297 @@
+//! The entry points: new code, the decisions of every channel, and what an
+//! execution's owner (or the holder of its link) may read. Each loads what it
+//! acts on as it stands now and checks who may see it before anything else.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use executor_core::{
+    ApprovalAction, Channel, ElicitationMode, Execution, ExecutionFailure, ExecutionId, ExecutionState, GrantedBy,
+    LinkStatus, Principal, Remember, SessionId, TokenHash,
+};
+use executor_sandbox::{Segment, Tools};
+use executor_store::{Access, StoreError};
+use executor_telemetry::{Metric, count};
+use tracing::Instrument;
+use tracing::field::Empty;
+
+use super::claim::Decision;
+use super::outcome::{not_found, outcome_name, pending_step, settled, waits_for_connect};
+use super::recorder::no_randomness;
+use super::runner::Held;
+use super::{ExecutionResult, Executions, ResumeError};
+use crate::application::random::ApprovalToken;
+
+/// New code turned away before it ran (`busy`, a quota): nothing is stored.
+pub struct Refused {
+    pub execution_id: ExecutionId,
+    pub error: ExecutionFailure,
+}
+
+impl Executions {
+    /// Run new code. Nothing is stored unless it pauses or outlasts the
+    /// response budget (then it is handed on and answers `running`).
+    pub async fn execute(
+        &self,
+        owner: &Principal,
+        session: Option<&SessionId>,
+        mode: ElicitationMode,
+        code: String,
+        tools: Arc<dyn Tools>,
+    ) -> Result<ExecutionResult, StoreError> {
+        Ok(match self.start(owner, session, mode, code, tools).await? {
+            Ok(result) => result,
+            Err(Refused { execution_id, error }) => ExecutionResult::Failed { execution_id, error, logs: Vec::new() },
+        })
+    }
+
+    /// Admit new code (a free slot, the owner's quotas) and run it in the
+    /// caller's `view`; refused before anything ran or was stored when there is no room.
+    pub(super) async fn start(
+        &self,
+        owner: &Principal,
+        session: Option<&SessionId>,
+        mode: ElicitationMode,
+        code: String,
+        view: Arc<dyn Tools>,
+    ) -> Result<Result<ExecutionResult, Refused>, StoreError> {
+        let id = crate::application::random::execution_id().map_err(no_randomness)?;
+        let Ok(slot) = self.slot().await else {
+            let message = ResumeError::Busy(self.max_concurrent).to_string();
+            let error = ExecutionFailure { code: "busy".into(), message, retry_after_ms: None };
+            return Ok(Err(Refused { execution_id: id, error }));
+        };
+        let now = self.runner.clock.now();
+        let (quota, max_tool_calls) = match &self.runner.quotas {
+            None => (None, None),
+            Some(gate) => match gate.admit(owner, &id, now, self.runner.run_limit()).await? {
+                Ok(quota) => (quota, gate.limits(owner).tool_calls_per_execution),
+                Err(exceeded) => {
+                    let error = ExecutionFailure::quota(&exceeded);
+                    return Ok(Err(Refused { execution_id: id, error }));
+                }
+            },
+        };
+        let segment =
+            Segment::start(id.clone(), code.clone(), now, crate::application::random::seed().map_err(no_randomness)?)
+                .with_max_tool_calls(max_tool_calls);
+        count(Metric::ExecutionsStarted);
+        let mut execution =
+            Execution::start(id, owner.clone(), session.cloned(), mode, code, segment.journal.clone(), now);
+        execution.toolkit = view.toolkit().cloned();
+        // The quota's running slot is given back when the run ends, which may
+        // be after this answer.
+        let held = Held { slot, quota };
+        let ran = self.runner.run(execution, false, segment, view, held).await.map_err(|error| match error {
+            ResumeError::Store(error) => error,
+            other => StoreError::Backend { operation: "record the outcome of an execution", detail: other.to_string() },
+        })?;
+        Ok(Ok(ran))
+    }
+
+    /// The `resume` tool. Only a model-mode pause is decided here, and only
+    /// when the model names an action; without one the pause is answered
+    /// again (its text tells the model to ask the user first). A browser pause
+    /// is decided by the person at the link: `resume` waits for the outcome.
+    /// A native pause is decided by the answer to its own elicitation:
+    /// `resume` reports where it stands.
+    ///
+    /// `pause` names the pause the decision is for (the `pauseId` of the
+    /// paused result). When the execution is no longer at that pause (a
+    /// retried decision whose answer was lost, after the code went on), the
+    /// decision is not applied to whatever is pending now: the answer is
+    /// where the execution stands, e.g. the next pause, shown for the first time.
+    pub async fn resume(
+        &self,
+        owner: &Principal,
+        id: &ExecutionId,
+        action: Option<ApprovalAction>,
+        pause: Option<u32>,
+        tools: Arc<dyn Tools>,
+    ) -> Result<ExecutionResult, ResumeError> {
+        let execution = self.load(Access::Owner(owner), id).await?;
+        let tools = self.runner.tools.scope(&execution, tools)?;
+        let elsewhere = pause.is_some_and(|step| {
+            !matches!(execution.state(), ExecutionState::Paused { .. }) || pending_step(&execution) != Some(step)
+        });
+        // A running execution is followed; a cancel (not one meant for a pause
+        // it has left) asks its runner to stop at the next safe point. An
+        // accept or decline finds nothing to decide, as before.
+        let cancel = action == Some(ApprovalAction::Cancel) && pause.is_none();
+        if execution.is_running() && (action.is_none() || cancel) {
+            return self.follow(execution, cancel.then_some(Channel::Model)).await;
+        }
+        match (execution.mode, action) {
+            (ElicitationMode::Model, Some(_)) if elsewhere => settled(&execution),
+            (ElicitationMode::Browser, _) => {
+                let span = tracing::info_span!(
+                    "execution.await_decision",
+                    executor.execution.id = id.as_str(),
+                    executor.execution.outcome = Empty,
+                );
+                let watched = pending_step(&execution);
+                let wait = self.approval_wait;
+                let result = self.await_outcome(execution, watched, wait).instrument(span.clone()).await;
+                span.record("executor.execution.outcome", outcome_name(&result));
+                result
+            }
+            // The model decides this call only: it can never remember a decision.
+            (ElicitationMode::Model, Some(action)) => {
+                self.decide(execution, Decision::plain(action, Channel::Model), tools).await
+            }
+            // A pause for a connection is answered with a fresh connect link.
+            (ElicitationMode::Model, None) | (ElicitationMode::Native, _) if waits_for_connect(&execution) => {
+                self.await_outcome(execution, None, Duration::ZERO).await
+            }
+            (ElicitationMode::Model, None) | (ElicitationMode::Native, _) => settled(&execution),
+        }
+    }
+
+    /// The answer to a native-mode elicitation: it decides the pause at `step`
+    /// (the one it was asked about) and no other. Once that pause is decided,
+    /// the same answer again is `AlreadySettled`. `remember` is the person's
+    /// "always allow" choice in their client.
+    pub async fn answer_native(
+        &self,
+        owner: &Principal,
+        id: &ExecutionId,
+        step: u32,
+        action: ApprovalAction,
+        remember: Remember,
+        tools: Arc<dyn Tools>,
+    ) -> Result<ExecutionResult, ResumeError> {
+        let execution = self.load(Access::Owner(owner), id).await?;
+        let tools = self.runner.tools.scope(&execution, tools)?;
+        let asked = execution.mode == ElicitationMode::Native
+            && matches!(execution.state(), ExecutionState::Paused { .. })
+            && pending_step(&execution) == Some(step);
+        if !asked {
+            return match execution.state() {
+                ExecutionState::Expired => Err(ResumeError::Expired(id.clone())),
+                _ => Err(ResumeError::AlreadySettled(id.clone())),
+            };
+        }
+        let remember = remembered(remember, GrantedBy::Client);
+        self.decide(execution, Decision { action, link: None, remember, by: Channel::Client }, tools).await
+    }
+
+    /// Apply the owner's decision whatever the mode (`POST /api/executions/{id}/resume`).
+    pub async fn decide_as_owner(
+        &self,
+        owner: &Principal,
+        id: &ExecutionId,
+        action: ApprovalAction,
+        remember: Remember,
+        tools: Arc<dyn Tools>,
+    ) -> Result<ExecutionResult, ResumeError> {
+        let execution = self.load(Access::Owner(owner), id).await?;
+        let tools = self.runner.tools.scope(&execution, tools)?;
+        let remember = remembered(remember, GrantedBy::OwnerApi);
+        self.decide(execution, Decision { action, link: None, remember, by: Channel::OwnerApi }, tools).await
+    }
+
+    /// Apply a decision sent through a browser approval link. A link that
+    /// already decided says so; any other unknown link is "not found".
+    pub async fn decide_with_link(
+        &self,
+        id: &ExecutionId,
+        token: &str,
+        action: ApprovalAction,
+        remember: Remember,
+        tools: Arc<dyn Tools>,
+    ) -> Result<ExecutionResult, ResumeError> {
+        let remember = remembered(remember, GrantedBy::ApprovalPage);
+        let decision =
+            Decision { action, link: Some(ApprovalToken::hash_of(token)), remember, by: Channel::ApprovalPage };
+        self.decide_through_link(id, decision, tools).await
+    }
+
+    /// Apply a decision through the link whose hash is `hash`: a connect
+    /// callback knows the link its authorization began with, not the link itself.
+    pub(crate) async fn decide_with_link_hash(
+        &self,
+        id: &ExecutionId,
+        hash: &TokenHash,
+        action: ApprovalAction,
+        tools: Arc<dyn Tools>,
+    ) -> Result<ExecutionResult, ResumeError> {
+        let decision = Decision { action, link: Some(hash.clone()), remember: None, by: Channel::Connect };
+        self.decide_through_link(id, decision, tools).await
+    }
+
+    /// Apply `decision` if its link is open on the execution's current pause.
+    async fn decide_through_link(
+        &self,
+        id: &ExecutionId,
+        decision: Decision,
+        tools: Arc<dyn Tools>,
+    ) -> Result<ExecutionResult, ResumeError> {
+        let execution = self.load(Access::Internal, id).await?;
+        let tools = self.runner.tools.scope(&execution, tools)?;
+        let Some(hash) = &decision.link else { unreachable!("a link decision has its link") };
+        match execution.links.status(hash) {
+            LinkStatus::Open => self.decide(execution, decision, tools).await,
+            LinkStatus::Spent => Err(ResumeError::AlreadySettled(id.clone())),
+            LinkStatus::Unknown => Err(ResumeError::NotFound(id.clone())),
+        }
+    }
+
+    /// The execution an open approval link shows; an expired one is marked so.
+    /// The link that decided says so (a reload after the click), like `decide_with_link`.
+    pub async fn view_with_link(&self, id: &ExecutionId, token: &str) -> Result<Execution, ResumeError> {
+        self.view_with_link_hash(id, &ApprovalToken::hash_of(token)).await
+    }
+
+    /// [`Executions::view_with_link`] by the link's hash (a connect callback's).
+    pub(crate) async fn view_with_link_hash(
+        &self,
+        id: &ExecutionId,
+        hash: &TokenHash,
+    ) -> Result<Execution, ResumeError> {
+        let execution = self.load(Access::Internal, id).await?;
+        match execution.links.status(hash) {
+            LinkStatus::Open => Ok(execution),
+            LinkStatus::Spent => Err(ResumeError::AlreadySettled(id.clone())),
+            LinkStatus::Unknown => Err(ResumeError::NotFound(id.clone())),
+        }
+    }
+
+    /// Where an execution of `owner` stands.
+    pub async fn view(&self, owner: &Principal, id: &ExecutionId) -> Result<ExecutionResult, ResumeError> {
+        let execution = self.load(Access::Owner(owner), id).await?;
+        settled(&execution)
+    }
+
+    /// [`Executions::view`] for a caller whose view is `tools` (`GET
+    /// /api/executions/{id}`): another toolkit's execution is not found.
+    pub async fn view_in(
+        &self,
+        owner: &Principal,
+        id: &ExecutionId,
+        tools: Arc<dyn Tools>,
+    ) -> Result<ExecutionResult, ResumeError> {
+        settled(&self.task(owner, id, tools).await?)
+    }
+
+    /// The execution as it stands now: a pause past its window is expired and
+    /// a stranded continuation interrupted (and stored so) before anyone sees it.
+    pub(super) async fn load(&self, access: Access<'_>, id: &ExecutionId) -> Result<Execution, ResumeError> {
+        let mut execution = self.runner.store.get_execution(access, id).await.map_err(|e| not_found(id, e))?;
+        let now = self.runner.clock.now();
+        match *execution.state() {
+            ExecutionState::Paused { deadline } if now >= deadline => {
+                self.runner.recorder.expire(&mut execution, now).await?
+            }
+            _ if execution.is_stranded(now) => {
+                self.runner.recorder.interrupt(&mut execution, now).await.map_err(|e| not_found(id, e))?
+            }
+            _ => {}
+        }
+        Ok(execution)
+    }
+}
+
+/// Who to record as granting, when the person chose "always".
+fn remembered(remember: Remember, by: GrantedBy) -> Option<GrantedBy> {
+    (remember == Remember::Always).then_some(by)
+}

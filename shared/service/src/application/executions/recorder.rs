@@ -1,0 +1,205 @@
+//! The one writer of executions. Every change is an event that core's
+//! `Execution::apply` turns into the next record and an [`Applied`] (what
+//! happened, who made it happen, when); the recorder stores that record with
+//! the lifecycle events of the change in the same conditional write, then has
+//! them delivered. A lost race (`Conflict`) writes nothing.
+
+use std::sync::Arc;
+
+use executor_core::{
+    Applied, Clock, ElicitationMode, Execution, ExecutionEvent, ExecutionStatus, Timestamp, TransitionError,
+};
+use executor_sandbox::Snapshot;
+use executor_store::{Access, ExecutionStore, StoreError};
+use executor_telemetry::{Metric, count};
+use tracing::{Instrument, Span};
+
+use super::outcome::waits_for_connect;
+use crate::application::outbox::Events;
+use crate::application::random::ApprovalToken;
+
+/// Whether a write stores a new execution or updates the stored one.
+#[derive(Clone, Copy)]
+pub(super) enum Write {
+    Create,
+    Update,
+}
+
+#[derive(Clone)]
+pub(super) struct Recorder {
+    store: Arc<dyn ExecutionStore>,
+    clock: Arc<dyn Clock>,
+    /// Lifecycle events, stored with the changes they describe; `None`: off.
+    pub(super) events: Option<Events>,
+}
+
+impl Recorder {
+    pub(super) fn new(store: Arc<dyn ExecutionStore>, clock: Arc<dyn Clock>) -> Self {
+        Self { store, clock, events: None }
+    }
+
+    /// Store `execution` as `applied` left it: created, or updated
+    /// conditional on the version read, with the lifecycle events of that
+    /// change in the same write (`link`: the approval link it opened).
+    pub(super) async fn write(
+        &self,
+        execution: &mut Execution,
+        applied: &Applied,
+        write: Write,
+        link: Option<&ApprovalToken>,
+    ) -> Result<(), StoreError> {
+        let from = match write {
+            Write::Create => None,
+            Write::Update => Some(applied.from),
+        };
+        let emitted = self.events.as_ref().map(|events| events.of_execution(from, execution, link)).unwrap_or_default();
+        match write {
+            Write::Create => self.store.create_execution_emitting(execution, &emitted).await?,
+            Write::Update => self.store.update_execution_emitting(execution, &emitted).await?,
+        }
+        if let (Some(events), false) = (&self.events, emitted.is_empty()) {
+            events.wake();
+        }
+        Ok(())
+    }
+
+    /// Apply `event` now and store the result. On any error `execution` is
+    /// left as it was.
+    pub(super) async fn record(
+        &self,
+        execution: &mut Execution,
+        event: ExecutionEvent,
+        write: Write,
+    ) -> Result<Applied, StoreError> {
+        let mut next = execution.clone();
+        let applied = next.apply(event, self.clock.now()).map_err(transition_bug)?;
+        self.write(&mut next, &applied, write, None).await?;
+        *execution = next;
+        Ok(applied)
+    }
+
+    /// Apply a final event (completed, failed, declined) with the run's
+    /// `logs`, and store it.
+    pub(super) async fn end(
+        &self,
+        execution: &mut Execution,
+        event: ExecutionEvent,
+        logs: Vec<String>,
+        write: Write,
+    ) -> Result<(), StoreError> {
+        let applied = execution.apply(event, self.clock.now()).map_err(transition_bug)?;
+        execution.logs = logs;
+        self.write(execution, &applied, write, None).await
+    }
+
+    /// Record the pause and store it, in an `execution.pause` span whose
+    /// traceparent the execution keeps (its resume links to it); in browser
+    /// mode, open its first approval link.
+    pub(super) async fn pause(
+        &self,
+        execution: &mut Execution,
+        snapshot: Snapshot,
+        logs: Vec<String>,
+        deadline: Timestamp,
+        write: Write,
+    ) -> Result<Option<ApprovalToken>, StoreError> {
+        // The tools waiting for a decision, by path: never their arguments.
+        let pending: Vec<&str> = snapshot.journal.pending.iter().map(|call| call.path.as_str()).collect();
+        let pending = pending.join(",");
+        let span = tracing::info_span!(
+            "execution.pause",
+            executor.execution.id = execution.id.as_str(),
+            executor.steps.completed = snapshot.journal.steps.len() as i64,
+            executor.steps.pending = snapshot.journal.pending.len() as i64,
+            executor.pending.paths = pending.as_str(),
+        );
+        async {
+            let journal = snapshot.journal;
+            let applied = execution
+                .apply(ExecutionEvent::Pause { journal, deadline }, self.clock.now())
+                .map_err(transition_bug)?;
+            execution.logs = logs;
+            execution.pause_trace = executor_telemetry::traceparent(&Span::current());
+            // A connect pause has a link in every mode: it is where the owner connects.
+            let token = match execution.mode == ElicitationMode::Browser || waits_for_connect(execution) {
+                true => {
+                    let token = ApprovalToken::generate().map_err(no_randomness)?;
+                    execution.links.open(token.hash());
+                    Some(token)
+                }
+                false => None,
+            };
+            self.write(execution, &applied, write, token.as_ref()).await?;
+            count(Metric::ExecutionsPaused);
+            tracing::info!(executor.execution.id = execution.id.as_str(), pending, "execution paused");
+            Ok(token)
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// A fresh approval link on the current pause, stored (no event: the
+    /// execution's state does not change). `Conflict` when it was decided meanwhile.
+    pub(super) async fn open_link(&self, execution: &mut Execution) -> Result<ApprovalToken, StoreError> {
+        let token = ApprovalToken::generate().map_err(no_randomness)?;
+        let mut next = execution.clone();
+        next.links.open(token.hash());
+        self.store.update_execution(&mut next).await?;
+        *execution = next;
+        Ok(token)
+    }
+
+    /// Expire a paused execution whose approval window closed. A lost race
+    /// means someone else changed it first: `execution` then becomes what the
+    /// store holds, never the expiry that was not written.
+    pub(super) async fn expire(&self, execution: &mut Execution, now: Timestamp) -> Result<(), StoreError> {
+        let was_paused = execution.status() == ExecutionStatus::Paused;
+        let mut expired = execution.clone();
+        let Ok(applied) = expired.apply(ExecutionEvent::Expire, now) else {
+            return Ok(());
+        };
+        match self.write(&mut expired, &applied, Write::Update, None).await {
+            Ok(()) => {
+                if was_paused {
+                    count(Metric::ApprovalsExpired);
+                }
+                tracing::info!(executor.execution.id = execution.id.as_str(), "execution expired");
+                *execution = expired;
+                Ok(())
+            }
+            Err(StoreError::Conflict { .. }) => {
+                *execution = self.store.get_execution(Access::Internal, &execution.id).await?;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Record that nothing runs a stranded run any more. Losing the race to
+    /// the run's own late write is fine: that one stands.
+    pub(super) async fn interrupt(&self, execution: &mut Execution, now: Timestamp) -> Result<(), StoreError> {
+        let applied = execution.apply(ExecutionEvent::Interrupt, now).map_err(transition_bug)?;
+        match self.write(execution, &applied, Write::Update, None).await {
+            Ok(()) => {
+                count(Metric::ExecutionsFailed);
+                count(Metric::ExecutionsInterrupted);
+                tracing::warn!(executor.execution.id = execution.id.as_str(), "stranded continuation interrupted");
+                Ok(())
+            }
+            Err(StoreError::Conflict { .. }) => {
+                *execution = self.store.get_execution(Access::Internal, &execution.id).await?;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The sandbox and the state machine disagree: a bug, reported rather than hidden.
+pub(super) fn transition_bug(e: TransitionError) -> StoreError {
+    StoreError::Corrupt { what: "execution", detail: e.to_string() }
+}
+
+pub(super) fn no_randomness(e: getrandom::Error) -> StoreError {
+    StoreError::Backend { operation: "draw random ids", detail: e.to_string() }
+}

@@ -1,0 +1,384 @@
+//! Runs that outlive the answer. Every run (new code, or a claimed
+//! continuation) goes on in a task of its own; the request waits for its
+//! outcome up to the response budget, then answers `running`, and the task
+//! carries on without it. Nothing stops or restarts at the hand-off: a call
+//! in flight then completes in the same task and its outcome is kept, so no
+//! call is ever made twice.
+//!
+//! Where the process cannot keep running after its answer (the MCP Lambda
+//! function: [`crate::Continuations`]), the run is instead stopped at its
+//! next safe point (no call in flight, none waiting for a decision), its
+//! journal stored, and another invocation replays it and goes on
+//! ([`crate::Executions::continue_handed_on`]).
+//!
+//! The [`Runner`] owns a run from its start or claim to its settle:
+//! `Runner::run` composes the run's tools (`run_tools`), `watch` renews its
+//! heartbeat and looks for a cancellation, `finish` and `settle` record how
+//! it ended, through the recorder.
+//!
+//! A handed-on run is stored (`running`, with the claim id of its runner) and
+//! its task renews a heartbeat on it. A run whose heartbeat stops (the host
+//! died) is settled `interrupted` by the next read, never re-run. The task
+//! also looks for a cancellation request on the stored record and stops the
+//! run at its next safe point.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use executor_core::{
+    Clock, Execution, ExecutionEvent, ExecutionFailure, ExecutionId, ExecutionStatus, HEARTBEAT_EVERY, Journal,
+    Principal, Timeouts, Timestamp,
+};
+use executor_sandbox::{Outcome, Sandbox, SandboxError, Segment, Stop, Tools};
+use executor_store::{Access, ExecutionStore, StoreError};
+use executor_telemetry::{Metric, count};
+use tokio::sync::{Mutex, OwnedSemaphorePermit, oneshot};
+use tracing::{Instrument, Span};
+
+use super::outcome::{not_found, paused_result, settled};
+use super::recorder::{Recorder, Write, no_randomness};
+use super::run_tools::RunTools;
+use super::{DEFAULT_RESPONSE_BUDGET, ExecutionResult, ResumeError, SETTLE_ATTEMPTS, SETTLE_SLACK};
+use crate::application::continuations::Continuations;
+use crate::application::quotas::QuotaGate;
+
+/// How often a run's task reads its stored record (for a cancellation
+/// request); the heartbeat is written every [`HEARTBEAT_EVERY`] of these reads.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// What a run holds until it ends: a sandbox slot of this process, and the
+/// owner's running slot when a quota counts them.
+pub(super) struct Held {
+    pub slot: OwnedSemaphorePermit,
+    pub quota: Option<crate::application::quotas::Slot>,
+}
+
+/// A run and where its record stands, shared by the request and the run's task.
+struct Run {
+    execution: Execution,
+    /// Whether the store holds it: a continuation always; new code once it
+    /// paused or was handed on.
+    stored: bool,
+    /// The run ended and its task is recording the outcome: too late to hand it on.
+    finishing: bool,
+}
+
+/// One run from its start or claim to its settle, and what it needs: the
+/// sandbox, the tools it composes, the recorder, and how long a request waits.
+#[derive(Clone)]
+pub(super) struct Runner {
+    pub(super) store: Arc<dyn ExecutionStore>,
+    pub(super) recorder: Recorder,
+    pub(super) sandbox: Sandbox,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) timeouts: Timeouts,
+    /// What a run's code sees: its toolkit's view, the owner's grants and connections.
+    pub(super) tools: RunTools,
+    /// Per-owner quotas; `None` counts nothing.
+    pub(super) quotas: Option<QuotaGate>,
+    /// How long an `execute` or `resume` waits for its outcome before it
+    /// answers `running`.
+    pub(super) budget: Duration,
+    /// Who continues a run past the budget, when this process cannot.
+    pub(super) continuations: Option<Arc<dyn Continuations>>,
+    /// Store a run's outcome even when the answer carries it: an MCP task's
+    /// outcome is read later, by `tasks/get` and `tasks/result`.
+    pub(super) stored_outcomes: bool,
+}
+
+impl Runner {
+    pub(super) fn new(
+        store: Arc<dyn ExecutionStore>,
+        sandbox: Sandbox,
+        timeouts: Timeouts,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            recorder: Recorder::new(store.clone(), clock.clone()),
+            store,
+            sandbox,
+            clock,
+            timeouts,
+            tools: RunTools::default(),
+            quotas: None,
+            budget: DEFAULT_RESPONSE_BUDGET,
+            continuations: None,
+            stored_outcomes: false,
+        }
+    }
+
+    /// The longest a run can take to end and be recorded: a quota slot's
+    /// lease, and the budget of a continuation nobody waits for.
+    pub(super) fn run_limit(&self) -> Duration {
+        self.sandbox.limits().wall_clock + SETTLE_SLACK
+    }
+
+    /// The owner's cap on tool calls per execution, if any.
+    pub(super) fn max_tool_calls(&self, owner: &Principal) -> Option<u32> {
+        self.quotas.as_ref().and_then(|gate| gate.limits(owner).tool_calls_per_execution)
+    }
+
+    /// Run `segment` of `execution` in a task of its own and answer with its
+    /// outcome, or with `running` once the response budget is spent (the run
+    /// goes on). `stored`: whether the store already holds the execution (a
+    /// claimed continuation). What it `held` is given back when the run ends.
+    pub(super) async fn run(
+        &self,
+        execution: Execution,
+        stored: bool,
+        segment: Segment,
+        view: Arc<dyn Tools>,
+        held: Held,
+    ) -> Result<ExecutionResult, ResumeError> {
+        let id = execution.id.clone();
+        // The one place a run's tools are composed.
+        let tools = self.tools.compose(&execution.owner, view);
+        let stop = segment.stop.clone();
+        let run = Arc::new(Mutex::new(Run { execution, stored, finishing: false }));
+        let (done, mut outcome) = oneshot::channel();
+        let (this, task_run, task_stop) = (self.clone(), run.clone(), stop.clone());
+        // Boxed: a task's future is copied as it is spawned and again as it
+        // finishes, and this one holds the whole run.
+        tokio::spawn(Box::pin(
+            async move {
+                let Held { slot, quota } = held;
+                let watcher = tokio::spawn(this.clone().watch(task_run.clone(), task_stop));
+                let ran = crate::application::quotas::counted(this.sandbox.run(segment, tools).await);
+                watcher.abort();
+                let _ = watcher.await;
+                let finished = this.finish(&task_run, ran).await;
+                if let (Some(gate), Some(quota)) = (&this.quotas, quota) {
+                    gate.release(quota).await;
+                }
+                // Everything the run held is given back before the answer: the
+                // caller's next execution finds its slots free, and a host shut
+                // down after the answer leaves no task holding the store.
+                drop((slot, this));
+                // Nobody may be waiting any more: the outcome is stored all the same.
+                let _ = done.send(finished);
+            }
+            .instrument(Span::current()),
+        ));
+        // A zero budget (an MCP task) answers at once: a timer would wait for its next tick.
+        if !self.budget.is_zero()
+            && let Ok(result) = tokio::time::timeout(self.budget, &mut outcome).await
+        {
+            return result.unwrap_or_else(|_| Err(task_lost()));
+        }
+        {
+            let mut run = run.lock().await;
+            if !run.finishing && self.continuations.is_some() {
+                // Stopped at the next safe point and handed to another
+                // invocation: the outcome below is `running`.
+                stop.request_hand_off();
+            } else if !run.finishing {
+                if !run.stored {
+                    if let Err(error) = self.hand_on(&mut run.execution).await {
+                        // Nobody could follow it: it stops before its next call.
+                        stop.request();
+                        return Err(error.into());
+                    }
+                    run.stored = true;
+                }
+                tracing::info!(executor.execution.id = id.as_str(), "execution handed on");
+                return Ok(ExecutionResult::Running { execution_id: id });
+            }
+        }
+        outcome.await.unwrap_or_else(|_| Err(task_lost()))
+    }
+
+    /// Store a new run as `running`, so that it survives the request: its
+    /// heartbeat starts now, and its claim id tells its own writes from others'.
+    async fn hand_on(&self, execution: &mut Execution) -> Result<(), StoreError> {
+        let claim = crate::application::random::claim_id().map_err(no_randomness)?;
+        let event = ExecutionEvent::HandOn { claim, lease: self.sandbox.limits().wall_clock };
+        self.recorder.record(execution, event, Write::Create).await.map(drop)
+    }
+
+    /// While the run goes on: read its stored record every [`WATCH_EVERY`],
+    /// stop the run when it was cancelled or settled by someone else (it fell
+    /// silent and was declared interrupted), and renew the heartbeat.
+    async fn watch(self, run: Arc<Mutex<Run>>, stop: Stop) {
+        loop {
+            tokio::time::sleep(WATCH_EVERY).await;
+            let mut run = run.lock().await;
+            if !run.stored || run.finishing {
+                continue;
+            }
+            let Ok(mut stored) = self.store.get_execution(Access::Internal, &run.execution.id).await else {
+                continue;
+            };
+            if stored.claim() != run.execution.claim() || !stored.is_running() {
+                stop.request();
+                return;
+            }
+            if stored.cancel_requested() {
+                stop.request();
+            }
+            let now = self.clock.now();
+            if stored.heartbeat_at().is_none_or(|beat| now >= beat.plus(HEARTBEAT_EVERY)) {
+                // A racing write (a cancellation) wins; the next read sees it.
+                if self.recorder.record(&mut stored, ExecutionEvent::Heartbeat, Write::Update).await.is_err() {
+                    continue;
+                }
+            }
+            run.execution = stored;
+        }
+    }
+
+    /// The run ended: new code that was never stored answers as it ended (a
+    /// pause is stored now); a stored run is settled in the store.
+    async fn finish(&self, run: &Mutex<Run>, outcome: Outcome) -> Result<ExecutionResult, ResumeError> {
+        let mut run = run.lock().await;
+        run.finishing = true;
+        if run.stored {
+            return self.settle(&mut run.execution, outcome).await;
+        }
+        let execution_id = run.execution.id.clone();
+        match outcome {
+            Outcome::Yielded { snapshot, .. } => {
+                self.hand_over(&mut run.execution, snapshot.journal, Write::Create).await?;
+                run.stored = true;
+                self.continue_elsewhere(&execution_id).await;
+                Ok(ExecutionResult::Running { execution_id })
+            }
+            Outcome::Completed { result, logs } => {
+                count(Metric::ExecutionsCompleted);
+                if self.stored_outcomes {
+                    let event = ExecutionEvent::Complete { result: result.clone() };
+                    self.recorder.end(&mut run.execution, event, logs.clone(), Write::Create).await?;
+                }
+                Ok(ExecutionResult::Completed { execution_id, result, logs })
+            }
+            Outcome::Failed { error, logs } => {
+                count(Metric::ExecutionsFailed);
+                let (error, event) = ended_with(&error);
+                if self.stored_outcomes {
+                    self.recorder.end(&mut run.execution, event, logs.clone(), Write::Create).await?;
+                }
+                Ok(ExecutionResult::Failed { execution_id, error, logs })
+            }
+            Outcome::Paused { snapshot, logs } => {
+                let deadline = self.approval_deadline();
+                let link = self.recorder.pause(&mut run.execution, snapshot, logs, deadline, Write::Create).await?;
+                Ok(paused_result(&run.execution, link))
+            }
+        }
+    }
+
+    /// Store how a stored run ended: completed, failed, declined (cancelled)
+    /// or paused at its next approval. The calls it made are done and their
+    /// outcome is known, so a failed write is tried again (conditional on the
+    /// version, so safe to repeat). A record that was settled by someone else
+    /// meanwhile (declared interrupted) stands, and is what is reported.
+    async fn settle(&self, execution: &mut Execution, outcome: Outcome) -> Result<ExecutionResult, ResumeError> {
+        let id = execution.id.clone();
+        for attempt in 1..=SETTLE_ATTEMPTS {
+            let mut next = execution.clone();
+            let written = self.record_outcome(&mut next, outcome.clone()).await;
+            match written {
+                Ok(result) => {
+                    *execution = next;
+                    let status = execution.status();
+                    match status {
+                        ExecutionStatus::Completed => count(Metric::ExecutionsCompleted),
+                        ExecutionStatus::Paused => {}
+                        ExecutionStatus::Running => {
+                            self.continue_elsewhere(&id).await;
+                            return Ok(result);
+                        }
+                        _ => count(Metric::ExecutionsFailed),
+                    }
+                    tracing::info!(executor.execution.id = id.as_str(), status = status.as_str(), "execution settled");
+                    return Ok(result);
+                }
+                // Someone else wrote: a cancellation request (the record is
+                // still ours: settle on top of it), or an `interrupted` that stands.
+                Err(StoreError::Conflict { .. }) => {
+                    let stored =
+                        self.store.get_execution(Access::Internal, &id).await.map_err(|e| not_found(&id, e))?;
+                    if stored.claim() != execution.claim() || !stored.is_running() {
+                        return settled(&stored);
+                    }
+                    *execution = stored;
+                }
+                Err(StoreError::Backend { .. }) if attempt < SETTLE_ATTEMPTS => {
+                    tokio::time::sleep(Duration::from_millis(50 * attempt)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        settled(&self.store.get_execution(Access::Internal, &id).await.map_err(|e| not_found(&id, e))?)
+    }
+
+    /// How a stored run ended, applied to `next` and stored: handed on,
+    /// paused at its next approval, completed, or failed.
+    async fn record_outcome(&self, next: &mut Execution, outcome: Outcome) -> Result<ExecutionResult, StoreError> {
+        let execution_id = next.id.clone();
+        match outcome {
+            Outcome::Yielded { snapshot, .. } => {
+                self.hand_over(next, snapshot.journal, Write::Update).await?;
+                Ok(ExecutionResult::Running { execution_id })
+            }
+            Outcome::Paused { snapshot, logs } => {
+                let deadline = self.approval_deadline();
+                let link = self.recorder.pause(next, snapshot, logs, deadline, Write::Update).await?;
+                Ok(paused_result(next, link))
+            }
+            Outcome::Completed { result, logs } => {
+                let event = ExecutionEvent::Complete { result: result.clone() };
+                let ended = ExecutionResult::Completed { execution_id, result, logs: logs.clone() };
+                self.recorder.end(next, event, logs, Write::Update).await.map(|()| ended)
+            }
+            Outcome::Failed { error, logs } => {
+                let (failure, event) = ended_with(&error);
+                let ended = ExecutionResult::Failed { execution_id, error: failure, logs: logs.clone() };
+                self.recorder.end(next, event, logs, Write::Update).await.map(|()| ended)
+            }
+        }
+    }
+
+    /// When a pause made now stops waiting for its decision.
+    fn approval_deadline(&self) -> Timestamp {
+        self.clock.now().plus(self.timeouts.approval_window)
+    }
+
+    /// Record a hand-off: the journal so far, no runner yet (the next claims
+    /// it), and a heartbeat, so that a continuation that never starts reads
+    /// as interrupted.
+    async fn hand_over(&self, execution: &mut Execution, journal: Journal, write: Write) -> Result<(), StoreError> {
+        let event = ExecutionEvent::Yield { journal, lease: self.sandbox.limits().wall_clock };
+        self.recorder.record(execution, event, write).await.map(drop)
+    }
+
+    /// Ask another invocation to continue a handed-on run. A failure is
+    /// logged: nothing runs it then, and a read settles it as interrupted.
+    async fn continue_elsewhere(&self, id: &ExecutionId) {
+        let Some(continuations) = &self.continuations else { return };
+        match continuations.start(id).await {
+            Ok(()) => tracing::info!(executor.execution.id = id.as_str(), "execution handed on"),
+            Err(error) => tracing::error!(executor.execution.id = id.as_str(), %error, "continuation not started"),
+        }
+    }
+}
+
+/// How a failed run is recorded: a decline or a cancellation is `declined`,
+/// anything else `failed`.
+fn ended_with(error: &SandboxError) -> (ExecutionFailure, ExecutionEvent) {
+    let failure = ExecutionFailure::from(error);
+    let event = match error {
+        SandboxError::Declined { .. } | SandboxError::Cancelled | SandboxError::Stopped => {
+            ExecutionEvent::Decline { error: failure.clone() }
+        }
+        _ => ExecutionEvent::Fail { error: failure.clone() },
+    };
+    (failure, event)
+}
+
+/// The run's task ended without an outcome: only a bug (the sandbox catches panics) gets here.
+fn task_lost() -> ResumeError {
+    ResumeError::Store(StoreError::Corrupt {
+        what: "execution",
+        detail: "the task running it ended without an outcome".into(),
+    })
+}

@@ -1,0 +1,74 @@
+//! What MCP tasks need of executions: an execution that is stored from its
+//! start (the task id is the execution id), read as it stands, and cancelled
+//! without waiting. The protocol side is `mcp_tools::tasks`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use executor_core::{
+    ApprovalAction, Channel, ElicitationMode, Execution, ExecutionId, ExecutionState, Principal, SessionId,
+};
+use executor_sandbox::Tools;
+use executor_store::{Access, StoreError};
+
+use super::claim::Decision;
+use super::runner::Runner;
+use super::{ExecutionResult, Executions, Refused, ResumeError};
+
+impl Executions {
+    /// Start `code` as a task: the answer comes at once (`running`, or the
+    /// outcome if it was that quick), and whatever the run ends with is
+    /// stored for `tasks/get` and `tasks/result`. `Err` when it was refused
+    /// before it ran (nothing stored, so there is no task).
+    pub async fn execute_as_task(
+        &self,
+        owner: &Principal,
+        session: Option<&SessionId>,
+        mode: ElicitationMode,
+        code: String,
+        tools: Arc<dyn Tools>,
+    ) -> Result<Result<ExecutionResult, Refused>, StoreError> {
+        let runner = Runner { budget: Duration::ZERO, stored_outcomes: true, ..self.runner.clone() };
+        let at_once = Executions { runner, ..self.clone() };
+        at_once.start(owner, session, mode, code, tools).await
+    }
+
+    /// The execution `id` of `owner` as it stands (a pause past its window
+    /// expired, a silent run interrupted), for a caller whose view is `tools`.
+    pub async fn task(
+        &self,
+        owner: &Principal,
+        id: &ExecutionId,
+        tools: Arc<dyn Tools>,
+    ) -> Result<Execution, ResumeError> {
+        let execution = self.load(Access::Owner(owner), id).await?;
+        self.runner.tools.scope(&execution, tools)?;
+        Ok(execution)
+    }
+
+    /// Stop the execution without waiting for it: a running one at its next
+    /// safe point (its runner reads the request within a second), a paused
+    /// one now, with no call made. A settled one stays as it is.
+    pub async fn cancel_task(
+        &self,
+        owner: &Principal,
+        id: &ExecutionId,
+        tools: Arc<dyn Tools>,
+    ) -> Result<Execution, ResumeError> {
+        let mut execution = self.load(Access::Owner(owner), id).await?;
+        let tools = self.runner.tools.scope(&execution, tools)?;
+        if execution.is_running() {
+            self.request_cancel(&mut execution, Channel::Task).await?;
+            return Ok(execution);
+        }
+        if matches!(execution.state(), ExecutionState::Paused { .. }) {
+            // The owner cancels their own pause in any mode: no call is made.
+            match self.decide(execution, Decision::plain(ApprovalAction::Cancel, Channel::Task), tools).await {
+                Ok(_) | Err(ResumeError::AlreadySettled(_)) => {}
+                Err(error) => return Err(error),
+            }
+            return self.load(Access::Owner(owner), id).await;
+        }
+        Err(ResumeError::AlreadySettled(id.clone()))
+    }
+}

@@ -1,0 +1,259 @@
+//! Remembered approvals ("always allow"): stored per owner and tool, applied
+//! while the policy is evaluated, listed and revoked by their owner.
+//!
+//! A grant is read from the store by every run that meets a call needing
+//! approval (the owner's grants are one query; a run that meets none reads
+//! nothing), never cached across runs: a revoke takes effect on the owner's
+//! next call, in every process. Only someone a pause asked can create one (the approval page,
+//! the owner's JSON API, the answer to a native elicitation); `resume` cannot.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use executor_core::{Clock, Grant, GrantId, GrantedBy, Principal, ToolkitName};
+use executor_sandbox::{CallContext, PathFilter, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
+use executor_store::{Access, GrantStore, StoreError};
+use serde_json::Value;
+use tokio::sync::OnceCell;
+
+pub struct Grants {
+    store: Arc<dyn GrantStore>,
+    clock: Arc<dyn Clock>,
+    ttl: Duration,
+}
+
+impl Grants {
+    /// Grants made here live for `ttl` (`EXECUTOR_GRANT_TTL_MS`).
+    pub fn new(store: Arc<dyn GrantStore>, clock: Arc<dyn Clock>, ttl: Duration) -> Self {
+        Self { store, clock, ttl }
+    }
+
+    /// `tools` as `owner`'s code sees them on `endpoint` (`None`: `/mcp`): a
+    /// call that needs approval runs when the owner has a live grant for its
+    /// tool that applies there. Blocked stays blocked. The grants are read
+    /// when the run first meets a call that needs approval.
+    pub fn tools_for(
+        &self,
+        owner: &Principal,
+        endpoint: Option<&ToolkitName>,
+        tools: Arc<dyn Tools>,
+    ) -> Arc<dyn Tools> {
+        Arc::new(Granted {
+            inner: tools,
+            owner: owner.clone(),
+            endpoint: endpoint.cloned(),
+            store: self.store.clone(),
+            granted: OnceCell::new(),
+        })
+    }
+
+    /// "Always allow" each of `tools` for `owner`, on `toolkit`'s endpoint
+    /// only when the pause was a toolkit's (`None`: everywhere). A tool
+    /// already granted (a concurrent answer) keeps its grant.
+    pub async fn remember<'a>(
+        &self,
+        owner: &Principal,
+        toolkit: Option<&ToolkitName>,
+        tools: impl IntoIterator<Item = &'a str>,
+        by: GrantedBy,
+    ) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        let unique: HashSet<&str> = tools.into_iter().collect();
+        for tool in unique {
+            let id = crate::application::random::grant_id()
+                .map_err(|e| StoreError::Backend { operation: "draw a grant id", detail: e.to_string() })?;
+            let grant = Grant::new(id, owner.clone(), tool, by, now, self.ttl).in_toolkit(toolkit.cloned());
+            match self.store.create_grant(&grant).await {
+                Ok(()) | Err(StoreError::AlreadyExists { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            tracing::info!(executor.grant.id = grant.id.as_str(), tool, by = by.as_str(), "approval remembered");
+        }
+        Ok(())
+    }
+
+    /// `owner`'s live grants, oldest first.
+    pub async fn list(&self, owner: &Principal) -> Result<Vec<Grant>, StoreError> {
+        let mut grants = self.store.list_grants(owner).await?;
+        grants.sort_by_key(|g| g.created_at);
+        Ok(grants)
+    }
+
+    /// Revoke `owner`'s grant `id` (its next call asks again); `NotFound` for
+    /// anyone else's, a malformed id, or none.
+    pub async fn revoke(&self, owner: &Principal, id: &str) -> Result<Grant, StoreError> {
+        let id = GrantId::parse(id).map_err(|_| StoreError::NotFound { what: "grant" })?;
+        let grant = self.store.revoke_grant(Access::Owner(owner), &id).await?;
+        tracing::info!(executor.grant.id = grant.id.as_str(), tool = grant.tool, "grant revoked");
+        Ok(grant)
+    }
+}
+
+/// Tools whose approval the owner granted run without asking.
+struct Granted {
+    inner: Arc<dyn Tools>,
+    owner: Principal,
+    /// The toolkit whose endpoint the run is on: grants given for another
+    /// toolkit do not apply.
+    endpoint: Option<ToolkitName>,
+    store: Arc<dyn GrantStore>,
+    /// The granted tools, once a call of this run needed approval.
+    granted: OnceCell<HashSet<String>>,
+}
+
+/// The one rule: a grant turns "needs approval" into "runs"; nothing else changes.
+fn with_grant(policy: Policy, granted: bool) -> Policy {
+    match policy {
+        Policy::NeedsApproval { .. } if granted => Policy::Run,
+        other => other,
+    }
+}
+
+#[async_trait]
+impl Tools for Granted {
+    // A grant skips the question, never the check: an invalid call fails as it would without one.
+    fn validate(&self, path: &str, args: &Value) -> Result<(), String> {
+        self.inner.validate(path, args)
+    }
+
+    fn policy(&self, path: &str, args: &Value) -> Policy {
+        let granted = self.granted.get().is_some_and(|tools| tools.contains(path));
+        with_grant(self.inner.policy(path, args), granted)
+    }
+
+    /// Read the owner's grants. If they cannot be read, none applies: the
+    /// call asks for approval, as it would without a grant.
+    async fn prepare_approvals(&self) {
+        self.granted
+            .get_or_init(|| async {
+                match self.store.list_grants(&self.owner).await {
+                    Ok(grants) => {
+                        grants.into_iter().filter(|g| g.applies_on(self.endpoint.as_ref())).map(|g| g.tool).collect()
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "grants could not be read; calls that need approval ask for it");
+                        HashSet::new()
+                    }
+                }
+            })
+            .await;
+    }
+
+    async fn prepare_for(&self, owner: &Principal) {
+        self.inner.prepare_for(owner).await;
+    }
+
+    async fn call(&self, path: &str, args: Value, ctx: &CallContext) -> ToolOutcome {
+        self.inner.call(path, args, ctx).await
+    }
+
+    async fn call_with_status(&self, path: &str, args: Value, ctx: &CallContext) -> Result<ToolSuccess, ToolError> {
+        self.inner.call_with_status(path, args, ctx).await
+    }
+
+    async fn search(&self, request: Value) -> ToolOutcome {
+        self.inner.search(request).await
+    }
+
+    async fn describe(&self, request: Value) -> ToolOutcome {
+        self.inner.describe(request).await
+    }
+
+    // The view it wraps decides what it is and what it shows.
+    fn toolkit(&self) -> Option<&ToolkitName> {
+        self.inner.toolkit()
+    }
+
+    fn offers(&self, path: &str) -> bool {
+        self.inner.offers(path)
+    }
+
+    async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {
+        self.inner.search_visible(request, visible).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use executor_core::SystemClock;
+    use executor_store::EmbeddedStore;
+    use serde_json::json;
+
+    use super::*;
+
+    /// A toolkit's view where every call needs approval.
+    struct Strict(ToolkitName);
+
+    #[async_trait]
+    impl Tools for Strict {
+        fn validate(&self, _: &str, args: &Value) -> Result<(), String> {
+            if args.get("bad").is_some() { Err("unknown argument `bad`".into()) } else { Ok(()) }
+        }
+
+        fn policy(&self, path: &str, _: &Value) -> Policy {
+            Policy::NeedsApproval { message: format!("{path}?") }
+        }
+
+        async fn call(&self, _: &str, _: Value, _: &CallContext) -> ToolOutcome {
+            Ok(Value::Null)
+        }
+
+        async fn search(&self, _: Value) -> ToolOutcome {
+            Ok(Value::Null)
+        }
+
+        async fn describe(&self, _: Value) -> ToolOutcome {
+            Ok(Value::Null)
+        }
+
+        fn toolkit(&self) -> Option<&ToolkitName> {
+            Some(&self.0)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_granted_view_stays_its_toolkit_and_reads_grants_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+        let owner = Principal::parse("alice").unwrap();
+        let grants = Grants::new(store, Arc::new(SystemClock), Duration::from_secs(60));
+        let (strict, other) = (ToolkitName::parse("strict").unwrap(), ToolkitName::parse("other").unwrap());
+        grants.remember(&owner, None, ["w.create"], GrantedBy::ApprovalPage).await.unwrap();
+        grants.remember(&owner, Some(&strict), ["w.update"], GrantedBy::OwnerApi).await.unwrap();
+        grants.remember(&owner, Some(&other), ["w.delete"], GrantedBy::OwnerApi).await.unwrap();
+        let tools = grants.tools_for(&owner, Some(&strict), Arc::new(Strict(strict.clone())));
+        // Its executions are the toolkit's: they continue in its view.
+        assert_eq!(tools.toolkit(), Some(&strict));
+        assert_eq!(tools.policy("w.create", &json!({})), Policy::NeedsApproval { message: "w.create?".into() });
+        tools.prepare_approvals().await;
+        assert_eq!(tools.policy("w.create", &json!({})), Policy::Run, "granted on /mcp, once read");
+        let invalid = tools.validate("w.create", &json!({"bad": 1}));
+        assert_eq!(invalid, Err("unknown argument `bad`".into()), "a grant skips the question, never the check");
+        assert_eq!(tools.policy("w.update", &json!({})), Policy::Run, "granted on this toolkit");
+        assert!(matches!(tools.policy("w.delete", &json!({})), Policy::NeedsApproval { .. }), "another toolkit's");
+        // On /mcp, only the grant given there applies.
+        let mcp = grants.tools_for(&owner, None, Arc::new(Strict(strict.clone())));
+        mcp.prepare_approvals().await;
+        assert_eq!(mcp.policy("w.create", &json!({})), Policy::Run);
+        assert!(matches!(mcp.policy("w.update", &json!({})), Policy::NeedsApproval { .. }), "a toolkit's grant");
+    }
+
+    #[test]
+    fn a_grant_turns_only_approval_into_run() {
+        let approve = || Policy::NeedsApproval { message: "create?".into() };
+        let block = || Policy::Blocked { reason: "off".into() };
+        let cases = [
+            (Policy::Run, false, Policy::Run),
+            (Policy::Run, true, Policy::Run),
+            (approve(), false, approve()),
+            (approve(), true, Policy::Run),
+            (block(), false, block()),
+            (block(), true, block()),
+        ];
+        for (policy, granted, expected) in cases {
+            assert_eq!(with_grant(policy.clone(), granted), expected, "{policy:?} granted={granted}");
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! The MCP edge: `/mcp` and each toolkit's endpoint, in front of rmcp's
+//! *stateless* Streamable HTTP service. Who calls is checked here (a key
+//! scoped to a toolkit works on its endpoint only), the body is capped and
+//! parsed, the session named by `Mcp-Session-Id` checked, the elicitation
+//! mode chosen; MCP task messages are answered before rmcp, everything else
+//! by rmcp and the `execute` and `resume` tools (`mcp_tools`).
+//!
+//! Stateless rather than rmcp's session mode with its `SessionStore`: rmcp's
+//! session mode keeps a live worker per session in memory, answers with SSE
+//! bodies and opens never-ending GET streams (which hang a buffered Lambda).
+//! Stateless, any instance answers any request; sessions are ours
+//! (`sessions`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use executor_core::{ElicitationMode, Principal, ToolkitName};
+use executor_sandbox::Tools;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::Value;
+use tracing::Span;
+
+use crate::application::sessions::{STATELESS_VERSION, Sessions};
+use crate::compose::Services;
+use crate::config::{HostConfig, parse_mode};
+use crate::http_edge::auth::{Authenticator, rpc_refusal, scoped_elsewhere};
+use crate::http_edge::mcp_tools::{Caller, McpServer};
+use crate::http_edge::native::NativeApprovals;
+use crate::http_edge::responses::{json_response, preflight, rpc_error};
+use crate::http_edge::sessions::{self, SESSION_HEADER};
+use crate::http_edge::spans;
+
+type McpService = StreamableHttpService<McpServer, LocalSessionManager>;
+
+/// An MCP endpoint: rmcp's service, and the server behind it for the
+/// messages answered before rmcp (MCP tasks).
+#[derive(Clone)]
+struct McpEndpoint {
+    server: McpServer,
+    http: McpService,
+}
+
+pub(crate) struct McpEdge {
+    auth: Arc<Authenticator>,
+    sessions: Arc<Sessions>,
+    root: McpEndpoint,
+    toolkits: HashMap<ToolkitName, McpEndpoint>,
+    max_body_bytes: usize,
+    default_mode: ElicitationMode,
+    /// Whether native approvals can be offered (a request-state key is set).
+    native_available: bool,
+}
+
+impl McpEdge {
+    /// `/mcp` over `tools` (its `execute` lists `namespaces`), and one
+    /// endpoint per configured toolkit over the toolkit's view.
+    pub fn new(
+        services: &Services,
+        auth: Arc<Authenticator>,
+        tools: Arc<dyn Tools>,
+        namespaces: &[String],
+        config: &HostConfig,
+    ) -> Self {
+        let native = config.request_state_key.as_ref().map(|key| {
+            // A state outlives its pause by no more than the approval window.
+            Arc::new(NativeApprovals::new(key, config.timeouts.approval_window))
+        });
+        let rmcp_config = rmcp_config(config);
+        let endpoint = |server: McpServer| -> McpEndpoint {
+            let served = server.clone();
+            let http = StreamableHttpService::new(move || Ok(served.clone()), Default::default(), rmcp_config.clone());
+            McpEndpoint { server, http }
+        };
+        let executions = &services.executions;
+        let toolkits = config
+            .toolkits
+            .iter()
+            .map(|t| {
+                let server = McpServer::new(executions.clone(), t.tools.clone(), &t.namespaces, native.clone());
+                (t.name.clone(), endpoint(server))
+            })
+            .collect();
+        Self {
+            auth,
+            sessions: services.sessions.clone(),
+            native_available: native.is_some(),
+            root: endpoint(McpServer::new(executions.clone(), tools, namespaces, native)),
+            toolkits,
+            max_body_bytes: config.max_body_bytes,
+            default_mode: config.default_mode,
+        }
+    }
+
+    /// The configured toolkit of that name, if any.
+    pub fn toolkit(&self, name: &str) -> Option<&ToolkitName> {
+        self.toolkits.get_key_value(name).map(|(name, _)| name)
+    }
+
+    /// `/mcp` (`toolkit` is `None`) or a toolkit's endpoint; links point at `base_url`.
+    pub async fn serve(
+        &self,
+        request: Request<Bytes>,
+        toolkit: Option<&ToolkitName>,
+        base_url: String,
+    ) -> Response<Bytes> {
+        if request.method() == Method::OPTIONS {
+            return preflight();
+        }
+        let owner = match self.auth.authenticate_scoped(request.headers(), &base_url, rpc_refusal).await {
+            Ok((owner, None)) => owner,
+            Ok((owner, Some(scope))) if Some(&scope) == toolkit => owner,
+            Ok((_, Some(scope))) => return rpc_refusal(StatusCode::FORBIDDEN, &scoped_elsewhere(&scope)),
+            Err(response) => return response,
+        };
+        let endpoint = toolkit.and_then(|name| self.toolkits.get(name)).unwrap_or(&self.root);
+        match *request.method() {
+            Method::POST => self.post(request, owner, endpoint, toolkit, base_url).await,
+            Method::DELETE => sessions::end(&self.sessions, request.headers(), &owner, toolkit).await,
+            _ => {
+                let mut response =
+                    rpc_error(StatusCode::METHOD_NOT_ALLOWED, -32000, "use POST; this server opens no streams");
+                response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST, DELETE, OPTIONS"));
+                response
+            }
+        }
+    }
+
+    async fn post(
+        &self,
+        request: Request<Bytes>,
+        owner: Principal,
+        endpoint: &McpEndpoint,
+        toolkit: Option<&ToolkitName>,
+        base_url: String,
+    ) -> Response<Bytes> {
+        let (mut parts, body) = request.into_parts();
+        if body.len() > self.max_body_bytes {
+            let message = format!("the request is {} bytes, over the {}-byte limit", body.len(), self.max_body_bytes);
+            return rpc_error(StatusCode::PAYLOAD_TOO_LARGE, -32600, &message);
+        }
+        let message: Value = match serde_json::from_slice(&body) {
+            Ok(message) => message,
+            Err(e) => return rpc_error(StatusCode::BAD_REQUEST, -32700, &format!("Parse error: {e}")),
+        };
+        if let Some(error) = crate::http_edge::jsonrpc::invalid_params(&message) {
+            return json_response(StatusCode::OK, &error);
+        }
+        let mode = match elicitation_mode(parts.uri.query(), self.default_mode) {
+            Ok(mode) => mode,
+            Err(message) => return rpc_error(StatusCode::BAD_REQUEST, -32602, &message),
+        };
+        let initialize = message.get("method").and_then(Value::as_str) == Some("initialize");
+        record_request(&message, &parts.headers);
+        let session = match parts.headers.get(SESSION_HEADER) {
+            Some(_) if initialize => None,
+            Some(value) => match sessions::check(&self.sessions, value, &owner, toolkit).await {
+                Ok(session) => {
+                    spans::record("mcp.session.id", session.as_str());
+                    Some(session)
+                }
+                Err(response) => return response,
+            },
+            None => None,
+        };
+        let mode = self.effective_mode(mode, &parts.headers, &message);
+        spans::record("executor.elicitation_mode", mode.as_str());
+        let caller = Caller { owner: owner.clone(), session, mode, base_url, span: Span::current() };
+        if crate::http_edge::mcp_tools::is_task_message(&message) {
+            return json_response(StatusCode::OK, &endpoint.server.answer_task_message(&caller, &message).await);
+        }
+        parts.extensions.insert(caller);
+        let response = forward(&endpoint.http, Request::from_parts(parts, body)).await;
+        let response = match message.get("method").and_then(Value::as_str) {
+            Some(method @ ("initialize" | "tools/list")) => with_task_support(method, response),
+            _ => response,
+        };
+        if !initialize || response.status() != StatusCode::OK {
+            return response;
+        }
+        sessions::start(&self.sessions, response, &message, owner, mode, toolkit).await
+    }
+
+    /// Native mode needs a request-state key and a 2026-07-28 client
+    /// (input-required results) that declares it can answer an elicitation;
+    /// otherwise its requests are served in model mode.
+    fn effective_mode(&self, mode: ElicitationMode, headers: &HeaderMap, message: &Value) -> ElicitationMode {
+        let version = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let native = self.native_available && version >= STATELESS_VERSION && answers_elicitation(message);
+        match mode {
+            ElicitationMode::Native if !native => ElicitationMode::Model,
+            mode => mode,
+        }
+    }
+}
+
+/// rmcp's stateless, JSON-answering configuration, with the body cap and the
+/// allowed `Host` values of the settings.
+fn rmcp_config(config: &HostConfig) -> StreamableHttpServerConfig {
+    let rmcp_config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_sse_retry(None)
+        .with_max_request_body_bytes(config.max_body_bytes);
+    match &config.allowed_hosts {
+        Some(hosts) => rmcp_config.with_allowed_hosts(hosts.clone()),
+        None => rmcp_config.disable_allowed_hosts(),
+    }
+}
+
+/// rmcp's answer to `method`, declaring what [`crate::http_edge::mcp_tools`] adds: MCP tasks.
+fn with_task_support(method: &str, response: Response<Bytes>) -> Response<Bytes> {
+    let (parts, body) = response.into_parts();
+    let Ok(mut message) = serde_json::from_slice::<Value>(&body) else {
+        return Response::from_parts(parts, body);
+    };
+    crate::http_edge::mcp_tools::declare_tasks(method, &mut message);
+    let mut response = json_response(parts.status, &message);
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_LENGTH {
+            response.headers_mut().insert(name, value.clone());
+        }
+    }
+    response
+}
+
+async fn forward(service: &McpService, request: Request<Bytes>) -> Response<Bytes> {
+    let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default().to_owned();
+    let response = service.handle(request.map(Full::new)).await;
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+    let body = match parts.status == StatusCode::FORBIDDEN && body.as_ref() == RMCP_FOREIGN_HOST.as_bytes() {
+        true => Bytes::from(foreign_host(&host)),
+        false => body,
+    };
+    crate::http_edge::jsonrpc::error_as_json_rpc(Response::from_parts(parts, body))
+}
+
+/// What rmcp answers a request whose `Host` is not among the allowed hosts.
+const RMCP_FOREIGN_HOST: &str = "Forbidden: Host header is not allowed";
+
+/// The same refusal, saying what to do: a server on loopback answers only
+/// its own names (a DNS-rebinding guard) until it is told the address its
+/// clients use.
+fn foreign_host(host: &str) -> String {
+    let shown: String = host.chars().take(100).collect();
+    format!(
+        "Forbidden: this server does not answer to the Host `{shown}` (it guards against DNS rebinding); if clients \
+         reach it at that address, start it with --public-url <the URL they use> (EXECUTOR_PUBLIC_URL)"
+    )
+}
+
+/// Whether a 2026-07-28 request's client capabilities (in `_meta`, SEP-2575)
+/// include elicitation: a client without it could never answer the approval.
+fn answers_elicitation(message: &Value) -> bool {
+    message["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"].get("elicitation").is_some()
+}
+
+/// What the request span may say about a JSON-RPC message: its method, the
+/// tool it calls, the protocol version (the header, or what `initialize` asks for).
+fn record_request(message: &Value, headers: &HeaderMap) {
+    let span = Span::current();
+    if span.is_disabled() {
+        return;
+    }
+    let method = message.get("method").and_then(Value::as_str).unwrap_or_default();
+    span.record("mcp.method.name", method);
+    if method == "tools/call"
+        && let Some(tool) = message["params"]["name"].as_str()
+    {
+        span.record("gen_ai.tool.name", tool);
+    }
+    let version = match method {
+        "initialize" => message["params"]["protocolVersion"].as_str(),
+        _ => headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok()),
+    };
+    if let Some(version) = version {
+        span.record("mcp.protocol.version", version);
+    }
+}
+
+/// `?elicitation_mode=model|browser|native`.
+fn elicitation_mode(query: Option<&str>, default: ElicitationMode) -> Result<ElicitationMode, String> {
+    let value = query.into_iter().flat_map(|q| q.split('&')).find_map(|pair| pair.strip_prefix("elicitation_mode="));
+    value.map_or(Ok(default), parse_mode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elicitation_modes() {
+        let cases = [
+            (None, Ok(ElicitationMode::Model)),
+            (Some("a=1"), Ok(ElicitationMode::Model)),
+            (Some("elicitation_mode=browser"), Ok(ElicitationMode::Browser)),
+            (Some("x=y&elicitation_mode=native"), Ok(ElicitationMode::Native)),
+            (Some("elicitation_mode=model"), Ok(ElicitationMode::Model)),
+        ];
+        for (query, expected) in cases {
+            assert_eq!(elicitation_mode(query, ElicitationMode::Model), expected, "{query:?}");
+        }
+        assert!(elicitation_mode(Some("elicitation_mode=carrier-pigeon"), ElicitationMode::Model).is_err());
+    }
+}
