@@ -6,8 +6,6 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, Output, Stdio};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
 /// `executor health --url URL`, off the runtime that serves the stand-ins.
 async fn health(url: &str) -> Output {
     let url = url.to_owned();
@@ -22,35 +20,13 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// A stand-in server: each request gets the answer `route` gives its path
-/// (status line and body), then the connection closes.
+/// A stand-in server: each request gets the answer `route` gives its path.
 async fn stand_in(route: fn(&str) -> (&'static str, &'static str)) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buffer = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buffer).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buffer[..n]),
-                    }
-                }
-                let head = String::from_utf8_lossy(&head);
-                let path = head.split_whitespace().nth(1).unwrap_or_default().to_owned();
-                let (status, body) = route(&path);
-                let answer = format!(
-                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
-                     connection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(answer.as_bytes()).await;
-            });
-        }
-    });
-    addr
+    executor_tests::stand_in::json_stand_in(move |path| {
+        let (status, body) = route(path);
+        (status, body.to_owned())
+    })
+    .await
 }
 
 #[tokio::test]

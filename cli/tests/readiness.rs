@@ -11,43 +11,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const SPEC: &str = r#"{"openapi": "3.1.0", "info": {"title": "shop", "version": "1"}, "paths": {"/items": {"get":
   {"tags": ["items"], "operationId": "listItems", "summary": "List items", "responses": {"200": {"description": "ok"}}}}}}"#;
 
 /// The shop: `/openapi.json` once `up` (503 before), `/items` always; one request a connection.
 async fn shop(up: Arc<AtomicBool>) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            let up = up.clone();
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buffer = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buffer).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buffer[..n]),
-                    }
-                }
-                let head = String::from_utf8_lossy(&head);
-                let (status, body) = match head.split_whitespace().nth(1).unwrap_or_default() {
-                    "/openapi.json" if up.load(Ordering::SeqCst) => ("200 OK", SPEC.to_owned()),
-                    "/openapi.json" => ("503 Service Unavailable", r#"{"message": "deploying"}"#.to_owned()),
-                    "/items" => ("200 OK", r#"[{"name": "lamp"}]"#.to_owned()),
-                    _ => ("404 Not Found", "{}".to_owned()),
-                };
-                let answer = format!(
-                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(answer.as_bytes()).await;
-            });
-        }
-    });
-    base
+    let addr = executor_tests::stand_in::json_stand_in(move |path| match path {
+        "/openapi.json" if up.load(Ordering::SeqCst) => ("200 OK", SPEC.to_owned()),
+        "/openapi.json" => ("503 Service Unavailable", r#"{"message": "deploying"}"#.to_owned()),
+        "/items" => ("200 OK", r#"[{"name": "lamp"}]"#.to_owned()),
+        _ => ("404 Not Found", "{}".to_owned()),
+    })
+    .await;
+    format!("http://{addr}")
 }
 
 /// The server, killed when the test ends however it ends.

@@ -15,6 +15,7 @@ pub mod faults;
 pub mod lambda;
 pub mod mcp_client;
 pub mod raw_mcp;
+pub mod stand_in;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
