@@ -131,12 +131,15 @@ fn type_and_name(code: &str) -> Option<(&str, &str)> {
 
 /// What a page's inline code names that the code does not have: a `.rs`
 /// file, or `Type::name` (a method, variant or field) of a type of ours. In
-/// the architecture map every `Type::name` must be ours.
+/// the architecture map every file is named from the root and every
+/// `Type::name` must be ours.
 fn missing_names(page: &str, names: &Names, files: &[String], strict: bool) -> Vec<String> {
     let mut missing = Vec::new();
     for code in code_spans(page) {
         if code.ends_with(".rs") && !code.contains(' ') {
-            if !known_file(files, &code) {
+            // The map names every file from the root; other pages may name one beside its crate.
+            let known = if strict { files.contains(&code) } else { known_file(files, &code) };
+            if !known {
                 missing.push(format!("file {code}"));
             }
         } else if let Some((ty, name)) = type_and_name(&code) {
