@@ -1,5 +1,5 @@
-//! The admin socket: how `executor keys` and `executor grants` reach a
-//! running `executor serve`.
+//! The admin socket: how `executor keys`, `executor grants` and the other
+//! admin commands (`crate::commands`) reach a running `executor serve`.
 //!
 //! The embedded store admits one process at a time (redb locks its file), so
 //! while the server runs, a command cannot open it. The server therefore
@@ -13,19 +13,20 @@
 //! every connection's peer credentials are checked against the socket's owner
 //! too (that also covers the instant between `bind` and `chmod`). The protocol
 //! is one JSON line each way: a [`Command`], then `{"Ok": <Reply>}` or
-//! `{"Err": "<message>"}`.
+//! `{"Err": "<message>"}`. An answer is bounded by its command: a listing by
+//! its limit, and the audit export, which can be any length, is asked for a
+//! page at a time (`crate::audit`).
 
 use std::io;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use executor_store::{ConnectionStore, GrantStore, KeyStore};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::task::JoinHandle;
 
-use crate::commands::run;
+use crate::commands::{AdminStore, run};
 pub use crate::commands::{Command, Reply};
 use crate::keys;
 
@@ -62,7 +63,7 @@ impl Drop for AdminSocket {
 /// `revoked` after a key was revoked. The caller holds the store, so no other
 /// server uses this directory: a socket file left there by one that crashed
 /// is replaced.
-pub fn listen<S: KeyStore + GrantStore + ConnectionStore + 'static>(
+pub fn listen<S: AdminStore + 'static>(
     data_dir: &Path,
     store: Arc<S>,
     revoked: impl Fn() + Send + Sync + 'static,
@@ -99,11 +100,7 @@ pub fn listen<S: KeyStore + GrantStore + ConnectionStore + 'static>(
 }
 
 /// One command, one answer.
-async fn serve<S: KeyStore + GrantStore + ConnectionStore>(
-    stream: UnixStream,
-    store: Arc<S>,
-    revoked: Arc<dyn Fn() + Send + Sync>,
-) {
+async fn serve<S: AdminStore>(stream: UnixStream, store: Arc<S>, revoked: Arc<dyn Fn() + Send + Sync>) {
     let (read, mut write) = stream.into_split();
     let mut line = String::new();
     if BufReader::new(read.take(MAX_LINE)).read_line(&mut line).await.is_err() {

@@ -1,12 +1,19 @@
-//! The admin commands (`executor keys`, `executor grants`, `executor connections`) as one type, so the
+//! The admin commands (`executor keys`, `executor grants`, `executor
+//! connections`, `executor executions`, `executor audit`) as one type, so the
 //! same command runs here or in the server that holds the store (`crate::admin`).
 
 use std::fmt;
 
-use executor_store::{ConnectionStore, GrantStore, KeyStore};
+use executor_core::{Clock, SystemClock, Timestamp};
+use executor_store::{ConnectionStore, GrantStore, HistoryStore, KeyStore};
 use serde::{Deserialize, Serialize};
 
-use crate::{connections, grants, keys};
+use crate::{audit, connections, executions, grants, keys};
+
+/// What the admin commands need of a store.
+pub trait AdminStore: KeyStore + GrantStore + ConnectionStore + HistoryStore {}
+
+impl<T: KeyStore + GrantStore + ConnectionStore + HistoryStore> AdminStore for T {}
 
 /// A command the socket takes: its `command` tag tells which.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -15,6 +22,8 @@ pub enum Command {
     Keys(keys::Command),
     Grants(grants::Command),
     Connections(connections::Command),
+    Executions(executions::Command),
+    Audit(audit::Command),
 }
 
 impl Command {
@@ -34,6 +43,8 @@ pub enum Reply {
     Keys(keys::Reply),
     Grants(grants::Reply),
     Connections(connections::Reply),
+    Executions(executions::Reply),
+    Audit(audit::Reply),
 }
 
 impl fmt::Display for Reply {
@@ -42,17 +53,28 @@ impl fmt::Display for Reply {
             Self::Keys(reply) => reply.fmt(f),
             Self::Grants(reply) => reply.fmt(f),
             Self::Connections(reply) => reply.fmt(f),
+            Self::Executions(reply) => reply.fmt(f),
+            Self::Audit(reply) => reply.fmt(f),
         }
     }
 }
 
 /// Run `command` on `store`: here, or in the server that holds the store.
-pub async fn run(store: &(impl KeyStore + GrantStore + ConnectionStore), command: Command) -> Result<Reply, String> {
+pub async fn run(store: &impl AdminStore, command: Command) -> Result<Reply, String> {
+    run_at(store, command, SystemClock.now()).await
+}
+
+/// [`run`], with statuses as of `now` (a pause past its window is expired).
+pub async fn run_at(store: &impl AdminStore, command: Command, now: Timestamp) -> Result<Reply, String> {
     match command {
         Command::Keys(command) => keys::run(store, command).await.map(Reply::Keys).map_err(|e| e.to_string()),
         Command::Grants(command) => grants::run(store, command).await.map(Reply::Grants).map_err(|e| e.to_string()),
         Command::Connections(command) => {
             connections::run(store, command).await.map(Reply::Connections).map_err(|e| e.to_string())
         }
+        Command::Executions(command) => {
+            executions::run(store, command, now).await.map(Reply::Executions).map_err(|e| e.to_string())
+        }
+        Command::Audit(command) => audit::run(store, command).await.map(Reply::Audit).map_err(|e| e.to_string()),
     }
 }

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 /// Prefix that makes a leaked token recognisable to secret scanners.
 const TOKEN_PREFIX: &str = "exk_";
 /// How much of a key's hash `keys list` shows.
-pub const ID_LEN: usize = 12;
+pub const ID_LEN: usize = executor_core::KEY_ID_LEN;
 /// The shortest start of an id `keys revoke` takes: long enough that a typo
 /// or a stray word rarely names a key (16^6 = 16.7 million ids), short enough to type.
 pub const MIN_ID_LEN: usize = 6;
@@ -111,7 +111,7 @@ pub async fn run(store: &impl KeyStore, command: Command) -> Result<Reply, KeysE
         Command::Revoke { id } => {
             let key = revoke(store, &id).await?;
             Reply::Revoked {
-                id: key.hash.as_str()[..ID_LEN].to_owned(),
+                id: executor_core::key_id(&key.hash).to_owned(),
                 owner: key.owner.to_string(),
                 scope: scope(&key),
                 created: key.created_at.to_rfc3339(),
@@ -144,7 +144,7 @@ pub async fn list(store: &impl KeyStore) -> Result<Vec<KeyRow>, KeysError> {
     Ok(keys
         .iter()
         .map(|KeyUse { key, last_used }| KeyRow {
-            id: key.hash.as_str()[..ID_LEN].to_owned(),
+            id: executor_core::key_id(&key.hash).to_owned(),
             owner: key.owner.to_string(),
             scope: scope(key),
             created: key.created_at.to_rfc3339(),

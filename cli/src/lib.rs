@@ -2,10 +2,14 @@
 
 #[cfg(unix)]
 pub mod admin;
+pub mod args;
+pub mod audit;
 pub mod commands;
 pub mod connections;
 pub mod data_dir;
+pub mod executions;
 pub mod grants;
 pub mod health;
 pub mod keys;
 pub mod serve;
+pub mod since;

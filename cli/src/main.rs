@@ -1,8 +1,10 @@
 //! `executor`: `serve` runs the local host (the default: `cargo run`); `keys`
-//! manages API keys and `grants` remembered approvals of the store (through
-//! the running server when it holds the embedded store: `executor_cli::admin`);
-//! `catalog build` writes the catalog index of the sources' OpenAPI documents;
-//! `health` asks a running server whether it is ready.
+//! manages API keys, `grants` remembered approvals and `connections` owners'
+//! OAuth connections of the store; `executions` and `audit export` read the
+//! audit trail (each through the running server when it holds the embedded
+//! store: `executor_cli::admin`); `catalog build` writes the catalog index of
+//! the sources' OpenAPI documents; `health` asks a running server whether it
+//! is ready.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -15,7 +17,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 use executor_catalog::Catalog;
 #[cfg(unix)]
 use executor_cli::admin;
-use executor_cli::{commands, connections, data_dir, grants, health, keys, serve};
+use executor_cli::args::{AuditCommand, ConnectionsCommand, ExecutionsCommand, GrantsCommand, KeysCommand};
+use executor_cli::{audit, commands, data_dir, health, keys, serve};
+use executor_core::{Clock, SystemClock};
 use executor_store::{DynamoStore, EmbeddedStore, Store};
 
 #[derive(Parser)]
@@ -131,6 +135,7 @@ Environment (checked before anything is created; a bad value names the variable)
   EXECUTOR_APPROVAL_WINDOW_MS         how long a pause waits for a decision [default: 600000]
   EXECUTOR_APPROVAL_WAIT_MS           how long a browser-mode resume waits [default: 20000]
   EXECUTOR_GRANT_TTL_MS               how long an Always-allow grant lasts [default: 2592000000, 30 days]
+  EXECUTOR_AUDIT_RETENTION_DAYS       how long executions' history is kept, 1 to 3650 [default: 30]
   EXECUTOR_ELICITATION_MODE           model, browser or native, without ?elicitation_mode= [default: model]
   EXECUTOR_REQUEST_STATE_KEY          native-mode HMAC key, 32 bytes or more [default: <data dir>/request-state.key]
   EXECUTOR_TOKEN_KEY_SECRET_ARN       secret sealing owners' OAuth tokens (ARN or env:NAME) [default: <data dir>/token.key]
@@ -189,6 +194,20 @@ enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// The audit trail's executions: list them, show one's history (docs/audit.md).
+    Executions {
+        #[command(subcommand)]
+        command: ExecutionsCommand,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Export the audit trail: every owner's history as JSON lines (docs/audit.md).
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// Whether a running server is ready: exit 0 when GET /readyz answers 200, else 1 with the reason
     /// (a server without /readyz is asked /healthz). For container health checks.
     Health {
@@ -210,80 +229,6 @@ enum CatalogCommand {
         #[arg(long)]
         out: PathBuf,
     },
-}
-
-#[derive(Subcommand)]
-enum ConnectionsCommand {
-    /// List OWNER's connections: source, when connected, the access token's expiry, scopes (never tokens).
-    List {
-        /// Whose connections: an API key's owner (or an OIDC identity as the server records it).
-        #[arg(long)]
-        owner: String,
-    },
-    /// Forget OWNER's connection to SOURCE; their next call to it asks them to connect again.
-    Disconnect {
-        #[arg(long)]
-        owner: String,
-        /// The source's namespace.
-        source: String,
-    },
-}
-
-impl From<ConnectionsCommand> for connections::Command {
-    fn from(command: ConnectionsCommand) -> Self {
-        match command {
-            ConnectionsCommand::List { owner } => Self::ConnectionsList { owner },
-            ConnectionsCommand::Disconnect { owner, source } => Self::ConnectionsDisconnect { owner, source },
-        }
-    }
-}
-
-#[derive(Subcommand)]
-enum GrantsCommand {
-    /// List OWNER's live grants: id, tool, creation and expiry.
-    List {
-        /// Whose grants: an API key's owner (or an OIDC identity as the server records it).
-        #[arg(long)]
-        owner: String,
-    },
-    /// Revoke the grant with this id (as `grants list` shows it); the tool asks again on its next call.
-    Revoke { id: String },
-}
-
-impl From<GrantsCommand> for grants::Command {
-    fn from(command: GrantsCommand) -> Self {
-        match command {
-            GrantsCommand::List { owner } => Self::GrantsList { owner },
-            GrantsCommand::Revoke { id } => Self::GrantsRevoke { id },
-        }
-    }
-}
-
-#[derive(Subcommand)]
-enum KeysCommand {
-    /// Create a key for OWNER and print its token once; only its hash is stored.
-    Create {
-        /// The principal the key authenticates, e.g. your name or email.
-        #[arg(long)]
-        owner: String,
-        /// Scope the key to one toolkit: it then works only on /mcp/toolkits/TOOLKIT.
-        #[arg(long)]
-        toolkit: Option<String>,
-    },
-    /// List keys: id, owner, scope, creation and last use.
-    List,
-    /// Revoke the key with this id (as `keys list` shows it, or its first 6 characters or more).
-    Revoke { id: String },
-}
-
-impl From<KeysCommand> for keys::Command {
-    fn from(command: KeysCommand) -> Self {
-        match command {
-            KeysCommand::Create { owner, toolkit } => Self::Create { owner, toolkit },
-            KeysCommand::List => Self::List,
-            KeysCommand::Revoke { id } => Self::Revoke { id },
-        }
-    }
 }
 
 fn main() -> ExitCode {
@@ -312,6 +257,12 @@ async fn run(command: Command) -> Result<(), String> {
         Command::Catalog { command: CatalogCommand::Build { config, out } } => build_index(&config, &out),
         Command::Connections { command, store } => {
             run_admin(commands::Command::Connections(command.into()), &store).await
+        }
+        Command::Executions { command, store } => {
+            run_admin(command.resolve(SystemClock.now()).map_err(|e| e.to_string())?, &store).await
+        }
+        Command::Audit { command, store } => {
+            export(command.resolve(SystemClock.now()).map_err(|e| e.to_string())?, &store).await
         }
         Command::Health { url } => {
             let healthy = health::check(&url).await.map_err(|e| e.to_string())?;
@@ -372,20 +323,69 @@ fn open_embedded(dir: &Path) -> Result<Arc<EmbeddedStore>, String> {
 }
 
 async fn run_admin(command: commands::Command, args: &StoreArgs) -> Result<(), String> {
-    // A server running on the embedded store holds it: that server runs the command.
-    #[cfg(unix)]
-    if matches!(args.store, StoreKind::Embedded)
-        && let Some(answer) = admin::send(&args.data_dir, &command).await.map_err(|e| e.to_string())?
-    {
-        return answer.map(|reply| println!("{reply}"));
-    }
-    // No server has it open: the store is opened here, and made only by a command that may make it.
-    let reply = match open(args, command.creates_store()).await? {
-        Opened::Embedded(store) => commands::run(&*store, command).await,
-        Opened::Dynamo(store) => commands::run(&*store, command).await,
-    };
-    println!("{}", reply?);
+    let reply = Admin { args, opened: None }.run(command).await?;
+    println!("{reply}");
     Ok(())
+}
+
+/// Where admin commands run: in the server that holds the embedded store, or
+/// on a store opened here (once, for every command that follows).
+struct Admin<'a> {
+    args: &'a StoreArgs,
+    opened: Option<Opened>,
+}
+
+impl Admin<'_> {
+    async fn run(&mut self, command: commands::Command) -> Result<commands::Reply, String> {
+        let opened = match self.opened.take() {
+            Some(opened) => opened,
+            None => {
+                // A server running on the embedded store holds it: that server runs the command.
+                #[cfg(unix)]
+                if matches!(self.args.store, StoreKind::Embedded)
+                    && let Some(answer) = admin::send(&self.args.data_dir, &command).await.map_err(|e| e.to_string())?
+                {
+                    return answer;
+                }
+                // No server has it open: the store is opened here, and made only by a command that may make it.
+                open(self.args, command.creates_store()).await?
+            }
+        };
+        let reply = match &opened {
+            Opened::Embedded(store) => commands::run(&**store, command).await,
+            Opened::Dynamo(store) => commands::run(&**store, command).await,
+        };
+        self.opened = Some(opened);
+        reply
+    }
+}
+
+/// `executor audit export`: page after page (`executor_cli::audit`), each
+/// written out before the next is asked for. A reader that stops reading
+/// (`| head`) ends the export, quietly.
+async fn export(first: audit::Command, args: &StoreArgs) -> Result<(), String> {
+    let mut admin = Admin { args, opened: None };
+    let mut command = first;
+    loop {
+        let reply = admin.run(commands::Command::Audit(command.clone())).await?;
+        let commands::Reply::Audit(audit::Reply::AuditExported { lines, next }) = reply else {
+            return Err("the server answered the export with another reply; use an `executor` of the same \
+                        version as the server"
+                .into());
+        };
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        let written = lines.iter().try_for_each(|line| writeln!(out, "{line}")).and_then(|()| out.flush());
+        match written {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(format!("could not write the export to stdout: {e}")),
+            Ok(()) => {}
+        }
+        let audit::Command::AuditExport { since, .. } = command;
+        match next {
+            Some(cursor) => command = audit::Command::AuditExport { since, cursor: Some(cursor) },
+            None => return Ok(()),
+        }
+    }
 }
 
 /// The host's settings: the environment's, then `--public-url` in place of
@@ -563,9 +563,7 @@ fn make_room_for_connections(max_connections: usize) {
 /// Listen for `executor keys` in the data directory; without the socket the
 /// server still serves, and says what that means.
 #[cfg(unix)]
-fn admin_socket<
-    S: executor_store::KeyStore + executor_store::GrantStore + executor_store::ConnectionStore + 'static,
->(
+fn admin_socket<S: commands::AdminStore + 'static>(
     data_dir: &Path,
     store: Arc<S>,
     host: &executor_service::Host,
@@ -574,8 +572,8 @@ fn admin_socket<
     admin::listen(data_dir, store, move || host.forget_keys())
         .inspect_err(|e| {
             eprintln!(
-                "executor: no admin socket in {} ({e}): `executor keys` and `executor grants` cannot reach this \
-                 server; stop it to manage keys and grants",
+                "executor: no admin socket in {} ({e}): `executor keys`, `executor grants` and the other admin \
+                 commands cannot reach this server; stop it to run them",
                 data_dir.display()
             )
         })

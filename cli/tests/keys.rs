@@ -83,13 +83,18 @@ fn commands_that_read_a_store_never_create_one() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nowhere");
     let data = missing.to_str().unwrap();
-    let reads: [&[&str]; 6] = [
+    let reads: [&[&str]; 11] = [
         &["keys", "list"],
         &["keys", "revoke", "0123456789ab"],
         &["grants", "list", "--owner", "alice"],
+        &["grants", "list"],
         &["grants", "revoke", "g1"],
         &["connections", "list", "--owner", "alice"],
         &["connections", "disconnect", "--owner", "alice", "gh"],
+        &["executions", "list"],
+        &["executions", "list", "--owner", "alice", "--since", "24h"],
+        &["executions", "show", "e1"],
+        &["audit", "export", "--since", "7d"],
     ];
     for args in reads {
         let out = executor(&[args, &["--data-dir", data]].concat());

@@ -22,13 +22,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use executor_core::{
-    ApiKey, Event, Execution, ExecutionId, Grant, GrantId, OAuthClient, OAuthState, Principal, Session, SessionId,
-    SourceConnection, Timestamp, TokenHash,
+    ApiKey, Event, Execution, ExecutionId, ExecutionRecord, Grant, GrantId, HistoryAppend, HistoryEntry, OAuthClient,
+    OAuthState, Principal, Session, SessionId, SourceConnection, Timestamp, TokenHash,
 };
 use executor_scheduler::AlarmScheduler;
 use executor_store::{
-    Access, ConnectionStore, ExecutionStore, GrantStore, KeyStore, OAuthClientStore, OutboxStore, QuotaOutcome,
-    QuotaStore, QuotaTake, SessionStore, StoreError,
+    Access, AuditLine, ConnectionStore, Emitted, ExecutionStore, GrantStore, HistoryStore, KeyStore, OAuthClientStore,
+    OutboxStore, Page, QuotaOutcome, QuotaStore, QuotaTake, SessionStore, StoreError,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -199,6 +199,11 @@ fn phrase(operation: &'static str) -> &'static str {
         "get_execution" => "read an execution",
         "update_execution" => "update an execution",
         "paused_executions" => "list paused executions",
+        "append_history" => "store an execution's history",
+        "list_executions" => "list executions",
+        "execution_history" => "read an execution's history",
+        "export_history" => "export the history",
+        "all_grants" => "list every grant",
         "create_key" => "store an API key",
         "find_key" => "look up an API key",
         "list_keys" => "list API keys",
@@ -245,23 +250,61 @@ impl<T: SessionStore> SessionStore for Faulty<T> {
 
 #[async_trait]
 impl<T: ExecutionStore> ExecutionStore for Faulty<T> {
-    async fn create_execution_emitting(&self, execution: &Execution, events: &[Event]) -> Result<(), StoreError> {
-        self.faults.run("create_execution", self.inner.create_execution_emitting(execution, events)).await
+    async fn create_execution_emitting(&self, execution: &Execution, emitted: Emitted<'_>) -> Result<(), StoreError> {
+        self.faults.run("create_execution", self.inner.create_execution_emitting(execution, emitted)).await
     }
 
     async fn get_execution(&self, access: Access<'_>, id: &ExecutionId) -> Result<Execution, StoreError> {
         self.faults.run("get_execution", self.inner.get_execution(access, id)).await
     }
 
-    async fn update_execution_emitting(&self, execution: &mut Execution, events: &[Event]) -> Result<(), StoreError> {
+    async fn update_execution_emitting(
+        &self,
+        execution: &mut Execution,
+        emitted: Emitted<'_>,
+    ) -> Result<(), StoreError> {
         let mut written = execution.clone();
-        self.faults.run("update_execution", self.inner.update_execution_emitting(&mut written, events)).await?;
+        self.faults.run("update_execution", self.inner.update_execution_emitting(&mut written, emitted)).await?;
         execution.version = written.version;
         Ok(())
     }
 
     async fn paused_executions(&self, access: Access<'_>, session: &SessionId) -> Result<Vec<ExecutionId>, StoreError> {
         self.faults.run("paused_executions", self.inner.paused_executions(access, session)).await
+    }
+}
+
+#[async_trait]
+impl<T: HistoryStore> HistoryStore for Faulty<T> {
+    async fn append_history(&self, append: &HistoryAppend) -> Result<(), StoreError> {
+        self.faults.run("append_history", self.inner.append_history(append)).await
+    }
+
+    async fn list_executions(
+        &self,
+        access: Access<'_>,
+        since: Option<Timestamp>,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page<ExecutionRecord>, StoreError> {
+        self.faults.run("list_executions", self.inner.list_executions(access, since, limit, cursor)).await
+    }
+
+    async fn execution_history(
+        &self,
+        access: Access<'_>,
+        id: &ExecutionId,
+    ) -> Result<(ExecutionRecord, Vec<HistoryEntry>), StoreError> {
+        self.faults.run("execution_history", self.inner.execution_history(access, id)).await
+    }
+
+    async fn export_history(
+        &self,
+        since: Option<Timestamp>,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page<AuditLine>, StoreError> {
+        self.faults.run("export_history", self.inner.export_history(since, limit, cursor)).await
     }
 }
 
@@ -303,6 +346,10 @@ impl<T: GrantStore> GrantStore for Faulty<T> {
 
     async fn list_grants(&self, owner: &Principal) -> Result<Vec<Grant>, StoreError> {
         self.faults.run("list_grants", self.inner.list_grants(owner)).await
+    }
+
+    async fn all_grants(&self) -> Result<Vec<Grant>, StoreError> {
+        self.faults.run("all_grants", self.inner.all_grants()).await
     }
 
     async fn revoke_grant(&self, access: Access<'_>, id: &GrantId) -> Result<Grant, StoreError> {

@@ -213,20 +213,23 @@ async fn session_start_and_execute_on_a_live_session() {
     assert_eq!(rig.calls(), (initialize, (2, 1)), "initialize (the key read and its use recorded)");
 
     assert_eq!(rig.execute(Some(&session), "return 1 + 2").await["result"], 3);
-    assert_eq!(rig.calls(), (expect(&[("GetItem", 1)]), (0, 1)), "execute: the session (the key is verified)");
+    // The execution ended within its answer: only its history is written (its record and entries).
+    let history = expect(&[("GetItem", 1), ("TransactWriteItems", 1)]);
+    assert_eq!(rig.calls(), (history, (4, 1)), "execute: the session (the key is verified); its history");
 
     // Past the activity interval the session's activity is written, once.
     rig.clock.advance(Duration::from_secs(31));
     assert_eq!(rig.execute(Some(&session), "return 1 + 2").await["result"], 3);
-    assert_eq!(rig.calls(), (expect(&[("GetItem", 1), ("PutItem", 1)]), (1, 1)), "execute with an activity write");
+    let activity = expect(&[("GetItem", 1), ("PutItem", 1), ("TransactWriteItems", 1)]);
+    assert_eq!(rig.calls(), (activity, (5, 1)), "execute with an activity write");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stateless_execute() {
     let rig = Rig::start().await;
     assert_eq!(rig.execute(None, "return 1 + 2").await["result"], 3);
-    let key = expect(&[("GetItem", 1), ("UpdateItem", 1)]);
-    assert_eq!(rig.calls(), (key, (1, 1)), "execute without a session: the key only (read, its use recorded)");
+    let key = expect(&[("GetItem", 1), ("TransactWriteItems", 1), ("UpdateItem", 1)]);
+    assert_eq!(rig.calls(), (key, (5, 1)), "execute without a session: the key (read, its use recorded); its history");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,9 +247,9 @@ async fn pause_and_model_resume() {
         "pause: the session, the owner's grants (a call needs approval), one transaction"
     );
     let pause = calls.iter().find(|c| c.operation == "TransactWriteItems").unwrap();
-    let written: Vec<&str> = pause.writes.iter().map(|w| w.action).collect();
-    assert_eq!(written, ["put", "put"], "the execution and its session's paused marker: {pause:?}");
-    assert_eq!(units(&calls), (6, 2), "units (write, read)");
+    let written: Vec<&str> = pause.writes.iter().map(|w| w.sk.split('#').next().unwrap()).collect();
+    assert_eq!(written, ["EXEC", "PAUSED", "EXEC", "PART"], "the execution, its paused marker, its history: {pause:?}");
+    assert_eq!(units(&calls), (12, 2), "units (write, read)");
 
     let id = paused["executionId"].as_str().unwrap();
     let resumed = rig.call(Some(&session), "model", "resume", json!({"executionId": id, "action": "accept"})).await;
@@ -257,10 +260,15 @@ async fn pause_and_model_resume() {
         expect(&[("GetItem", 2), ("TransactWriteItems", 2)]),
         "resume: the session, the execution; the claim and the settle"
     );
-    assert_eq!(units(&calls), (10, 2), "units (write, read)");
+    assert_eq!(units(&calls), (18, 2), "units (write, read)");
     let (claim, settle) = transactions(&calls);
-    assert_eq!(actions(claim), [("put", "EXEC"), ("delete", "PAUSED")], "the claim");
-    assert_eq!(actions(settle), [("put", "EXEC")], "the settle writes the execution only");
+    let history = [("put", "EXEC"), ("put", "PART")];
+    assert_eq!(actions(claim), [[("put", "EXEC"), ("delete", "PAUSED")].as_slice(), &history].concat(), "the claim");
+    assert_eq!(
+        actions(settle),
+        [[("put", "EXEC")].as_slice(), &history].concat(),
+        "the settle: the execution, its history"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,7 +278,7 @@ async fn browser_approval() {
     assert_eq!(paused["status"], "user_approval_required", "{paused}");
     assert_eq!(
         rig.calls(),
-        (expect(&[("GetItem", 1), ("Query", 1), ("TransactWriteItems", 1), ("UpdateItem", 1)]), (5, 2)),
+        (expect(&[("GetItem", 1), ("Query", 1), ("TransactWriteItems", 1), ("UpdateItem", 1)]), (11, 2)),
         "a stateless browser-mode pause (and the key's use recorded)"
     );
 
@@ -296,7 +304,7 @@ async fn browser_approval() {
     assert_eq!(decided.status(), 200, "{}", String::from_utf8_lossy(decided.body()));
     assert_eq!(
         rig.calls(),
-        (expect(&[("GetItem", 1), ("TransactWriteItems", 2)]), (8, 1)),
+        (expect(&[("GetItem", 1), ("TransactWriteItems", 2)]), (16, 1)),
         "the approval: the execution; the claim and the settle"
     );
 }
@@ -374,18 +382,20 @@ return [first.ok, second.ok, third.ok];"#;
     assert!(read.read_units >= 2 * 1_000_000 / 4096, "a megabyte read in a transaction: {read:?}");
     let (claim, pause) = transactions(&calls);
     // The execution item without its steps is about 1.2 KB: 2 units, twice in a transaction.
-    assert_eq!(actions(claim), [("put", "EXEC")], "the claim writes the execution item only");
-    assert_eq!(claim.write_units, 4, "{claim:?}");
+    let history = [("put", "EXEC"), ("put", "PART")];
+    assert_eq!(actions(claim), [[("put", "EXEC")].as_slice(), &history].concat(), "the claim writes no chunk");
+    assert_eq!(claim.write_units, 4 + 4, "the execution item, and its history: {claim:?}");
     // The steps stream is three chunks; only its last, partly filled, grew.
-    assert_eq!(actions(pause), [("put", "EXEC"), ("put", "CHUNK")], "the pause writes the chunk that changed");
+    let pause_writes = [[("put", "EXEC"), ("put", "CHUNK")].as_slice(), &history].concat();
+    assert_eq!(actions(pause), pause_writes, "the pause writes the chunk that changed");
     assert_eq!(pause.writes[1].sk, "CHUNK#0003", "{pause:?}");
 
     let done = rig.call(None, "model", "resume", accept).await;
     assert_eq!(done["status"], "completed", "{done}");
     let calls = rig.proxy.take();
     let (claim, settle) = transactions(&calls);
-    assert_eq!(actions(claim), [("put", "EXEC")]);
-    assert_eq!(actions(settle), [("put", "EXEC")], "a settle adds no step: the execution item only");
+    assert_eq!(actions(claim), [[("put", "EXEC")].as_slice(), &history].concat());
+    assert_eq!(actions(settle), [[("put", "EXEC")].as_slice(), &history].concat(), "a settle adds no chunk");
 }
 
 /// The two transactions of a resume: the claim, then the settle.

@@ -5,12 +5,13 @@ use std::time::{Duration, SystemTime};
 
 use aws_sdk_dynamodb::types::{AttributeValue, TimeToLiveStatus};
 use executor_core::{
-    ApiKey, ArgsHash, ClientInfo, ElicitationMode, Execution, ExecutionEvent, ExecutionId, Grant, GrantId, GrantedBy,
-    Journal, JournalStep, OAuthClient, OAuthState, PendingCall, Principal, Session, SessionId, SourceConnection,
-    StepOutcome, Timestamp, TokenHash, execution_events,
+    ApiKey, ArgsHash, ClientInfo, ElicitationMode, Execution, ExecutionEvent, ExecutionId, ExecutionRecord,
+    ExecutionStatus, Grant, GrantId, GrantedBy, Happened, HistoryAppend, HistoryEntry, Journal, JournalStep,
+    OAuthClient, OAuthState, PendingCall, Principal, Session, SessionId, SourceConnection, StepOutcome, Timestamp,
+    TokenHash, execution_events,
 };
 use executor_store::{
-    ConnectionStore, ExecutionStore, GrantStore, HourlyTake, KeyStore, MAX_ITEM_BODY_BYTES, OAuthClientStore,
+    ConnectionStore, Emitted, ExecutionStore, GrantStore, HourlyTake, KeyStore, MAX_ITEM_BODY_BYTES, OAuthClientStore,
     QuotaOutcome, QuotaStore, QuotaTake, SessionStore, SlotTake,
 };
 use serde_json::json;
@@ -91,9 +92,14 @@ async fn items_match_docs_storage_md() {
         now().plus(Duration::from_secs(86_400)),
     );
     execution.apply(ExecutionEvent::Pause { journal, deadline }, now()).unwrap();
-    // The pause and its event, in one transaction (the event stays until delivered).
-    let events = execution_events(None, &execution, 0, None, now());
-    store.create_execution_emitting(&execution, &events).await.unwrap();
+    // The pause, its event and its history, in one transaction (the event
+    // stays until delivered, the history until its own expiry).
+    let events = execution_events(None, &execution, 0, None, None, now());
+    let entry =
+        HistoryEntry { at: now(), what: Happened::Settled { status: ExecutionStatus::Paused, error_code: None } };
+    let keep_until = now().plus(Duration::from_secs(30 * 86_400));
+    let history = HistoryAppend { record: ExecutionRecord::of(&execution), part: 0, entries: vec![entry], keep_until };
+    store.create_execution_emitting(&execution, Emitted { events: &events, history: Some(&history) }).await.unwrap();
     store
         .create_key(&ApiKey { hash: TokenHash::of_token("t"), owner: alice.clone(), created_at: now(), toolkit: None })
         .await
@@ -153,7 +159,7 @@ async fn items_match_docs_storage_md() {
 
     let items = client.scan().table_name(store.table()).send().await.unwrap().items.unwrap();
     let documented = documented_items();
-    assert_eq!(documented.len(), 12, "docs/storage.md lists twelve item types");
+    assert_eq!(documented.len(), 14, "docs/storage.md lists fourteen item types");
 
     let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for item in &items {
@@ -196,9 +202,36 @@ async fn items_match_docs_storage_md() {
         client_registration.expires_at.as_secs_ceil()
     );
     assert_eq!(n(find("CONNS#alice", "CONN#crm").unwrap(), "expires_at"), connection.expires_at.as_secs_ceil());
+    assert_history_items(&items, &history);
+
     let chunks = n(find("EXEC#e1", "EXEC").unwrap(), "chunks");
     assert!(chunks >= 3, "an 800 KB snapshot is split, got {chunks} chunk(s)");
     for i in 1..chunks {
         assert!(find("EXEC#e1", &format!("CHUNK#{i:04}")).is_some(), "chunk {i} written");
     }
+}
+
+/// The history written with the execution: its listing item and the write's
+/// part, each with the history's own TTL (not the execution's).
+fn assert_history_items(items: &[Item], history: &HistoryAppend) {
+    let find =
+        |pk: &str, sk: &str| items.iter().find(|i| i["pk"].as_s().unwrap() == pk && i["sk"].as_s().unwrap() == sk);
+    let s = |item: &Item, name: &str| item[name].as_s().unwrap().clone();
+    let body =
+        |item: &Item| serde_json::from_slice::<serde_json::Value>(item["body"].as_b().unwrap().as_ref()).unwrap();
+    let keep_until = history.keep_until.as_secs_ceil();
+    let listing_sk = format!("EXEC#{:013}#e1", history.record.created_at.as_millis());
+    let listing = find("AUDITS#alice", &listing_sk).expect("the listing item, under the owner, by creation time");
+    assert_eq!(
+        (s(listing, "kind"), s(listing, "owner"), s(listing, "status")),
+        ("audit_execution".into(), "alice".into(), "paused".into())
+    );
+    assert_eq!(n(listing, "expires_at"), keep_until);
+    assert_eq!(body(listing), serde_json::to_value(&history.record).unwrap());
+    let part = find("AUDIT#e1", "PART#0000000000.000").expect("the history part of version 0, item 0");
+    assert_eq!((s(part, "kind"), s(part, "owner")), ("history".into(), "alice".into()));
+    assert_eq!(n(part, "expires_at"), keep_until);
+    assert_eq!(body(part), json!({"record": history.record, "entries": history.entries}));
+    let history_items = items.iter().filter(|i| i["pk"].as_s().unwrap().starts_with("AUDIT")).count();
+    assert_eq!(history_items, 2, "one listing item and one part");
 }

@@ -16,7 +16,11 @@
 //!   is past the heartbeat's staleness limit, a continuation that a fault
 //!   stranded reads as `interrupted`, never as still running;
 //! - every answer is a clear error (a code and a message) or a connection that
-//!   died with its host, never a hang or a panic.
+//!   died with its host, never a hang or a panic;
+//! - the history agrees with the store ([`assert_history_agrees`]): no change
+//!   is stored without its history entries, nor an entry without its change,
+//!   and every call a decision let run is in the history exactly when it
+//!   reached the upstream (or its outcome was never stored).
 //!
 //! The hosts are built as the two deployments build them: `executor serve`
 //! (`executor_cli::serve::host`) on the embedded store, and the Lambda
@@ -28,24 +32,25 @@
 //!
 //! The ignored tests pin known issues the suite found; each fails today.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use executor_catalog::{Catalog, CatalogConfig};
 use executor_core::{
-    AlarmDecision, Clock, ElicitationMode, ExecutionId, ManualClock, Principal, SessionId, SessionStatus, SystemClock,
-    Timeouts, Timestamp, TokenHash,
+    AlarmDecision, AllowedBy, CallOutcome, Called, Clock, ElicitationMode, Execution, ExecutionId, ExecutionRecord,
+    ExecutionState, ExecutionStatus, Happened, HistoryEntry, ManualClock, Principal, SessionId, SessionStatus,
+    StepOutcome, SystemClock, Timeouts, Timestamp, TokenHash,
 };
 use executor_sandbox::{Limits, Sandbox};
 use executor_scheduler::{AlarmScheduler, EventBridgeScheduler, InProcessScheduler, SchedulerTarget};
 use executor_service::{Alarms, ExecutionResult, Executions, Host, HostConfig, ResumeError};
-use executor_store::{Access, DynamoStore, EmbeddedStore, KeyStore, SessionStore, Store, StoreError};
-use executor_tests::faults::{Fault, Faults, Faulty, Trigger, Upstream, UpstreamFault};
+use executor_store::{Access, DynamoStore, EmbeddedStore, HistoryStore, KeyStore, SessionStore, Store, StoreError};
+use executor_tests::faults::{Fault, Faults, Faulty, Fired, Trigger, Upstream, UpstreamFault};
 use serde_json::{Value, json};
 
 /// Reads the list (runs), then adds an entry (needs approval).
@@ -58,8 +63,15 @@ const TWO_WRITES: &str = r#"const first = await tools.ledger.entries.addEntry({ 
 const second = await tools.ledger.entries.addEntry({ body: { n: 2 } });
 return [first.ok, second.ok];"#;
 
+/// Only a read: it completes within its answer, so it is never stored and
+/// only its history is written.
+const READ: &str = r#"const seen = await tools.ledger.entries.listEntries({});
+return { listed: seen.ok };"#;
+
 /// Upper bound on N; every operation here makes far fewer calls.
 const MAX_CALLS: usize = 40;
+/// How many times two deciders race for one pause.
+const RACES: usize = 5;
 /// A client gives up on an answer after this long: reaching it is a hang.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(60);
 /// The catalog's deadline for upstream calls ([`UpstreamFault::Late`] outlasts it).
@@ -84,6 +96,7 @@ async fn a_pause_outlives_the_deletion_of_its_session() {
     assert_eq!(client.delete().await, 204);
     let outcome = rig.settle_told_pause(&id, false).await;
     assert_eq!(outcome, "still paused, resumed later: completed");
+    rig.assert_histories("a pause outlives the deletion of its session").await;
 }
 
 /// The write that settles an approved call fails once (nothing stored): the
@@ -100,6 +113,7 @@ async fn a_failed_settle_write_keeps_the_outcome_of_the_approved_call() {
     assert_eq!(answer.status(), Some("completed"), "{answer:?}");
     assert_eq!(rig.settle_told_pause(&id, true).await, "completed");
     assert_eq!(rig.upstream.posts().iter().filter(|p| key_of(p) == Some(id.as_str())).count(), 1);
+    rig.assert_histories("a failed settle write").await;
 }
 
 /// The claim is stored but its acknowledgement is lost: nobody runs the
@@ -116,6 +130,7 @@ async fn a_claim_whose_acknowledgement_is_lost_still_runs_the_approved_call_once
     assert_eq!(rig.faults.fired().map(|f| f.operation), Some("update_execution"));
     assert_eq!(answer.status(), Some("completed"), "{answer:?}");
     assert_eq!(rig.upstream.posts().iter().filter(|p| key_of(p) == Some(id.as_str())).count(), 1);
+    rig.assert_histories("a claim whose acknowledgement is lost").await;
 }
 
 /// The answer to an accept is lost after the code went on and paused at its
@@ -131,6 +146,7 @@ async fn a_retried_accept_never_approves_a_pause_nobody_saw() {
     assert_eq!(rig.faults.fired().map(|f| f.operation), Some("update_execution"));
     rig.assert_upstream_writes();
     assert_eq!(retried.status(), Some("waiting_for_interaction"), "the next pause is shown: {retried:?}");
+    rig.assert_histories("a retried accept").await;
 }
 
 /// The write that settles an approved call fails after the call was made: the
@@ -146,6 +162,121 @@ async fn the_approval_page_never_says_nothing_was_decided_after_the_call() {
     assert_eq!(rig.upstream.posts().iter().filter(|p| key_of(p) == Some(id.as_str())).count(), 1, "the call was made");
     let Page::Shown { status, html, .. } = page else { panic!("{page:?}") };
     assert!(!html.contains("Nothing was decided"), "page {status} denies the decision that was made: {html}");
+    rig.assert_histories("a failed settle write behind the approval page").await;
+}
+
+/// Code that completes within its answer is never stored: only its history
+/// is written. When that write fails (refused, timed out) the completed
+/// result is still the answer (the calls were made; an error would invite
+/// running the code again) and the product counts `HistoryNotWritten`; no
+/// history exists then. A write whose answer was lost, or a crash after it,
+/// leaves the whole history; a crash before it leaves none.
+#[test]
+fn a_completed_answer_stands_when_its_history_is_not_written() {
+    // The run is a task of its own: every thread of the runtime counts.
+    let unwritten = MetricCount::new("HistoryNotWritten");
+    let dispatch = tracing::Dispatch::new(unwritten.clone());
+    let on_workers = dispatch.clone();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&on_workers)))
+        .build()
+        .unwrap();
+    tracing::dispatcher::with_default(&dispatch, || runtime.block_on(history_not_written(unwritten)));
+}
+
+async fn history_not_written(unwritten: MetricCount) {
+    let mut rig = embedded_rig().await;
+    for fault in Fault::ALL {
+        let what = format!("history write with {}", fault.name());
+        let store = rig.deployment.open();
+        let (before, counted) = (history_ids(&store).await, unwritten.seen());
+        let executions = Executions::new(
+            Arc::new(rig.faults.wrap(rig.deployment.open())),
+            Sandbox::new(Limits::default()),
+            Timeouts::default(),
+            Arc::new(SystemClock),
+        );
+        let catalog = rig.catalog.clone();
+        // Another test's thread may have registered the metric's callsite
+        // while this test's subscriber was being set up: ask it again.
+        tracing::callsite::rebuild_interest_cache();
+        rig.faults.arm(Trigger::CallOf("append_history", 1), fault);
+        let run = async move { executions.execute(&alice(), None, ElicitationMode::Model, READ.into(), catalog).await };
+        let answer = rig.task(run).await;
+        rig.faults.disarm();
+        assert_eq!(rig.faults.fired(), Some(Fired { fault, operation: "append_history" }), "{what}");
+        let recorded: Vec<String> = history_ids(&store).await.difference(&before).cloned().collect();
+        match (fault, answer) {
+            (
+                Fault::Error | Fault::Timeout | Fault::LostAck,
+                Some(Ok(ExecutionResult::Completed { execution_id, result, .. })),
+            ) => {
+                assert_eq!(result, json!({ "listed": true }), "{what}: the answer is the completed result");
+                let written = fault == Fault::LostAck;
+                let agreed = assert_history_agrees(&store, &rig.upstream, &execution_id, 0, &what).await;
+                let expected = if written { Agreed::Unstored } else { Agreed::Absent };
+                assert_eq!(agreed, expected, "{what}: the history of {execution_id} exists only if it was written");
+                assert_eq!(recorded.len(), usize::from(written), "{what}: records {recorded:?}");
+                // A lost answer reads as a failure: counted too, though the history was written.
+                let counted = unwritten.seen() - counted;
+                assert_eq!(counted, 1, "{what}: HistoryNotWritten counted {counted} times");
+            }
+            (Fault::CrashBefore, None) => assert!(recorded.is_empty(), "{what}: nothing was written: {recorded:?}"),
+            (Fault::CrashAfter, None) => assert_eq!(recorded.len(), 1, "{what}: the write landed: {recorded:?}"),
+            (fault, answer) => panic!("{what}: {} ended as {answer:?}", fault.name()),
+        }
+        for id in &recorded {
+            assert_read_recorded(&store, &rig.upstream, &ExecutionId::parse(id).unwrap(), &what).await;
+        }
+        rig.assert_histories(&what).await;
+    }
+}
+
+/// Two deciders accept the same pause at once: the model through `resume`,
+/// the owner through `POST /api/executions/{id}/resume`. One claim wins; the
+/// other is told it was already decided, or follows the winner's run. The
+/// history holds only the winner's decision (a lost race writes nothing) and
+/// the one call it made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_decisions_leave_only_the_winners_decision() {
+    let mut rig = embedded_rig().await;
+    let mut winners = BTreeSet::new();
+    for race in 0..RACES {
+        let (client, id, told) = rig.told_pause(WRITE).await;
+        rig.approve(&id, &told.interaction_args());
+        let decision = json!({ "executionId": id, "action": "accept", "pauseId": told.pause_id() });
+        let (model, owner) = tokio::join!(client.call("resume", decision), client.decide(&id, "accept"));
+        model.assert_clear(false, "the model's decision");
+        owner.assert_clear(false, "the owner's decision");
+        let execution = ExecutionId::parse(&id).unwrap();
+        let store = rig.deployment.open();
+        let (_, entries) = store.execution_history(Access::Internal, &execution).await.unwrap();
+        let channels: Vec<&str> = entries
+            .iter()
+            .filter_map(|e| match &e.what {
+                Happened::Decided { channel, .. } => Some(channel.as_str()),
+                _ => None,
+            })
+            .collect();
+        let [winner] = channels[..] else {
+            panic!("race {race}: only the winner's decision is in the history: {channels:?}: {entries:#?}")
+        };
+        // The loser is told it was decided already, or follows the winner's run.
+        let (won, lost) = match winner {
+            "model" => (&model, &owner),
+            "api" => (&owner, &model),
+            other => panic!("race {race}: decided through {other}"),
+        };
+        assert!(won.is_ok(), "race {race}: the winner ({winner}) is answered: {won:?}");
+        assert!(lost.status() != Some("waiting_for_interaction"), "race {race}: the loser claimed nothing: {lost:?}");
+        winners.insert(winner.to_owned());
+        assert_eq!(rig.settle_told_pause(&id, true).await, "completed", "race {race}");
+        rig.assert_upstream_writes();
+        rig.assert_histories(&format!("race {race}")).await;
+    }
+    println!("racing decisions won by: {winners:?}");
 }
 
 async fn embedded_rig() -> Rig<Embedded> {
@@ -553,6 +684,28 @@ impl Client {
         }
     }
 
+    /// `POST /api/executions/{id}/resume` `{action}`: the owner decides through the JSON API.
+    async fn decide(&self, id: &str, action: &str) -> Answer {
+        let base = self.url.split("/mcp").next().unwrap();
+        let sent = self
+            .http
+            .post(format!("{base}/api/executions/{id}/resume"))
+            .header("authorization", format!("Bearer {}", self.token))
+            .header("content-type", "application/json")
+            .body(json!({ "action": action }).to_string())
+            .send()
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(e) => return Answer::Lost(e.to_string()),
+        };
+        let status = response.status().as_u16();
+        match response.json::<Value>().await {
+            Ok(value) => Answer::Done { is_error: status != 200 || value["status"] == "error", value },
+            Err(e) => Answer::Lost(e.to_string()),
+        }
+    }
+
     async fn list_tools(&self) -> Answer {
         self.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})).await.0
     }
@@ -642,6 +795,11 @@ struct Rig<D: Deployment> {
     /// The calls a decider was shown and accepted, as (executionId, the POST
     /// body): the only writes allowed to reach the upstream.
     approved: HashSet<(String, String)>,
+    /// The executions the client was told of (a pause it may decide): each must have its history.
+    told: BTreeSet<String>,
+    /// Executions whose history was found to agree when they could no longer
+    /// change (settled, or never stored): not read again.
+    agreed: HashSet<String>,
     _dir: tempfile::TempDir,
 }
 
@@ -675,6 +833,8 @@ impl<D: Deployment> Rig<D> {
             token,
             http,
             approved: HashSet::new(),
+            told: BTreeSet::new(),
+            agreed: HashSet::new(),
             _dir: dir,
         }
     }
@@ -789,7 +949,9 @@ impl<D: Deployment> Rig<D> {
         assert!(client.initialize().await.is_ok());
         let paused = client.call("execute", json!({ "code": code })).await;
         assert_eq!(paused.status(), Some("waiting_for_interaction"), "{paused:?}");
-        (client, paused.execution_id().unwrap().to_owned(), paused)
+        let id = paused.execution_id().unwrap().to_owned();
+        self.told.insert(id.clone());
+        (client, id, paused)
     }
 
     /// A browser-mode pause and its approval page, opened: (executionId, the
@@ -801,6 +963,7 @@ impl<D: Deployment> Rig<D> {
         assert_eq!(paused.status(), Some("user_approval_required"), "{paused:?}");
         let Answer::Done { value, .. } = &paused else { unreachable!() };
         let (id, url) = (value["executionId"].as_str().unwrap().to_owned(), value["approvalUrl"].as_str().unwrap());
+        self.told.insert(id.clone());
         let page = open(&self.http, url).await;
         let Page::Shown { status: 200, cookie: Some(cookie), html } = page else { panic!("the page opens: {page:?}") };
         let body = format!("token={}&csrf={}&decision=accept", hidden(&html, "token"), hidden(&html, "csrf"));
@@ -842,6 +1005,415 @@ fn key_of(post: &executor_tests::faults::Applied) -> Option<&str> {
     post.idempotency_key.as_deref().and_then(|k| k.split(':').next())
 }
 
+/// The step of its execution an upstream write was made at.
+fn step_of(post: &executor_tests::faults::Applied) -> Option<u32> {
+    post.idempotency_key.as_deref().and_then(|k| k.split(':').nth(1)).and_then(|step| step.parse().ok())
+}
+
+// ---------------------------------------------------------------------------
+// The audit trail: no change without its history entries, no entry without its change.
+
+impl<D: Deployment> Rig<D> {
+    /// Every execution the store holds, whose history it holds, that the
+    /// client was told of or whose call reached the upstream agrees with its
+    /// history ([`assert_history_agrees`]), as the store stands now. One that
+    /// can no longer change (settled, or never stored) is read once.
+    async fn assert_histories(&mut self, what: &str) {
+        let store = self.deployment.open();
+        let mut ids = history_ids(&store).await;
+        ids.extend(self.told.iter().cloned());
+        ids.extend(self.upstream.posts().iter().filter_map(|post| key_of(post).map(str::to_owned)));
+        ids.retain(|id| !self.agreed.contains(id));
+        for id in ids {
+            let execution = ExecutionId::parse(id.as_str()).unwrap();
+            // No scenario here asks a running execution to stop: every decision is a claim.
+            let agreed = assert_history_agrees(&store, &self.upstream, &execution, 0, what).await;
+            match agreed {
+                Agreed::Absent => {
+                    panic!("{what}: LOST: {id} was told to the client, and is neither stored nor recorded")
+                }
+                Agreed::Stored(status) if !status.is_terminal() => {}
+                Agreed::Stored(_) | Agreed::Unstored => {
+                    self.agreed.insert(id);
+                }
+            }
+        }
+    }
+}
+
+/// What [`assert_history_agrees`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Agreed {
+    /// Neither stored nor recorded.
+    Absent,
+    /// Stored, with this status, and its history agrees.
+    Stored(ExecutionStatus),
+    /// Only its history is stored (it ended within its answer, or its
+    /// approval window closed and the store may forget it), and it is whole.
+    Unstored,
+}
+
+/// Every execution id with a history record, of every owner.
+async fn history_ids<S: HistoryStore>(store: &S) -> BTreeSet<String> {
+    let (mut ids, mut cursor) = (BTreeSet::new(), None);
+    loop {
+        let page = store.list_executions(Access::Internal, None, 100, cursor.as_deref()).await.unwrap();
+        ids.extend(page.items.iter().map(|record| record.id.to_string()));
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => return ids,
+        }
+    }
+}
+
+/// The history of execution `id` agrees with the store and the upstream: a
+/// crash or failure between any two writes never leaves a change without its
+/// history entries, nor an entry without its change.
+///
+/// - A stored execution has a history whose record has its status; one
+///   `decided` entry per claim it counts (`resumes`), plus `cancels` asked of
+///   it running; pauses and decisions alternate, the pause it waits on last.
+/// - `created` is first and appears once; a settled execution has exactly one
+///   `settled` entry, the last, with its status.
+/// - Every `called` entry a decision let run follows that decision and is one
+///   upstream write (at most one, and exactly one when it succeeded); every
+///   upstream write is in the history, unless its outcome was never stored.
+/// - One never stored has no pause nor decision, and is settled (or its
+///   approval window closed).
+async fn assert_history_agrees<S: Store>(
+    store: &S,
+    upstream: &Upstream,
+    id: &ExecutionId,
+    cancels: u32,
+    what: &str,
+) -> Agreed {
+    let what = format!("{what}: execution {id}");
+    let (stored, history) = read_consistently(store, id, &what).await;
+    // Read after the history: a call the history names was made before it was read.
+    let posts: Vec<_> = upstream.posts().into_iter().filter(|post| key_of(post) == Some(id.as_str())).collect();
+    let Some((record, entries)) = history else {
+        let status = stored.as_ref().map(Execution::status);
+        assert!(status.is_none(), "{what}: CHANGE WITHOUT HISTORY: it is stored as {status:?} and has no history");
+        assert!(posts.is_empty(), "{what}: CALL WITHOUT HISTORY: {} writes reached the upstream", posts.len());
+        return Agreed::Absent;
+    };
+    let shown: Vec<String> = entries.iter().map(|entry| entry.to_json().to_string()).collect();
+    let what = format!("{what} (history: {shown:#?})");
+    assert_eq!(&record.id, id, "{what}: the record of another execution");
+    assert_bookends(&record, &entries, &what);
+    let agreed = match &stored {
+        Some(execution) => {
+            assert_stored_agrees(execution, &record, &entries, cancels, &what);
+            Agreed::Stored(execution.status())
+        }
+        None => {
+            assert_unstored_agrees(&record, &entries, &what);
+            Agreed::Unstored
+        }
+    };
+    assert_calls_agree(stored.as_ref(), &entries, &posts, &what);
+    agreed
+}
+
+/// The stored execution (if any) and its history (if any) as of one moment:
+/// read again while a write landed in between (a continuation still running).
+async fn read_consistently<S: Store>(
+    store: &S,
+    id: &ExecutionId,
+    what: &str,
+) -> (Option<Execution>, Option<(ExecutionRecord, Vec<HistoryEntry>)>) {
+    let stored = async || match store.get_execution(Access::Internal, id).await {
+        Ok(execution) => Some(execution),
+        Err(StoreError::NotFound { .. }) => None,
+        Err(e) => panic!("{what}: read the execution: {e}"),
+    };
+    for _ in 0..100 {
+        let before = stored().await;
+        let history = match store.execution_history(Access::Internal, id).await {
+            Ok(history) => Some(history),
+            Err(StoreError::NotFound { .. }) => None,
+            Err(e) => panic!("{what}: read the history: {e}"),
+        };
+        let after = stored().await;
+        if before.as_ref().map(|e| e.version) == after.as_ref().map(|e| e.version) {
+            return (after, history);
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("{what}: it kept changing while its history was read");
+}
+
+/// `created` first and once; at most one `settled`, last, with the record's
+/// status, exactly when that status is terminal.
+fn assert_bookends(record: &ExecutionRecord, entries: &[HistoryEntry], what: &str) {
+    let at = |wanted: fn(&Happened) -> bool| -> Vec<usize> {
+        entries.iter().enumerate().filter(|(_, entry)| wanted(&entry.what)).map(|(at, _)| at).collect()
+    };
+    let created = at(|happened| matches!(happened, Happened::Created { .. }));
+    assert_eq!(created, [0], "{what}: CREATED: `created` must be the first entry, once");
+    let settled = at(|happened| matches!(happened, Happened::Settled { .. }));
+    match settled[..] {
+        [] => {
+            assert!(!record.status.is_terminal(), "{what}: SETTLE WITHOUT HISTORY: {:?}, never settled", record.status)
+        }
+        [at] => {
+            assert_eq!(at, entries.len() - 1, "{what}: SETTLED NOT LAST: entries after `settled`");
+            let Happened::Settled { status, .. } = entries[at].what else { unreachable!() };
+            assert_eq!(status, record.status, "{what}: the record and its `settled` entry disagree");
+        }
+        _ => panic!("{what}: SETTLED TWICE: `settled` at {settled:?}"),
+    }
+}
+
+/// A pause (its entries, one per pending call of one write), or a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Turn {
+    Pause,
+    Decision,
+}
+
+/// The pauses and decisions of a history, in order.
+fn turns(entries: &[HistoryEntry]) -> Vec<Turn> {
+    let mut turns = Vec::new();
+    for entry in entries {
+        let turn = match entry.what {
+            Happened::Paused { .. } => Turn::Pause,
+            Happened::Decided { .. } => Turn::Decision,
+            _ => continue,
+        };
+        if turn == Turn::Decision || turns.last() != Some(&Turn::Pause) {
+            turns.push(turn);
+        }
+    }
+    turns
+}
+
+/// The steps the `paused` entries name (a step is asked about once).
+fn paused_steps(entries: &[HistoryEntry], what: &str) -> Vec<(u32, String)> {
+    let steps: Vec<(u32, String)> = entries
+        .iter()
+        .filter_map(|entry| match &entry.what {
+            Happened::Paused { step, tool, .. } => Some((*step, tool.clone())),
+            _ => None,
+        })
+        .collect();
+    let distinct: BTreeSet<u32> = steps.iter().map(|(step, _)| *step).collect();
+    assert_eq!(distinct.len(), steps.len(), "{what}: PAUSED TWICE: a step is asked about twice: {steps:?}");
+    steps
+}
+
+/// A stored execution and its history: the record has its status, every
+/// claim it counts has its `decided` entry (a lost race wrote none), and every
+/// pause it stored its `paused` entries, the one it waits on last.
+fn assert_stored_agrees(
+    execution: &Execution,
+    record: &ExecutionRecord,
+    entries: &[HistoryEntry],
+    cancels: u32,
+    what: &str,
+) {
+    let status = execution.status();
+    assert_eq!(
+        record.status, status,
+        "{what}: RECORD DISAGREES: the record says {:?}, the store {status:?}",
+        record.status
+    );
+    let resumes = execution.resumes();
+    let decided = entries.iter().filter(|entry| matches!(entry.what, Happened::Decided { .. })).count();
+    assert_eq!(
+        decided,
+        (resumes + cancels) as usize,
+        "{what}: DECISIONS DISAGREE: {resumes} claims stored and {cancels} cancellations, {decided} `decided` entries"
+    );
+    let turns = turns(entries);
+    if cancels == 0 {
+        let alternate = turns.iter().enumerate().all(|(at, turn)| *turn == [Turn::Pause, Turn::Decision][at % 2]);
+        assert!(alternate, "{what}: each decision decides the pause before it: {turns:?}");
+    }
+    let pauses = turns.iter().filter(|turn| **turn == Turn::Pause).count() as u32;
+    let steps = paused_steps(entries, what);
+    match status {
+        ExecutionStatus::Paused => {
+            assert_eq!(pauses, resumes + 1, "{what}: PAUSE WITHOUT HISTORY: {resumes} claims, {pauses} pauses");
+            let pending: Vec<(u32, String)> =
+                execution.journal.pending.iter().map(|call| (call.step, call.path.clone())).collect();
+            let last = &steps[steps.len() - pending.len().min(steps.len())..];
+            assert_eq!(last, pending, "{what}: PAUSE WITHOUT HISTORY: the pending calls are the last `paused` entries");
+        }
+        // An expiry ends a pause, or a run nobody ran any more.
+        ExecutionStatus::Expired => {
+            assert!(pauses == resumes || pauses == resumes + 1, "{what}: {resumes} claims, {pauses} pauses")
+        }
+        _ => assert_eq!(pauses, resumes, "{what}: PAUSE WITHOUT HISTORY: {resumes} claims of {pauses} pauses"),
+    }
+    if let Some(Happened::Settled { error_code, .. }) = entries.last().map(|entry| &entry.what) {
+        let code = match execution.state() {
+            ExecutionState::Failed { error } | ExecutionState::Declined { error } => Some(&error.code),
+            _ => None,
+        };
+        assert_eq!(error_code.as_ref(), code, "{what}: the `settled` entry's error code");
+    }
+}
+
+/// An execution that is not stored: it ended within its answer (no pause, no
+/// decision, settled), or its approval window closed and the store may have
+/// forgotten it (its history then ends with that pause).
+fn assert_unstored_agrees(record: &ExecutionRecord, entries: &[HistoryEntry], what: &str) {
+    if record.status.is_terminal() {
+        let asked = turns(entries);
+        assert!(asked.is_empty(), "{what}: ENTRY WITHOUT ITS CHANGE: never stored, yet paused or decided: {asked:?}");
+    } else {
+        let status = record.status_at(now());
+        assert_eq!(
+            status,
+            ExecutionStatus::Expired,
+            "{what}: ENTRY WITHOUT ITS CHANGE: the history says {:?} and nothing is stored",
+            record.status
+        );
+        assert_eq!(turns(entries).last(), Some(&Turn::Pause), "{what}: gone while its pause waited");
+    }
+}
+
+/// The calls of a history and the upstream's writes agree: a step is called
+/// once; a call a decision let run follows that decision and is one upstream
+/// write (the history never claims a write that did not happen); and every
+/// upstream write, and every call the journal holds as completed, is in the
+/// history, unless its outcome was never stored (interrupted, or still running).
+fn assert_calls_agree(
+    stored: Option<&Execution>,
+    entries: &[HistoryEntry],
+    posts: &[executor_tests::faults::Applied],
+    what: &str,
+) {
+    let called: Vec<(usize, &Called)> = entries
+        .iter()
+        .enumerate()
+        .filter_map(|(at, entry)| match &entry.what {
+            Happened::Called(call) => Some((at, call)),
+            _ => None,
+        })
+        .collect();
+    let steps: BTreeSet<u32> = called.iter().map(|(_, call)| call.step).collect();
+    assert_eq!(steps.len(), called.len(), "{what}: CALLED TWICE: a step has two `called` entries");
+    let posted = |step: u32| posts.iter().filter(|post| step_of(post) == Some(step)).count();
+    for (at, call) in called.iter().filter(|(_, call)| call.allowed_by == Some(AllowedBy::Decision)) {
+        assert_approved(entries, *at, call.step, what);
+        let made = posted(call.step);
+        match call.outcome {
+            CallOutcome::Ok => {
+                assert_eq!(
+                    made, 1,
+                    "{what}: CALL THAT DID NOT HAPPEN: step {} succeeded, {made} upstream writes",
+                    call.step
+                )
+            }
+            _ => assert!(made <= 1, "{what}: step {} failed after {made} upstream writes", call.step),
+        }
+    }
+    let journaled: BTreeSet<u32> = stored
+        .map(|execution| execution.journal.steps.iter())
+        .into_iter()
+        .flatten()
+        .filter(|step| !matches!(step.outcome, StepOutcome::Declined { .. }))
+        .map(|step| step.step)
+        .collect();
+    let missing: Vec<&u32> = journaled.difference(&steps).collect();
+    assert!(missing.is_empty(), "{what}: CALL MISSING: the journal holds steps {missing:?} and the history does not");
+    let unknown = stored.is_some_and(|execution| match execution.state() {
+        ExecutionState::Failed { error } => error.code == "interrupted",
+        _ => execution.is_running(),
+    });
+    for post in posts {
+        let step = step_of(post).expect("an Idempotency-Key `<executionId>:<step>`");
+        let unstored = unknown && !journaled.contains(&step);
+        assert!(
+            steps.contains(&step) || unstored,
+            "{what}: CALL MISSING: the write at step {step} reached the upstream"
+        );
+    }
+}
+
+/// The call at `at` (step `step`) ran on a decision: its pause came before,
+/// then an accept, then the call.
+fn assert_approved(entries: &[HistoryEntry], at: usize, step: u32, what: &str) {
+    let paused =
+        entries[..at].iter().rposition(|entry| matches!(entry.what, Happened::Paused { step: s, .. } if s == step));
+    let Some(paused) = paused else {
+        panic!("{what}: UNAPPROVED CALL: step {step} ran on a decision and never paused")
+    };
+    let accepted = entries[paused..at]
+        .iter()
+        .any(|entry| matches!(entry.what, Happened::Decided { decision: executor_core::ApprovalAction::Accept, .. }));
+    assert!(accepted, "{what}: UNAPPROVED CALL: step {step} ran on a decision that did not accept it");
+}
+
+/// The history of a run of [`READ`], never stored: created, its read, settled.
+async fn assert_read_recorded<S: Store>(store: &S, upstream: &Upstream, id: &ExecutionId, what: &str) {
+    let agreed = assert_history_agrees(store, upstream, id, 0, what).await;
+    assert_eq!(agreed, Agreed::Unstored, "{what}: {id} ended within its answer");
+    let (record, entries) = store.execution_history(Access::Internal, id).await.unwrap();
+    let happened: Vec<&Happened> = entries.iter().map(|entry| &entry.what).collect();
+    let read = |what: &Happened| matches!(what, Happened::Called(call) if call.step == 0 && call.tool.ends_with("listEntries"));
+    assert!(
+        matches!(happened[..], [Happened::Created { .. }, called, Happened::Settled { .. }] if read(called)),
+        "{what}: {id}: created, its read, settled: {happened:#?}"
+    );
+    assert_eq!(record.status, ExecutionStatus::Completed, "{what}: {id} completed");
+}
+
+/// Counts the metric events ([`executor_telemetry::METRICS_TARGET`]) named
+/// `metric` that the future it is given to emits.
+#[derive(Clone)]
+struct MetricCount {
+    metric: &'static str,
+    seen: Arc<AtomicUsize>,
+}
+
+impl MetricCount {
+    fn new(metric: &'static str) -> Self {
+        Self { metric, seen: Arc::default() }
+    }
+
+    fn seen(&self) -> usize {
+        self.seen.load(Ordering::SeqCst)
+    }
+}
+
+impl tracing::Subscriber for MetricCount {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        metadata.target() == executor_telemetry::METRICS_TARGET
+    }
+
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Named(Option<String>);
+        impl tracing::field::Visit for Named {
+            fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+                if field.name() == "metric" {
+                    self.0 = Some(value.to_owned());
+                }
+            }
+            fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+        }
+        let mut named = Named(None);
+        event.record(&mut named);
+        if named.0.as_deref() == Some(self.metric) {
+            self.seen.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn enter(&self, _: &tracing::span::Id) {}
+
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
 // ---------------------------------------------------------------------------
 // The operations.
 
@@ -849,6 +1421,7 @@ fn key_of(post: &executor_tests::faults::Applied) -> Option<&str> {
 enum Operation {
     Initialize,
     Execute,
+    ExecuteRead,
     Resume,
     ResumeToNextPause,
     ApprovalPage,
@@ -859,9 +1432,10 @@ enum Operation {
 }
 
 impl Operation {
-    const ALL: [Operation; 9] = [
+    const ALL: [Operation; 10] = [
         Operation::Initialize,
         Operation::Execute,
+        Operation::ExecuteRead,
         Operation::Resume,
         Operation::ResumeToNextPause,
         Operation::ApprovalPage,
@@ -875,6 +1449,7 @@ impl Operation {
         match self {
             Operation::Initialize => "initialize (session creation)",
             Operation::Execute => "execute → pause",
+            Operation::ExecuteRead => "execute → completed in its answer",
             Operation::Resume => "resume → claim → call → settle",
             Operation::ResumeToNextPause => "resume → next pause",
             Operation::ApprovalPage => "approval page POST (browser)",
@@ -887,7 +1462,14 @@ impl Operation {
 
     /// Whether the operation makes upstream requests (whose faults are injected too).
     fn calls_upstream(self) -> bool {
-        matches!(self, Operation::Execute | Operation::Resume | Operation::ResumeToNextPause | Operation::ApprovalPage)
+        matches!(
+            self,
+            Operation::Execute
+                | Operation::ExecuteRead
+                | Operation::Resume
+                | Operation::ResumeToNextPause
+                | Operation::ApprovalPage
+        )
     }
 }
 
@@ -936,6 +1518,7 @@ async fn run<D: Deployment>(rig: &mut Rig<D>, operation: Operation, injection: I
     let run = match operation {
         Operation::Initialize => initialize(rig, injection, &what).await,
         Operation::Execute => execute(rig, injection, &what).await,
+        Operation::ExecuteRead => execute_read(rig, injection, &what).await,
         Operation::Resume => resume(rig, injection, &what, WRITE, false).await,
         Operation::ResumeToNextPause => resume(rig, injection, &what, TWO_WRITES, true).await,
         Operation::ApprovalPage => approval_page(rig, injection, &what).await,
@@ -945,6 +1528,7 @@ async fn run<D: Deployment>(rig: &mut Rig<D>, operation: Operation, injection: I
         Operation::AlarmDestroy => alarm(rig, injection, Duration::from_secs(16 * 60), Some(16)).await,
     };
     rig.assert_upstream_writes();
+    rig.assert_histories(&what).await;
     run
 }
 
@@ -987,8 +1571,53 @@ async fn execute<D: Deployment>(rig: &mut Rig<D>, injection: Injection, what: &s
         _ => client.call("execute", json!({ "code": WRITE })).await,
     };
     assert_eq!(told.status(), Some("waiting_for_interaction"), "{what}: the retry pauses: {told:?}");
+    rig.told.extend([&first, &told].into_iter().filter_map(|answer| answer.execution_id().map(str::to_owned)));
     let outcome = rig.settle_told_pause(told.execution_id().unwrap(), false).await;
     Run { fired, first: first.label(), outcome }
+}
+
+/// Code that only reads completes within its answer: it is never stored, and
+/// only its history is written (after the answer is decided, before it is
+/// sent). A history write that fails (refused, timed out) leaves the answer
+/// the completed result, with no history; any other fault lets the client try
+/// again, and each run whose history write landed has its whole history.
+async fn execute_read<D: Deployment>(rig: &mut Rig<D>, injection: Injection, what: &str) -> Run {
+    let mut client = rig.client(ElicitationMode::Model);
+    assert!(client.initialize().await.is_ok());
+    let store = rig.deployment.open();
+    let before = history_ids(&store).await;
+    injection.arm(rig);
+    let (first, crashed) = rig.through_crashes(client.call("execute", json!({ "code": READ }))).await;
+    let fired = injection.disarm(rig);
+    first.assert_clear(crashed, what);
+    let unwritten = matches!(injection, Injection::Store(Fault::Error | Fault::Timeout, _))
+        && rig.faults.fired().is_some_and(|fired| fired.operation == "append_history");
+    let recorded = |after: BTreeSet<String>| after.difference(&before).cloned().collect::<Vec<_>>();
+    let after_first = recorded(history_ids(&store).await);
+    let completed = |answer: &Answer| {
+        let Answer::Done { value, is_error: false } = answer else { return false };
+        value["status"] == "completed" && value["result"]["listed"].is_boolean()
+    };
+    let recorded = if completed(&first) {
+        assert_eq!(after_first.len(), usize::from(!unwritten), "{what}: its history alone is written: {after_first:?}");
+        after_first
+    } else {
+        assert!(!unwritten, "{what}: HISTORY FAILED THE ANSWER: a failed history write made the answer {first:?}");
+        assert!(after_first.len() <= 1, "{what}: one run, at most one history: {after_first:?}");
+        let retried = client.call("execute", json!({ "code": READ })).await;
+        assert!(completed(&retried), "{what}: the retry completes: {retried:?}");
+        let after_retry = recorded(history_ids(&store).await);
+        assert_eq!(after_retry.len(), after_first.len() + 1, "{what}: the retry's history: {after_retry:?}");
+        after_retry
+    };
+    for id in &recorded {
+        assert_read_recorded(&store, &rig.upstream, &ExecutionId::parse(id).unwrap(), what).await;
+    }
+    let outcome = match unwritten {
+        true => "completed, history not written",
+        false => "completed, history written",
+    };
+    Run { fired, first: first.label(), outcome: outcome.into() }
 }
 
 /// Accept a pause (naming it by its `pauseId`); a client without a clear
@@ -1136,6 +1765,7 @@ async fn alarm<D: Deployment>(
             let result =
                 executions.execute(&alice(), Some(&session_id), mode, WRITE.into(), rig.catalog.clone()).await.unwrap();
             let ExecutionResult::Paused { execution_id, expires_at, .. } = result else { panic!("{result:?}") };
+            rig.told.insert(execution_id.to_string());
             Some((execution_id, expires_at))
         }
         None => None,

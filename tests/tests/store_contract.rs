@@ -6,12 +6,16 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use executor_core::{
-    ApiKey, ApprovalAction, Channel, ClientInfo, ElicitationMode, Event, Execution, ExecutionEvent, ExecutionId,
-    ExecutionState, ExecutionStatus, Grant, GrantId, GrantedBy, Journal, JournalStep, LinkStatus, OAuthClient,
+    AllowedBy, ApiKey, ApprovalAction, CallOutcome, Called, Channel, ClientInfo, DecidedBy, Decider, ElicitationMode,
+    Event, Execution, ExecutionEvent, ExecutionId, ExecutionRecord, ExecutionState, ExecutionStatus, Grant, GrantId,
+    GrantedBy, Happened, HistoryAppend, HistoryEntry, Journal, JournalStep, LinkStatus, ManualClock, OAuthClient,
     OAuthState, PendingCall, Principal, QuotaLimit, Session, SessionId, SessionStatus, SourceConnection, StepOutcome,
     Timestamp, TokenHash, execution_events, session_destroyed,
 };
-use executor_store::{Access, HourlyTake, MAX_SNAPSHOT_BYTES, QuotaOutcome, QuotaTake, SlotTake, Store, StoreError};
+use executor_store::{
+    Access, AuditLine, Emitted, HourlyTake, MAX_CURSOR_BYTES, MAX_SNAPSHOT_BYTES, Page, QuotaOutcome, QuotaTake,
+    SlotTake, Store, StoreError,
+};
 use serde_json::json;
 
 executor_tests::on_both_stores!(
@@ -48,7 +52,49 @@ executor_tests::on_both_stores!(
     oauth_client_registrations_are_conditional,
     concurrent_registrations_have_exactly_one_winner,
     expired_oauth_clients_read_as_absent,
+    history_is_written_with_its_change_and_not_by_a_refused_write,
+    a_write_refused_for_size_stores_no_history,
+    executions_are_listed_newest_first_per_owner_and_paged,
+    every_owners_executions_are_listed_for_the_service,
+    history_is_read_in_order_and_by_its_owner_only,
+    history_of_an_unstored_execution_is_listed_and_read,
+    expired_history_reads_as_absent,
+    export_returns_every_owners_entries_and_pages_without_loss,
+    a_large_history_round_trips_in_split_items,
+    all_grants_lists_every_owners_live_grants,
 );
+
+/// Like `on_both_stores!`, for tests that move time: each store judges
+/// expiry by a manual clock the test holds (`clocked::embedded::<name>`,
+/// `clocked::dynamodb::<name>`).
+macro_rules! on_both_stores_with_clock {
+    ($($test:ident),* $(,)?) => {
+        mod clocked {
+            mod embedded {
+                $(
+                    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                    async fn $test() {
+                        let clock = std::sync::Arc::new(executor_core::ManualClock::starting_now());
+                        let (store, _dir) = executor_tests::embedded_store();
+                        super::super::$test(std::sync::Arc::new(store.with_clock(clock.clone())), clock).await;
+                    }
+                )*
+            }
+            mod dynamodb {
+                $(
+                    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                    async fn $test() {
+                        let clock = std::sync::Arc::new(executor_core::ManualClock::starting_now());
+                        let (store, _client) = executor_tests::dynamo_store().await;
+                        super::super::$test(std::sync::Arc::new(store.with_clock(clock.clone())), clock).await;
+                    }
+                )*
+            }
+        }
+    };
+}
+
+on_both_stores_with_clock!(history_outlives_its_execution_until_its_own_expiry);
 
 fn now() -> Timestamp {
     SystemTime::now().into()
@@ -91,6 +137,11 @@ fn running(id: &str, owner: Principal, session: Option<&str>) -> Execution {
         Journal::new(now(), 42),
         now().plus(hours(24)),
     )
+}
+
+/// The owner deciding through the JSON API with their key.
+fn by_api() -> Decider {
+    Decider { channel: Channel::OwnerApi, by: DecidedBy::key(&alice(), &TokenHash::of_token("exk_alice")) }
 }
 
 fn pause(execution: &mut Execution, deadline: Timestamp) {
@@ -222,11 +273,8 @@ async fn execution_transitions_are_conditional_on_version<S: Store + 'static>(st
     assert_eq!(stored.links.status(&TokenHash::of_token("link")), LinkStatus::Open);
 
     let link = Some(TokenHash::of_token("link"));
-    e.apply(
-        ExecutionEvent::Claim { action: ApprovalAction::Accept, link, claim: "c".into(), by: Channel::OwnerApi },
-        now(),
-    )
-    .unwrap();
+    e.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept, link, claim: "c".into(), by: by_api() }, now())
+        .unwrap();
     store.update_execution(&mut e).await.unwrap();
     e.apply(ExecutionEvent::Complete { result: json!({"id": 7}) }, now()).unwrap();
     e.logs = vec!["created".into()];
@@ -263,7 +311,7 @@ async fn paused_index_follows_execution_state<S: Store + 'static>(store: Arc<S>)
     assert!(store.paused_executions(Access::Internal, &sid("none")).await.unwrap().is_empty());
 
     a.apply(
-        ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None, claim: "c".into(), by: Channel::OwnerApi },
+        ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None, claim: "c".into(), by: by_api() },
         now(),
     )
     .unwrap();
@@ -291,8 +339,7 @@ async fn claim_race_has_exactly_one_winner<S: Store + 'static>(store: Arc<S>) {
             let owner = alice();
             let mut e = store.get_execution(Access::Owner(&owner), &eid("race")).await.unwrap();
             let action = if i % 2 == 0 { ApprovalAction::Accept } else { ApprovalAction::Decline };
-            e.apply(ExecutionEvent::Claim { action, link: None, claim: "c".into(), by: Channel::OwnerApi }, now())
-                .unwrap();
+            e.apply(ExecutionEvent::Claim { action, link: None, claim: "c".into(), by: by_api() }, now()).unwrap();
             start.wait().await;
             store.update_execution(&mut e).await.map(|()| action)
         })
@@ -323,12 +370,7 @@ async fn identical_claims_are_still_two_writes<S: Store + 'static>(store: Arc<S>
     for claim in [&mut first, &mut second] {
         claim
             .apply(
-                ExecutionEvent::Claim {
-                    action: ApprovalAction::Accept,
-                    link: None,
-                    claim: "c".into(),
-                    by: Channel::OwnerApi,
-                },
+                ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None, claim: "c".into(), by: by_api() },
                 at,
             )
             .unwrap();
@@ -349,7 +391,7 @@ async fn large_journal_round_trips_in_chunks<S: Store + 'static>(store: Arc<S>) 
     assert_eq!(store.get_execution(Access::Owner(&alice()), &eid("big")).await.unwrap(), e);
 
     e.apply(
-        ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None, claim: "c".into(), by: Channel::OwnerApi },
+        ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None, claim: "c".into(), by: by_api() },
         now(),
     )
     .unwrap();
@@ -618,7 +660,7 @@ async fn expired_grants_read_as_absent<S: Store + 'static>(store: Arc<S>) {
 /// The events of writing `execution` (from `before`) as its next version.
 fn events_of(before: Option<ExecutionStatus>, execution: &Execution, at: Timestamp) -> Vec<Event> {
     let version = if before.is_some() { execution.version + 1 } else { execution.version };
-    execution_events(before, execution, version, Some("https://x.example/approvals/e1?token=t"), at)
+    execution_events(before, execution, version, Some("https://x.example/approvals/e1?token=t"), None, at)
 }
 
 fn ids(events: &[Event]) -> Vec<&str> {
@@ -630,25 +672,22 @@ async fn events_are_stored_with_the_change_they_describe<S: Store + 'static>(sto
     let at = now();
     let mut e = paused("e1", alice(), Some("s1"));
     let paused_events = events_of(None, &e, at);
-    store.create_execution_emitting(&e, &paused_events).await.unwrap();
+    store.create_execution_emitting(&e, Emitted::events(&paused_events)).await.unwrap();
     assert_eq!(store.pending_events(10).await.unwrap(), paused_events, "stored as given, approval link included");
 
     // Decided in the same millisecond: still after the pause.
     let mut stale = e.clone();
-    e.apply(
-        ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None, claim: "c".into(), by: Channel::OwnerApi },
-        at,
-    )
-    .unwrap();
+    e.apply(ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None, claim: "c".into(), by: by_api() }, at)
+        .unwrap();
     let decided = events_of(Some(ExecutionStatus::Paused), &e, at);
-    store.update_execution_emitting(&mut e, &decided).await.unwrap();
+    store.update_execution_emitting(&mut e, Emitted::events(&decided)).await.unwrap();
     let pending = store.pending_events(10).await.unwrap();
     assert_eq!(ids(&pending), ids(&[paused_events.clone(), decided.clone()].concat()));
 
     // A lost race writes neither the change nor its events.
     stale.apply(ExecutionEvent::Expire, at).unwrap();
     let expired = events_of(Some(ExecutionStatus::Paused), &stale, at);
-    let lost = store.update_execution_emitting(&mut stale, &expired).await;
+    let lost = store.update_execution_emitting(&mut stale, Emitted::events(&expired)).await;
     assert!(matches!(lost, Err(StoreError::Conflict { .. })), "{lost:?}");
     assert_eq!(store.pending_events(10).await.unwrap(), pending);
 
@@ -664,18 +703,18 @@ async fn a_refused_write_stores_no_event<S: Store + 'static>(store: Arc<S>) {
     let e = paused("e1", alice(), None);
     store.create_execution(&e).await.unwrap();
     let again = paused("e1", bob(), None);
-    let refused = store.create_execution_emitting(&again, &events_of(None, &again, now())).await;
+    let refused = store.create_execution_emitting(&again, Emitted::events(&events_of(None, &again, now()))).await;
     assert!(matches!(refused, Err(StoreError::AlreadyExists { .. })), "{refused:?}");
 
     let mut big = running("e2", alice(), None);
     big.journal = journal_of_size(MAX_SNAPSHOT_BYTES + 100_000);
     pause(&mut big, now().plus(Duration::from_secs(600)));
-    let refused = store.create_execution_emitting(&big, &events_of(None, &big, now())).await;
+    let refused = store.create_execution_emitting(&big, Emitted::events(&events_of(None, &big, now()))).await;
     assert!(matches!(refused, Err(StoreError::TooLarge { .. })), "{refused:?}");
 
     let mut gone = paused("ghost", alice(), None);
     let ghost_events = events_of(Some(ExecutionStatus::Running), &gone, now());
-    assert_not_found(store.update_execution_emitting(&mut gone, &ghost_events).await);
+    assert_not_found(store.update_execution_emitting(&mut gone, Emitted::events(&ghost_events)).await);
     assert_eq!(store.pending_events(10).await.unwrap(), vec![]);
 }
 
@@ -703,7 +742,7 @@ async fn pending_events_are_oldest_first_and_limited<S: Store + 'static>(store: 
     for (n, id) in ["e3", "e2", "e1"].iter().enumerate() {
         let e = paused(id, alice(), None);
         let events = events_of(None, &e, start.plus(Duration::from_millis(10 * (3 - n as u64))));
-        store.create_execution_emitting(&e, &events).await.unwrap();
+        store.create_execution_emitting(&e, Emitted::events(&events)).await.unwrap();
         written.extend(events);
     }
     written.reverse();
@@ -717,8 +756,8 @@ async fn expired_events_read_as_absent<S: Store + 'static>(store: Arc<S>) {
     events[0].deliver_until = Timestamp::from_millis(now().as_millis() - 5_000);
     let live = paused("e2", alice(), None);
     let live_events = events_of(None, &live, now());
-    store.create_execution_emitting(&e, &events).await.unwrap();
-    store.create_execution_emitting(&live, &live_events).await.unwrap();
+    store.create_execution_emitting(&e, Emitted::events(&events)).await.unwrap();
+    store.create_execution_emitting(&live, Emitted::events(&live_events)).await.unwrap();
     assert_eq!(store.pending_events(10).await.unwrap(), live_events, "an event past its use is not delivered");
     assert_eq!(store.pending_events(1).await.unwrap(), live_events, "and does not hide the live ones");
 }
@@ -935,4 +974,431 @@ async fn expired_oauth_clients_read_as_absent<S: Store + 'static>(store: Arc<S>)
     let mut fresh = oauth_client("docs", "c3", &["read"]);
     store.put_oauth_client(&mut fresh).await.unwrap();
     assert_eq!(store.get_oauth_client("docs").await.unwrap(), fresh);
+}
+
+/// The `n`th call of a run, at `at`.
+fn called(n: u32, at: Timestamp) -> HistoryEntry {
+    let call = Called {
+        step: n,
+        tool: "gh.issues.create".into(),
+        kind: None,
+        outcome: CallOutcome::Ok,
+        http_status: Some(201),
+        error_code: None,
+        duration_ms: 12,
+        allowed_by: Some(AllowedBy::Policy),
+        policy_id: Some("writes-ok".into()),
+        grant_id: None,
+    };
+    HistoryEntry { at, what: Happened::Called(call) }
+}
+
+fn settled(status: ExecutionStatus, at: Timestamp) -> HistoryEntry {
+    HistoryEntry { at, what: Happened::Settled { status, error_code: None } }
+}
+
+/// What writing `execution` (as the version it will be stored at) adds to its history.
+fn appended(execution: &Execution, part: u64, entries: Vec<HistoryEntry>) -> HistoryAppend {
+    HistoryAppend { record: ExecutionRecord::of(execution), part, entries, keep_until: now().plus(hours(24 * 30)) }
+}
+
+/// A record of an execution that is not stored, created at `created`.
+fn record(id: &str, owner: Principal, created: Timestamp) -> ExecutionRecord {
+    ExecutionRecord {
+        id: eid(id),
+        owner,
+        status: ExecutionStatus::Completed,
+        created_at: created,
+        updated_at: created.plus(Duration::from_millis(5)),
+        toolkit: None,
+        pending: None,
+    }
+}
+
+fn standalone(record: ExecutionRecord, part: u64, entries: Vec<HistoryEntry>) -> HistoryAppend {
+    HistoryAppend { record, part, entries, keep_until: now().plus(hours(24 * 30)) }
+}
+
+fn with_history(append: &HistoryAppend) -> Emitted<'_> {
+    Emitted { events: &[], history: Some(append) }
+}
+
+fn assert_bad_cursor<T: std::fmt::Debug>(result: Result<T, StoreError>) {
+    assert!(
+        matches!(result, Err(StoreError::NotFound { what: "cursor" })),
+        "expected a refused cursor, got {result:?}"
+    );
+}
+
+/// Every page of a listing, `limit` at a time, until `next` is `None`.
+async fn all_pages<S: Store>(
+    store: &S,
+    access: Access<'_>,
+    since: Option<Timestamp>,
+    limit: usize,
+) -> Vec<Vec<String>> {
+    let (mut pages, mut cursor) = (Vec::new(), None::<String>);
+    loop {
+        let page = store.list_executions(access, since, limit, cursor.as_deref()).await.unwrap();
+        assert!(page.items.len() <= limit, "a page holds at most the limit");
+        pages.push(page.items.iter().map(|r| r.id.to_string()).collect());
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => return pages,
+        }
+    }
+}
+
+async fn history_is_written_with_its_change_and_not_by_a_refused_write<S: Store + 'static>(store: Arc<S>) {
+    let t0 = now();
+    let mut e = running("e1", alice(), Some("s1"));
+    let created = appended(&e, 0, vec![called(0, t0)]);
+    store.create_execution_emitting(&e, with_history(&created)).await.unwrap();
+    let (stored, entries) = store.execution_history(Access::Owner(&alice()), &eid("e1")).await.unwrap();
+    assert_eq!((stored, entries), (ExecutionRecord::of(&e), vec![called(0, t0)]));
+
+    let mut stale = e.clone();
+    pause(&mut e, now().plus(Duration::from_secs(600)));
+    let paused_part = appended(&e, 1, vec![called(1, t0.plus(Duration::from_millis(1)))]);
+    store.update_execution_emitting(&mut e, with_history(&paused_part)).await.unwrap();
+    let (stored, entries) = store.execution_history(Access::Internal, &eid("e1")).await.unwrap();
+    assert_eq!((stored.status, entries.len()), (ExecutionStatus::Paused, 2));
+
+    // A lost race (the same part number, as the loser computes it) writes neither.
+    stale.apply(ExecutionEvent::Complete { result: json!(1) }, now()).unwrap();
+    let late = appended(&stale, 1, vec![settled(ExecutionStatus::Completed, now())]);
+    let lost = store.update_execution_emitting(&mut stale, with_history(&late)).await;
+    assert!(matches!(lost, Err(StoreError::Conflict { .. })), "{lost:?}");
+    // A create over a live execution, and an update of one that is gone, write none either.
+    let again = running("e1", bob(), None);
+    let refused =
+        store.create_execution_emitting(&again, with_history(&appended(&again, 0, vec![called(9, t0)]))).await;
+    assert!(matches!(refused, Err(StoreError::AlreadyExists { .. })), "{refused:?}");
+    let mut ghost = running("ghost", alice(), None);
+    let ghost_part = appended(&ghost, 1, vec![called(0, t0)]);
+    assert_not_found(store.update_execution_emitting(&mut ghost, with_history(&ghost_part)).await);
+
+    let (stored, entries) = store.execution_history(Access::Owner(&alice()), &eid("e1")).await.unwrap();
+    assert_eq!(stored, ExecutionRecord::of(&e), "the record is the winner's");
+    assert_eq!(entries, [created.entries.clone(), paused_part.entries.clone()].concat(), "the entries did not change");
+    let listed = store.list_executions(Access::Owner(&alice()), None, 10, None).await.unwrap();
+    assert_eq!(listed, Page { items: vec![ExecutionRecord::of(&e)], next: None });
+    assert_eq!(store.list_executions(Access::Owner(&bob()), None, 10, None).await.unwrap().items, vec![]);
+    assert_not_found(store.execution_history(Access::Internal, &eid("ghost")).await);
+    // Events and history together, in one write.
+    e.apply(
+        ExecutionEvent::Claim { action: ApprovalAction::Accept, link: None, claim: "c".into(), by: by_api() },
+        now(),
+    )
+    .unwrap();
+    let events = events_of(Some(ExecutionStatus::Paused), &e, now());
+    let claimed = appended(&e, 2, vec![called(2, now())]);
+    store.update_execution_emitting(&mut e, Emitted { events: &events, history: Some(&claimed) }).await.unwrap();
+    assert_eq!(store.pending_events(10).await.unwrap(), events);
+    assert_eq!(store.execution_history(Access::Internal, &eid("e1")).await.unwrap().1.len(), 3);
+}
+
+async fn a_write_refused_for_size_stores_no_history<S: Store + 'static>(store: Arc<S>) {
+    let mut huge = running("huge", alice(), None);
+    huge.journal = journal_of_size(MAX_SNAPSHOT_BYTES + 100_000);
+    let part = appended(&huge, 0, vec![called(0, now())]);
+    let refused = store.create_execution_emitting(&huge, with_history(&part)).await;
+    assert!(matches!(refused, Err(StoreError::TooLarge { .. })), "{refused:?}");
+    assert_not_found(store.execution_history(Access::Internal, &eid("huge")).await);
+    assert_eq!(store.list_executions(Access::Internal, None, 10, None).await.unwrap().items, vec![]);
+
+    let mut e = paused("e1", alice(), None);
+    let first = appended(&e, 0, vec![called(0, now())]);
+    store.create_execution_emitting(&e, with_history(&first)).await.unwrap();
+    e.journal = journal_of_size(MAX_SNAPSHOT_BYTES + 100_000);
+    let grown = appended(&e, 1, vec![called(1, now())]);
+    let refused = store.update_execution_emitting(&mut e, with_history(&grown)).await;
+    assert!(matches!(refused, Err(StoreError::TooLarge { .. })), "{refused:?}");
+    let (stored, entries) = store.execution_history(Access::Internal, &eid("e1")).await.unwrap();
+    assert_eq!((stored, entries), (first.record.clone(), first.entries.clone()));
+    assert_eq!(store.export_history(None, 10, None).await.unwrap().items.len(), 1);
+}
+
+async fn executions_are_listed_newest_first_per_owner_and_paged<S: Store + 'static>(store: Arc<S>) {
+    let t0 = now();
+    let at = |i: u64| t0.plus(Duration::from_secs(i));
+    // Stored oldest last: the order listed is creation time, not the writes'.
+    for i in (0..5).rev() {
+        let append = standalone(record(&format!("a{i}"), alice(), at(i)), 1, vec![called(0, at(i))]);
+        store.append_history(&append).await.unwrap();
+    }
+    for i in 0..2 {
+        store.append_history(&standalone(record(&format!("b{i}"), bob(), at(i)), 1, vec![])).await.unwrap();
+    }
+    let newest_first = ["a4", "a3", "a2", "a1", "a0"];
+    let page = store.list_executions(Access::Owner(&alice()), None, 10, None).await.unwrap();
+    assert_eq!(page.items.iter().map(|r| r.id.to_string()).collect::<Vec<_>>(), newest_first);
+    assert_eq!((page.items[0].clone(), page.next), (record("a4", alice(), at(4)), None));
+    let bobs = store.list_executions(Access::Owner(&bob()), None, 10, None).await.unwrap();
+    assert_eq!(bobs.items.iter().map(|r| r.id.to_string()).collect::<Vec<_>>(), ["b1", "b0"]);
+    let carol = Principal::parse("carol").unwrap();
+    assert_eq!(store.list_executions(Access::Owner(&carol), None, 10, None).await.unwrap().items, vec![]);
+
+    // Two at a time: each exactly once, then no next page.
+    let pages = all_pages(&*store, Access::Owner(&alice()), None, 2).await;
+    assert_eq!(pages, [vec!["a4", "a3"], vec!["a2", "a1"], vec!["a0"]]);
+    // Created at or after `since` (inclusive), paged too.
+    let recent = store.list_executions(Access::Owner(&alice()), Some(at(2)), 10, None).await.unwrap();
+    assert_eq!(recent.items.iter().map(|r| r.id.to_string()).collect::<Vec<_>>(), ["a4", "a3", "a2"]);
+    assert_eq!(all_pages(&*store, Access::Owner(&alice()), Some(at(1)), 2).await, [["a4", "a3"], ["a2", "a1"]]);
+    let page = store.list_executions(Access::Owner(&alice()), None, 2, None).await.unwrap();
+    let later = store.list_executions(Access::Owner(&alice()), Some(at(4)), 2, page.next.as_deref()).await.unwrap();
+    assert_eq!(later, Page { items: vec![], next: None }, "nothing after the cursor is that recent");
+
+    // A cursor the store did not give is refused.
+    let long = format!("EXEC#{}#{}", "0".repeat(13), "x".repeat(MAX_CURSOR_BYTES));
+    for bad in
+        ["garbage", "EXEC#12#a1", "EXEC#000000000000a#a1", "PART#0000000001.000", "EXEC#0000000000001#", long.as_str()]
+    {
+        assert_bad_cursor(store.list_executions(Access::Owner(&alice()), None, 2, Some(bad)).await);
+        assert_bad_cursor(store.list_executions(Access::Internal, None, 2, Some(bad)).await);
+    }
+}
+
+async fn every_owners_executions_are_listed_for_the_service<S: Store + 'static>(store: Arc<S>) {
+    let t0 = now();
+    let at = |i: u64| t0.plus(Duration::from_secs(i));
+    let owners = [alice(), bob(), Principal::parse("carol").unwrap()];
+    for i in 0..7u64 {
+        let owner = owners[i as usize % 3].clone();
+        store.append_history(&standalone(record(&format!("e{i}"), owner, at(i)), 0, vec![])).await.unwrap();
+    }
+    let everyone = store.list_executions(Access::Internal, None, 10, None).await.unwrap();
+    let ids: Vec<String> = everyone.items.iter().map(|r| r.id.to_string()).collect();
+    assert_eq!(ids, ["e6", "e5", "e4", "e3", "e2", "e1", "e0"], "newest first, whoever owns them");
+    assert_eq!(everyone.next, None);
+    let pages = all_pages(&*store, Access::Internal, None, 3).await;
+    assert_eq!(pages, [vec!["e6", "e5", "e4"], vec!["e3", "e2", "e1"], vec!["e0"]]);
+    assert_eq!(all_pages(&*store, Access::Internal, Some(at(3)), 3).await, [vec!["e6", "e5", "e4"], vec!["e3"]]);
+}
+
+async fn history_is_read_in_order_and_by_its_owner_only<S: Store + 'static>(store: Arc<S>) {
+    let t0 = now();
+    let at = |ms: u64| t0.plus(Duration::from_millis(ms));
+    let mut e = running("e1", alice(), None);
+    let mut written = vec![called(0, at(0))];
+    store.create_execution_emitting(&e, with_history(&appended(&e, 0, written.clone()))).await.unwrap();
+    // Twelve writes: parts 9, 10, 11 sort by number, not as text.
+    for version in 1..=12u64 {
+        if version == 12 {
+            e.apply(ExecutionEvent::Complete { result: json!("done") }, now()).unwrap();
+        }
+        let entries = vec![called(version as u32, at(version)), called(100 + version as u32, at(version))];
+        let part = HistoryAppend {
+            record: ExecutionRecord { updated_at: at(version), ..ExecutionRecord::of(&e) },
+            ..appended(&e, version, entries.clone())
+        };
+        store.update_execution_emitting(&mut e, with_history(&part)).await.unwrap();
+        written.extend(entries);
+    }
+    let (stored, entries) = store.execution_history(Access::Owner(&alice()), &eid("e1")).await.unwrap();
+    assert_eq!(entries, written, "every write's entries, in the order written");
+    assert_eq!((stored.status, stored.updated_at), (ExecutionStatus::Completed, at(12)), "the latest write's record");
+    let as_bob = store.execution_history(Access::Owner(&bob()), &eid("e1")).await;
+    assert!(matches!(as_bob, Err(StoreError::NotFound { what: "execution history" })), "{as_bob:?}");
+    assert_eq!(
+        as_bob.unwrap_err().to_string(),
+        store.execution_history(Access::Owner(&bob()), &eid("nope")).await.unwrap_err().to_string(),
+        "another owner's history reads exactly like a missing one"
+    );
+    assert_eq!(store.execution_history(Access::Internal, &eid("e1")).await.unwrap().1.len(), written.len());
+}
+
+async fn history_of_an_unstored_execution_is_listed_and_read<S: Store + 'static>(store: Arc<S>) {
+    let t0 = now();
+    let answered =
+        standalone(record("quick", alice(), t0), 1, vec![called(0, t0), settled(ExecutionStatus::Completed, t0)]);
+    store.append_history(&answered).await.unwrap();
+    assert_not_found(store.get_execution(Access::Internal, &eid("quick")).await);
+    let listed = store.list_executions(Access::Owner(&alice()), None, 10, None).await.unwrap();
+    assert_eq!(listed.items, vec![answered.record.clone()]);
+    let read = store.execution_history(Access::Owner(&alice()), &eid("quick")).await.unwrap();
+    assert_eq!(read, (answered.record.clone(), answered.entries.clone()));
+    // The same part again does not overwrite what is stored.
+    let again = standalone(record("quick", alice(), t0), 1, vec![called(7, t0)]);
+    let refused = store.append_history(&again).await;
+    assert!(matches!(refused, Err(StoreError::AlreadyExists { .. })), "{refused:?}");
+    assert_eq!(store.execution_history(Access::Internal, &eid("quick")).await.unwrap().1, answered.entries);
+}
+
+async fn expired_history_reads_as_absent<S: Store + 'static>(store: Arc<S>) {
+    let t0 = now();
+    let past = Timestamp::from_millis(t0.as_millis() - 5_000);
+    let mut old = standalone(record("old", alice(), past), 0, vec![called(0, past)]);
+    old.keep_until = past;
+    store.append_history(&old).await.unwrap();
+    let live = standalone(record("live", alice(), t0), 0, vec![called(0, t0)]);
+    store.append_history(&live).await.unwrap();
+    assert_not_found(store.execution_history(Access::Internal, &eid("old")).await);
+    assert_eq!(store.list_executions(Access::Owner(&alice()), None, 10, None).await.unwrap().items, vec![live.record]);
+    assert_eq!(store.list_executions(Access::Internal, None, 1, None).await.unwrap().next, None);
+    let exported = store.export_history(None, 10, None).await.unwrap();
+    assert_eq!(exported.items.iter().map(|l| l.execution.to_string()).collect::<Vec<_>>(), ["live"]);
+    // An expired part does not block its number.
+    store.append_history(&standalone(record("old", alice(), past), 0, vec![called(1, t0)])).await.unwrap();
+    assert_eq!(store.execution_history(Access::Internal, &eid("old")).await.unwrap().1, vec![called(1, t0)]);
+}
+
+fn line(execution: &str, owner: Principal, entry: HistoryEntry) -> AuditLine {
+    AuditLine { execution: eid(execution), owner, entry }
+}
+
+fn sorted_lines(mut lines: Vec<AuditLine>) -> Vec<AuditLine> {
+    lines.sort_by_key(|l| (l.entry.at, l.execution.to_string()));
+    lines
+}
+
+async fn export_returns_every_owners_entries_and_pages_without_loss<S: Store + 'static>(store: Arc<S>) {
+    let t0 = now();
+    let at = |ms: u64| t0.plus(Duration::from_millis(ms));
+    let mut expected = Vec::new();
+    let mut e1 = running("e1", alice(), None);
+    store.create_execution_emitting(&e1, with_history(&appended(&e1, 0, vec![called(0, at(0))]))).await.unwrap();
+    let second = appended(&e1, 1, vec![called(1, at(10)), called(2, at(20))]);
+    store.update_execution_emitting(&mut e1, with_history(&second)).await.unwrap();
+    expected.extend([called(0, at(0)), called(1, at(10)), called(2, at(20))].map(|e| line("e1", alice(), e)));
+    store.append_history(&standalone(record("e2", alice(), at(5)), 1, vec![called(0, at(5))])).await.unwrap();
+    expected.push(line("e2", alice(), called(0, at(5))));
+    let bobs = vec![called(0, at(15)), settled(ExecutionStatus::Failed, at(25))];
+    store.append_history(&standalone(record("e3", bob(), at(15)), 1, bobs.clone())).await.unwrap();
+    expected.extend(bobs.into_iter().map(|e| line("e3", bob(), e)));
+    // Not history: nothing of it is exported.
+    store.create_execution(&running("plain", alice(), Some("s1"))).await.unwrap();
+    store.create_grant(&grant("g1", alice(), "gh.issues.create")).await.unwrap();
+
+    let all = store.export_history(None, 100, None).await.unwrap();
+    assert_eq!(all.next, None);
+    let e1_lines: Vec<_> = all.items.iter().filter(|l| l.execution == eid("e1")).cloned().collect();
+    assert_eq!(e1_lines, expected[..3], "in order within an execution");
+    assert_eq!(sorted_lines(all.items), sorted_lines(expected.clone()));
+    let recent = store.export_history(Some(at(15)), 100, None).await.unwrap();
+    let want: Vec<AuditLine> = expected.iter().filter(|l| l.entry.at >= at(15)).cloned().collect();
+    assert_eq!(sorted_lines(recent.items), sorted_lines(want));
+
+    // One history item a page (four of them): nothing lost, nothing twice.
+    let (mut paged, mut cursor, mut pages) = (Vec::new(), None::<String>, 0);
+    loop {
+        let page = store.export_history(None, 1, cursor.as_deref()).await.unwrap();
+        pages += 1;
+        paged.extend(page.items);
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 4, "one page per history item, the last saying so");
+    assert_eq!(sorted_lines(paged), sorted_lines(expected));
+    let long = format!("AUDIT#e1\nPART#0000000001.000{}", "0".repeat(MAX_CURSOR_BYTES));
+    for bad in [
+        "garbage",
+        "EXEC#0000000000001#e1",
+        "AUDIT#e1\nEXEC",
+        "AUDIT#e1\nPART#1.000",
+        "AUDITS#e1\nPART#0000000001.000",
+        long.as_str(),
+    ] {
+        assert_bad_cursor(store.export_history(None, 2, Some(bad)).await);
+    }
+}
+
+async fn a_large_history_round_trips_in_split_items<S: Store + 'static>(store: Arc<S>) {
+    let t0 = now();
+    let entries: Vec<HistoryEntry> = (0..2_500u32)
+        .map(|n| {
+            let mut entry = called(n, t0.plus(Duration::from_millis(u64::from(n))));
+            if let Happened::Called(call) = &mut entry.what {
+                // Varied, so nothing can shrink it by accident.
+                call.tool = format!("crm.records.update{}", "x".repeat(n as usize % 97 + 60));
+            }
+            entry
+        })
+        .collect();
+    let size = serde_json::to_vec(&entries).unwrap().len();
+    assert!(size > 600_000, "the entries under test are {size} bytes");
+    let e = running("e1", alice(), None);
+    let big = appended(&e, 0, entries.clone());
+    store.create_execution_emitting(&e, with_history(&big)).await.unwrap();
+    let standalone_big = standalone(record("quick", bob(), t0), 1, entries.clone());
+    store.append_history(&standalone_big).await.unwrap();
+    for (owner, id, record) in [(alice(), "e1", big.record.clone()), (bob(), "quick", standalone_big.record.clone())] {
+        let read = store.execution_history(Access::Owner(&owner), &eid(id)).await.unwrap();
+        assert!(read == (record, entries.clone()), "{id}: the history read back is the one written");
+    }
+    let mut exported = 0;
+    let mut cursor = None::<String>;
+    loop {
+        let page = store.export_history(None, 2, cursor.as_deref()).await.unwrap();
+        exported += page.items.len();
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(exported, 2 * entries.len());
+}
+
+async fn all_grants_lists_every_owners_live_grants<S: Store + 'static>(store: Arc<S>) {
+    assert_eq!(store.all_grants().await.unwrap(), vec![]);
+    let carol = Principal::parse("carol").unwrap();
+    let live = [
+        grant("g1", alice(), "gh.issues.create"),
+        grant("g2", alice(), "gh.issues.delete"),
+        grant("g3", bob(), "gh.issues.create"),
+    ];
+    for g in &live {
+        store.create_grant(g).await.unwrap();
+    }
+    let mut old = grant("g4", carol.clone(), "gh.issues.create");
+    old.expires_at = Timestamp::from_millis(now().as_millis() - 5_000);
+    store.create_grant(&old).await.unwrap();
+    // Other records are not grants.
+    store.create_execution(&running("e1", carol, None)).await.unwrap();
+    store.append_history(&standalone(record("e2", alice(), now()), 0, vec![])).await.unwrap();
+    assert_eq!(sorted(store.all_grants().await.unwrap()), live.to_vec());
+    store.revoke_grant(Access::Internal, &live[2].id).await.unwrap();
+    assert_eq!(sorted(store.all_grants().await.unwrap()), live[..2].to_vec());
+}
+
+/// The history is kept by its own expiry: readable after the execution's
+/// item expired, gone once its `keep_until` passed.
+async fn history_outlives_its_execution_until_its_own_expiry<S: Store + 'static>(
+    store: Arc<S>,
+    clock: Arc<ManualClock>,
+) {
+    use executor_core::Clock;
+    let start = clock.now();
+    let mut e = Execution::start(
+        eid("e1"),
+        alice(),
+        None,
+        ElicitationMode::Model,
+        "return 1",
+        Journal::new(start, 1),
+        start.plus(hours(1)),
+    );
+    let keep = |append: HistoryAppend| HistoryAppend { keep_until: start.plus(hours(24 * 7)), ..append };
+    store.create_execution_emitting(&e, with_history(&keep(appended(&e, 0, vec![called(0, start)])))).await.unwrap();
+    e.apply(ExecutionEvent::Complete { result: json!(1) }, start).unwrap();
+    let done = keep(appended(&e, 1, vec![settled(ExecutionStatus::Completed, start)]));
+    store.update_execution_emitting(&mut e, with_history(&done)).await.unwrap();
+
+    // A settled execution is kept a day (`RETENTION`), its history a week.
+    assert!(e.expires_at() < done.keep_until, "the history outlives the execution under test");
+    clock.advance(e.expires_at().since(start) + hours(1));
+    assert_not_found(store.get_execution(Access::Internal, &eid("e1")).await);
+    let (stored, entries) = store.execution_history(Access::Owner(&alice()), &eid("e1")).await.unwrap();
+    assert_eq!((stored.status, entries.len()), (ExecutionStatus::Completed, 2), "the history outlives the execution");
+    assert_eq!(store.list_executions(Access::Owner(&alice()), None, 10, None).await.unwrap().items, vec![done.record]);
+    assert_eq!(store.export_history(None, 10, None).await.unwrap().items.len(), 2);
+
+    clock.advance(hours(24 * 7));
+    assert_not_found(store.execution_history(Access::Owner(&alice()), &eid("e1")).await);
+    assert_eq!(store.list_executions(Access::Owner(&alice()), None, 10, None).await.unwrap().items, vec![]);
+    assert_eq!(store.list_executions(Access::Internal, None, 10, None).await.unwrap().items, vec![]);
+    assert_eq!(store.export_history(None, 10, None).await.unwrap(), Page { items: vec![], next: None });
 }

@@ -227,6 +227,7 @@ export class ExecutorStack extends Stack {
       EXECUTOR_SESSION_TIMEOUT_MS: String(o.sessionTimeoutMs),
       EXECUTOR_PAUSED_LEASE_MS: String(o.pausedLeaseMs),
       EXECUTOR_APPROVAL_WINDOW_MS: String(o.approvalWindowMs),
+      ...(o.auditRetentionDays ? { EXECUTOR_AUDIT_RETENTION_DAYS: String(o.auditRetentionDays) } : {}),
       ...eventing,
     };
     const scheduling = {

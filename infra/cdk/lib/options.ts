@@ -53,6 +53,12 @@ export interface ExecutorOptions {
   readonly pausedLeaseMs?: number;
   readonly approvalWindowMs?: number;
   /**
+   * How long each execution's audit history is kept, by TTL on its items,
+   * independent of the execution's own expiry (`EXECUTOR_AUDIT_RETENTION_DAYS`, 1 to 3650).
+   * @default - the functions' own (30 days)
+   */
+  readonly auditRetentionDays?: number;
+  /**
    * How long `resume` and the approval API wait for a browser decision
    * (`EXECUTOR_APPROVAL_WAIT_MS`), at most 25 s so that API Gateway's 30 s holds.
    * @default - the functions' own (20 s)
@@ -209,6 +215,7 @@ export const CONTEXT_KEYS = [
   'sessionTimeoutMs',
   'pausedLeaseMs',
   'approvalWindowMs',
+  'auditRetentionDays',
   'approvalWaitMs',
   'elicitationMode',
   'logRetentionDays',
@@ -243,6 +250,7 @@ const NUMBER_KEYS = new Set([
   'sessionTimeoutMs',
   'pausedLeaseMs',
   'approvalWindowMs',
+  'auditRetentionDays',
   'approvalWaitMs',
   'logRetentionDays',
   'throttleRateLimit',
@@ -340,6 +348,7 @@ export interface Resolved {
   sessionTimeoutMs: number;
   pausedLeaseMs: number;
   approvalWindowMs: number;
+  auditRetentionDays?: number;
   approvalWaitMs?: number;
   elicitationMode?: string;
   logRetentionDays: number;
@@ -475,6 +484,9 @@ export function resolve(options: ExecutorOptions): Resolved {
   if (options.elicitationMode !== undefined && !['model', 'browser', 'native'].includes(options.elicitationMode)) {
     throw new Error(`elicitationMode: expected model, browser or native, got ${JSON.stringify(options.elicitationMode)}`);
   }
+  if (options.auditRetentionDays !== undefined && !(options.auditRetentionDays >= 1 && options.auditRetentionDays <= 3650)) {
+    throw new Error(`auditRetentionDays: ${options.auditRetentionDays} is outside 1 to 3650 days`);
+  }
   const logRetentionDays = options.logRetentionDays ?? 30;
   if (!(Object.values(RetentionDays) as unknown[]).includes(logRetentionDays)) {
     throw new Error(
@@ -588,6 +600,7 @@ export function resolve(options: ExecutorOptions): Resolved {
     sessionTimeoutMs: options.sessionTimeoutMs ?? DEFAULT_SESSION_TIMEOUT_MS,
     pausedLeaseMs: options.pausedLeaseMs ?? DEFAULT_PAUSED_LEASE_MS,
     approvalWindowMs: options.approvalWindowMs ?? DEFAULT_APPROVAL_WINDOW_MS,
+    auditRetentionDays: options.auditRetentionDays,
     approvalWaitMs: options.approvalWaitMs,
     elicitationMode: options.elicitationMode,
     logRetentionDays,

@@ -53,6 +53,8 @@ describe('context', () => {
 describe('validation', () => {
   const cases: [string, object, RegExp][] = [
     ['architecture', { architecture: 'x86' }, /architecture: expected arm64 or x86_64/],
+    ['audit retention', { auditRetentionDays: 0 }, /auditRetentionDays: 0 is outside 1 to 3650 days/],
+    ['audit retention too long', { auditRetentionDays: 4000 }, /auditRetentionDays: 4000 is outside/],
     ['removal policy', { removalPolicy: 'keep' }, /removalPolicy: expected retain or destroy/],
     ['domain without certificate', { domainName: 'mcp.example.com' }, /domainName and certificateArn go together/],
     [

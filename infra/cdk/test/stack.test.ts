@@ -186,6 +186,7 @@ describe('environment', () => {
       sessionTimeoutMs: 60_000,
       pausedLeaseMs: 120_000,
       approvalWindowMs: 90_000,
+      auditRetentionDays: 90,
       approvalWaitMs: 15_000,
       elicitationMode: 'browser',
       oidcIssuer: 'https://idp.example',
@@ -198,6 +199,7 @@ describe('environment', () => {
       EXECUTOR_SESSION_TIMEOUT_MS: '60000',
       EXECUTOR_PAUSED_LEASE_MS: '120000',
       EXECUTOR_APPROVAL_WINDOW_MS: '90000',
+      EXECUTOR_AUDIT_RETENTION_DAYS: '90',
     };
     const oidc = {
       EXECUTOR_OIDC_ISSUER: 'https://idp.example',

@@ -7,27 +7,14 @@
 
 use serde_json::Value;
 
-use crate::redact::{REDACTED, Redactor};
+use executor_core::redact_secret_fields;
+
+use crate::redact::Redactor;
 
 /// At most this much of a tool's description is shown.
 const MAX_DESCRIPTION_CHARS: usize = 300;
 /// At most this much of the pretty-printed arguments is shown.
 const MAX_ARGUMENTS_BYTES: usize = 8 * 1024;
-
-/// Argument names whose values are secrets whatever they hold, compared
-/// without case, `-` or `_`.
-const SECRET_NAMES: [&str; 10] = [
-    "password",
-    "passwd",
-    "secret",
-    "token",
-    "apikey",
-    "authorization",
-    "credential",
-    "privatekey",
-    "cookie",
-    "clientsecret",
-];
 
 /// The text for a call of `tools.<path>`: `headline` (what needs approval
 /// and why), then what the tool does, its effect and the arguments. Every
@@ -74,27 +61,6 @@ pub(crate) fn mcp_effect(name: &str, hints: &[(&'static str, bool)]) -> String {
 }
 
 /// `args` with the value of every field named like a secret replaced, at any depth.
-fn redact_secret_fields(args: &Value) -> Value {
-    match args {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(name, value)| {
-                    let value =
-                        if is_secret_name(name) { Value::String(REDACTED.into()) } else { redact_secret_fields(value) };
-                    (name.clone(), value)
-                })
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(redact_secret_fields).collect()),
-        other => other.clone(),
-    }
-}
-
-fn is_secret_name(name: &str) -> bool {
-    let plain: String = name.chars().filter(|c| *c != '-' && *c != '_').flat_map(char::to_lowercase).collect();
-    SECRET_NAMES.iter().any(|secret| plain.contains(secret))
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -134,25 +100,6 @@ mod tests {
         }
         for secret in ["k-1", "\"p\"", "\"t\"", "s3cr3t"] {
             assert!(!text.contains(secret), "{secret} leaked: {text}");
-        }
-    }
-
-    #[test]
-    fn secret_names_are_matched_loosely_and_only_them() {
-        let cases = [
-            ("password", true),
-            ("api_key", true),
-            ("API-KEY", true),
-            ("access_token", true),
-            ("client_secret", true),
-            ("Authorization", true),
-            ("name", false),
-            ("title", false),
-            ("key", false),
-            ("body", false),
-        ];
-        for (name, secret) in cases {
-            assert_eq!(is_secret_name(name), secret, "{name}");
         }
     }
 

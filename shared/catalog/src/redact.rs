@@ -21,7 +21,7 @@ use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_S
 use serde_json::Value;
 use url::Url;
 
-pub const REDACTED: &str = "[redacted]";
+pub use executor_core::REDACTED;
 
 /// A URL as it may appear in messages and logs: scheme, host, port and path.
 pub fn display_url(url: &Url) -> String {

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use executor_core::{PolicyAction, Principal, Toolkit, ToolkitName};
+use executor_core::{Effect, PolicyAction, Principal, Toolkit, ToolkitName};
 use executor_sandbox::{CallContext, PathFilter, Policy, Readiness, ToolError, ToolOutcome, ToolSuccess, Tools};
 use serde_json::Value;
 
@@ -74,7 +74,7 @@ impl ToolkitView {
 
 fn action(policy: &Policy) -> PolicyAction {
     match policy {
-        Policy::Run => PolicyAction::Run,
+        Policy::Run { .. } => PolicyAction::Run,
         // Either waits for a person before it runs.
         Policy::NeedsApproval { .. } | Policy::NeedsConnect { .. } => PolicyAction::Approve,
         Policy::Blocked { .. } => PolicyAction::Block,
@@ -103,20 +103,25 @@ impl Tools for ToolkitView {
     fn policy(&self, path: &str, args: &Value) -> Policy {
         // Like an unknown path: the call then says the tool does not exist.
         if !self.toolkit.includes(path) {
-            return Policy::Run;
+            return Policy::run_by_default();
         }
         let source = self.inner.policy(path, args);
         let Some(own) = self.toolkit.tightens(path, action(&source)) else { return source };
         let name = &self.toolkit.name;
+        let rule = own.id(name);
         match own.action {
             PolicyAction::Approve => {
-                Policy::NeedsApproval { message: format!("tools.{path} needs approval: toolkit `{name}` {own}") }
+                Policy::NeedsApproval { message: format!("tools.{path} needs approval: toolkit `{name}` {own}"), rule }
             }
             PolicyAction::Block => {
-                Policy::Blocked { reason: format!("tools.{path} is blocked by toolkit `{name}` {own}") }
+                Policy::Blocked { reason: format!("tools.{path} is blocked by toolkit `{name}` {own}"), rule }
             }
             PolicyAction::Run => unreachable!("run is never stricter than another action"),
         }
+    }
+
+    fn effect(&self, path: &str) -> Option<Effect> {
+        self.toolkit.includes(path).then(|| self.inner.effect(path)).flatten()
     }
 
     async fn prepare_for(&self, owner: &Principal) {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use executor_catalog::{Catalog, CatalogConfig};
 use executor_cli::{keys, serve};
 use executor_core::{ExecutionId, GrantedBy, Principal, SystemClock};
-use executor_sandbox::{CallContext, Policy, Tools};
+use executor_sandbox::{Allowance, CallContext, Policy, Tools};
 use executor_service::{Grants, HostConfig};
 use executor_store::EmbeddedStore;
 use rmcp::ServiceExt;
@@ -112,7 +112,7 @@ async fn query_tools_run_with_the_default_or_a_chosen_selection() {
     );
     let closed = catalog.call("tracker.query.issues", json!({"state": "CLOSED"}), &ctx(2)).await.unwrap();
     assert_eq!(closed, json!([]));
-    assert_eq!(catalog.policy("tracker.query.issues", &json!({})), Policy::Run, "queries are reads");
+    assert_eq!(catalog.policy("tracker.query.issues", &json!({})), Policy::run_by_default(), "queries are reads");
 
     // The service's own messages: a resolver's error, and a document it refuses.
     let broken = catalog.call("tracker.query.broken", json!({}), &ctx(3)).await.unwrap_err();
@@ -218,11 +218,11 @@ async fn a_blocked_mutation_never_runs_through_an_allowed_ones_select() {
             { pattern = "tracker.mutation.createIssue", action = "run" },
         ] }"#;
     let (catalog, _dir) = tracker(&server, rules).await;
-    let Policy::Blocked { reason } = catalog.policy("tracker.mutation.deleteAll", &json!({})) else { panic!() };
+    let Policy::Blocked { reason, .. } = catalog.policy("tracker.mutation.deleteAll", &json!({})) else { panic!() };
     assert!(reason.contains("blocked by"), "{reason}");
     assert_eq!(
         catalog.policy("tracker.mutation.createIssue", &json!({"title": "x", "select": SMUGGLED[0]})),
-        Policy::Run
+        Policy::run_by("source:tracker:rule:tracker.mutation.createIssue")
     );
     let before = stats(&server).await;
 
@@ -268,7 +268,9 @@ async fn an_always_allow_grant_for_create_issue_does_not_run_delete_all() {
     let granted = grants.tools_for(&alice, None, catalog.clone());
     granted.prepare_approvals().await;
     let args = json!({"title": "x", "select": SMUGGLED[0]});
-    assert_eq!(granted.policy("tracker.mutation.createIssue", &args), Policy::Run, "granted");
+    let by_grant =
+        matches!(granted.policy("tracker.mutation.createIssue", &args), Policy::Run { by: Allowance::Grant(_) });
+    assert!(by_grant, "granted");
     assert!(matches!(granted.policy("tracker.mutation.deleteAll", &json!({})), Policy::NeedsApproval { .. }));
     let before = stats(&server).await;
 

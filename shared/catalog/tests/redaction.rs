@@ -382,12 +382,13 @@ async fn gather(careless: &Recording, telltale: &Recording, cut: &str, refused: 
             texts.push((tool, text));
         }
     }
-    texts.push(("the stored execution".to_owned(), stored_execution(catalog).await));
+    texts.push(("the stored execution, its history and its export".to_owned(), stored_execution(catalog).await));
     texts
 }
 
 /// The embedded store's file after an execution made every read of the
-/// callable sources (their outcomes go into its journal) and paused at a write.
+/// callable sources (their outcomes go into its journal) and paused at a write,
+/// with the audit export of that store.
 async fn stored_execution(catalog: Catalog) -> String {
     use executor_core::{ElicitationMode, Principal, SystemClock, Timeouts};
     use executor_sandbox::{Limits, Sandbox};
@@ -409,9 +410,19 @@ async fn stored_execution(catalog: Catalog) -> String {
     let owner = Principal::key_owner("alice").unwrap();
     let paused = executions.execute(&owner, None, ElicitationMode::Model, code, Arc::new(catalog)).await.unwrap();
     assert!(matches!(paused, ExecutionResult::Paused { .. }), "the execution is stored: {paused:?}");
+    // The audit trail's export of the same store: one line per entry.
+    let mut export = String::new();
+    let page = executor_store::HistoryStore::export_history(&*store, None, 1000, None).await.unwrap();
+    for line in page.items {
+        export.push_str(&line.entry.to_json().to_string());
+        export.push('\n');
+    }
+    assert!(export.contains("\"type\":\"called\"") && export.contains("\"type\":\"paused\""), "{export}");
     drop((executions, store));
     let bytes = std::fs::read(data.path().join("executor.redb")).unwrap();
     let text = String::from_utf8_lossy(&bytes).into_owned();
     assert!(text.contains(REDACTED), "the journal holds the redacted echoes");
-    text
+    // The history is in the file too (written with the pause), so the scan covers it.
+    assert!(text.contains("AUDIT#"), "the history items are stored");
+    format!("{text}\n{export}")
 }

@@ -197,8 +197,8 @@ async fn the_first_use_after_a_due_retry_connects_it_and_blind_plans_are_decided
 
     // Planned while unavailable: unknown tools, which run to be told why.
     let create = json!({"body": {"name": "chair"}});
-    assert_eq!(catalog.policy("shop.items.createItem", &create), Policy::Run);
-    assert_eq!(catalog.policy("shop.items.listItems", &json!({})), Policy::Run);
+    assert_eq!(catalog.policy("shop.items.createItem", &create), Policy::run_by_default());
+    assert_eq!(catalog.policy("shop.items.listItems", &json!({})), Policy::run_by_default());
     spec.bring_up();
     clock.advance(Duration::from_secs(2));
     // The read connects the source and runs: its policy says run.

@@ -85,7 +85,7 @@ async fn mcp_tools_are_listed_called_and_their_hints_feed_the_policy() {
     let docs = search(&w.catalog, json!({"query": "", "namespace": "docs"})).await;
     assert_eq!(docs, ["docs.delete_doc", "docs.leaky", "docs.search_docs"]);
 
-    assert_eq!(w.catalog.policy("docs.search_docs", &json!({})), Policy::Run);
+    assert_eq!(w.catalog.policy("docs.search_docs", &json!({})), Policy::run_by_default());
     assert!(matches!(w.catalog.policy("docs.delete_doc", &json!({})), Policy::NeedsApproval { .. }));
 
     let found = w.catalog.call("docs.search_docs", json!({"query": "start"}), &ctx(0)).await.unwrap();
@@ -108,14 +108,18 @@ async fn policy_defaults_and_rules() {
     )
     .await;
     let policy = |path: &str| w.catalog.policy(path, &json!({}));
-    assert_eq!(policy("shop.items.getItem"), Policy::Run);
-    assert_eq!(policy("shop.debug.big"), Policy::Run, "no rule: a GET reads");
-    let message = |path: &str, args: Value| match w.catalog.policy(path, &args) {
-        Policy::NeedsApproval { message } => message,
+    // Each decision names the rule that made it, as the audit trail records it.
+    assert_eq!(policy("shop.items.getItem"), Policy::run_by("source:shop:rule:shop.items.getItem"));
+    assert_eq!(policy("shop.debug.big"), Policy::run_by_default(), "no rule: a GET reads");
+    let asked = |path: &str, args: Value| match w.catalog.policy(path, &args) {
+        Policy::NeedsApproval { message, rule } => (message, rule),
         other => panic!("{path} needs approval, not {other:?}"),
     };
+    let message = |path: &str, args: Value| asked(path, args).0;
     // What the person is shown: why, what the tool does, the effect, the arguments.
-    let listed = message("shop.items.listItems", json!({}));
+    let (listed, rule) = asked("shop.items.listItems", json!({}));
+    assert_eq!(rule, "source:shop:rule:shop.items.*");
+    assert_eq!(asked("docs.delete_doc", json!({})).1, "default", "no rule: a write asks by default");
     assert!(
         listed.starts_with("tools.shop.items.listItems (GET /items) needs approval: policy rule `shop.items.*`\n"),
         "{listed}"
@@ -125,7 +129,8 @@ async fn policy_defaults_and_rules() {
         policy("shop.items.deleteItem"),
         Policy::Blocked {
             reason: "tools.shop.items.deleteItem (DELETE /items/{id}) is blocked by policy rule `shop.items.delete*`"
-                .into()
+                .into(),
+            rule: "source:shop:rule:shop.items.delete*".into(),
         }
     );
     let deleting = message("docs.delete_doc", json!({"id": "d1", "token": "tok-1"}));

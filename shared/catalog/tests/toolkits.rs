@@ -70,15 +70,16 @@ async fn a_toolkit_only_tightens_and_says_where_it_would_loosen() {
     let items = view(&w.catalog).await;
     let policy = |path: &str| items.policy(path, &json!({}));
     // Tighter: the read the source runs needs approval here; the write is blocked.
-    assert_eq!(w.catalog.policy("shop.items.getItem", &json!({})), Policy::Run);
-    let Policy::NeedsApproval { message } = policy("shop.items.getItem") else { panic!() };
+    assert_eq!(w.catalog.policy("shop.items.getItem", &json!({})), Policy::run_by_default());
+    let Policy::NeedsApproval { message, rule } = policy("shop.items.getItem") else { panic!() };
     assert!(message.contains("toolkit `items` rule `shop.items.getItem`"), "{message}");
-    let Policy::Blocked { reason } = policy("shop.items.deleteItem") else { panic!() };
+    assert_eq!(rule, "toolkit:items:rule:shop.items.getItem");
+    let Policy::Blocked { reason, .. } = policy("shop.items.deleteItem") else { panic!() };
     assert!(reason.contains("blocked by toolkit `items`"), "{reason}");
     // Looser: `run` on a write the source asks about changes nothing.
     assert_eq!(policy("shop.items.createItem"), w.catalog.policy("shop.items.createItem", &json!({})));
     assert!(matches!(policy("shop.items.createItem"), Policy::NeedsApproval { .. }));
-    assert_eq!(policy("shop.items.listItems"), Policy::Run);
+    assert_eq!(policy("shop.items.listItems"), Policy::run_by_default());
 
     let warnings = items.loosening(w.catalog.paths());
     assert_eq!(warnings.len(), 1, "{warnings:?}");

@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::{Execution, ExecutionState, ExecutionStatus, Session, Timestamp, cut_text};
+use crate::{Decider, Execution, ExecutionState, ExecutionStatus, Session, Timestamp, cut_text};
 
 /// `source` of every event.
 pub const EVENT_SOURCE: &str = "executor";
@@ -84,13 +84,15 @@ const EVENT_LIFETIME: std::time::Duration = std::time::Duration::from_secs(24 * 
 
 /// The events of a write that takes an execution from `before` (`None`: it is
 /// being created) to `after`, whose stored version will be `written_version`.
-/// `approval_url` is the link a browser-mode pause opened with this write.
+/// `approval_url` is the link a browser-mode pause opened with this write;
+/// `decider`, who decided, when a decision made the change.
 /// Writes that change no status (a heartbeat, a fresh link) have none.
 pub fn execution_events(
     before: Option<ExecutionStatus>,
     after: &Execution,
     written_version: u64,
     approval_url: Option<&str>,
+    decider: Option<&Decider>,
     now: Timestamp,
 ) -> Vec<Event> {
     let status = after.status();
@@ -125,6 +127,10 @@ pub fn execution_events(
                 detail.insert("tool".into(), json!(call.path));
             }
             detail.insert("decision".into(), json!(action.as_str()));
+            if let Some(decider) = decider {
+                detail.insert("channel".into(), json!(decider.channel.as_str()));
+                detail.insert("decidedBy".into(), json!(decider.by));
+            }
             EventType::ExecutionDecided
         }
         ExecutionState::Completed { .. } => EventType::ExecutionCompleted,
@@ -230,7 +236,7 @@ mod tests {
             (Some(ExecutionStatus::Running), ExecutionState::Running, None),
         ];
         for (before, state, expected) in cases {
-            let events = execution_events(before, &execution(state.clone()), 4, None, now);
+            let events = execution_events(before, &execution(state.clone()), 4, None, None, now);
             assert_eq!(events.iter().map(|e| e.detail_type).collect::<Vec<_>>(), Vec::from_iter(expected), "{state:?}");
         }
     }
@@ -239,9 +245,10 @@ mod tests {
     fn a_pause_says_what_who_until_when_and_where_to_decide() {
         let deadline = Timestamp::from_millis(600_000);
         let e = execution(ExecutionState::Paused { deadline });
-        let [event] = execution_events(None, &e, 0, Some("https://x/approvals/e1?token=t"), Timestamp::from_millis(5))
-            .try_into()
-            .unwrap();
+        let [event] =
+            execution_events(None, &e, 0, Some("https://x/approvals/e1?token=t"), None, Timestamp::from_millis(5))
+                .try_into()
+                .unwrap();
         assert_eq!(event.id, "execution.e1.0000000000.0");
         assert_eq!(event.deliver_until, deadline, "a pause's event is useless after its window");
         assert_eq!(
@@ -270,7 +277,7 @@ mod tests {
     fn the_message_is_cut_to_the_event_limit() {
         let mut e = execution(ExecutionState::Paused { deadline: Timestamp::from_millis(9) });
         e.journal.pending[0].message = "x".repeat(10 * MAX_EVENT_TEXT_BYTES);
-        let events = execution_events(None, &e, 0, None, Timestamp::from_millis(1));
+        let events = execution_events(None, &e, 0, None, None, Timestamp::from_millis(1));
         let message = events[0].detail["message"].as_str().unwrap();
         assert!(message.len() < MAX_EVENT_TEXT_BYTES + 64, "{} bytes", message.len());
     }
@@ -279,7 +286,7 @@ mod tests {
     fn a_pause_over_a_batch_names_every_call_within_the_limit() {
         let mut e = execution(ExecutionState::Paused { deadline: Timestamp::from_millis(9) });
         e.journal.add_pending(PendingCall::new(4, "gh.issues.close", json!({"n": 7}), "Close #7?"));
-        let events = execution_events(None, &e, 0, None, Timestamp::from_millis(1));
+        let events = execution_events(None, &e, 0, None, None, Timestamp::from_millis(1));
         assert_eq!(
             events[0].detail["calls"],
             json!([
@@ -291,7 +298,7 @@ mod tests {
         for step in 5..105 {
             e.journal.add_pending(PendingCall::new(step, "gh.issues.close", json!({}), "y".repeat(4096)));
         }
-        let events = execution_events(None, &e, 0, None, Timestamp::from_millis(1));
+        let events = execution_events(None, &e, 0, None, None, Timestamp::from_millis(1));
         let calls = events[0].detail["calls"].as_array().unwrap();
         assert_eq!(calls.len(), 102);
         let bytes = serde_json::to_string(&events[0].detail).unwrap().len();
@@ -299,10 +306,23 @@ mod tests {
     }
 
     #[test]
+    fn a_decision_says_through_which_channel_and_who_decided() {
+        let e = execution(ExecutionState::Resuming { action: ApprovalAction::Accept });
+        let owner = Principal::parse("ana").unwrap();
+        let by = crate::DecidedBy::key(&owner, &crate::TokenHash::of_token("tok"));
+        let decider = Decider { channel: crate::Channel::OwnerApi, by: by.clone() };
+        let before = Some(ExecutionStatus::Paused);
+        let events = execution_events(before, &e, 2, None, Some(&decider), Timestamp::from_millis(1));
+        assert_eq!(events[0].detail["channel"], "api");
+        assert_eq!(events[0].detail["decidedBy"], by.as_str());
+        assert_eq!(events[0].detail["decision"], "accept");
+    }
+
+    #[test]
     fn a_failure_carries_its_code_only() {
         let error = ExecutionFailure { code: "upstream_error".into(), message: "details".into(), retry_after_ms: None };
         let e = execution(ExecutionState::Failed { error });
-        let events = execution_events(Some(ExecutionStatus::Running), &e, 2, None, Timestamp::from_millis(1));
+        let events = execution_events(Some(ExecutionStatus::Running), &e, 2, None, None, Timestamp::from_millis(1));
         assert_eq!(events[0].detail["error"], json!({ "code": "upstream_error" }));
         assert_eq!(events[0].detail["status"], "failed");
     }

@@ -29,7 +29,7 @@ mod event;
 #[cfg(test)]
 mod tests;
 
-pub use event::{Actor, Applied, Channel, ExecutionEvent, next_status};
+pub use event::{Actor, Applied, Channel, Decider, ExecutionEvent, next_status};
 
 use std::time::Duration;
 

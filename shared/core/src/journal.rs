@@ -115,12 +115,21 @@ pub struct PendingCall {
     /// can run: a `connect` pause rather than an approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connect: Option<String>,
+    /// The policy rule that asked for the approval (`None`: the default,
+    /// writes ask), for the audit trail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
 }
 
 impl PendingCall {
     pub fn new(step: u32, path: impl Into<String>, args: Value, message: impl Into<String>) -> Self {
         let args_hash = ArgsHash::of(&args);
-        Self { step, path: path.into(), args, args_hash, message: message.into(), connect: None }
+        Self { step, path: path.into(), args, args_hash, message: message.into(), connect: None, rule: None }
+    }
+
+    /// The same call, asked for by the policy rule `rule`.
+    pub fn asked_by(self, rule: impl Into<String>) -> Self {
+        Self { rule: Some(rule.into()), ..self }
     }
 
     /// A call that waits for its owner to connect `source`.

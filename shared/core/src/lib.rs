@@ -11,6 +11,7 @@ pub mod connection;
 pub mod event;
 pub mod execution;
 pub mod grant;
+pub mod history;
 pub mod ids;
 pub mod journal;
 pub mod oauth_client;
@@ -28,10 +29,14 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use connection::{CONNECTION_RETENTION, OAUTH_STATE_TTL, OAuthState, SourceConnection};
 pub use event::{EVENT_SOURCE, Event, EventType, MAX_EVENT_TEXT_BYTES, execution_events, session_destroyed};
 pub use execution::{
-    Actor, Applied, ApprovalAction, Channel, Execution, ExecutionEvent, ExecutionFailure, ExecutionState,
+    Actor, Applied, ApprovalAction, Channel, Decider, Execution, ExecutionEvent, ExecutionFailure, ExecutionState,
     ExecutionStatus, HEARTBEAT_EVERY, HEARTBEAT_STALE, RETENTION, TransitionError,
 };
 pub use grant::{DEFAULT_GRANT_TTL, Grant, GrantedBy, Remember};
+pub use history::{
+    AllowedBy, CallOutcome, Called, DEFAULT_AUDIT_RETENTION, DEFAULT_RULE, DecidedBy, ExecutionRecord, Happened,
+    HistoryAppend, HistoryEntry, KEY_ID_LEN, PendingSummary, Via, args_summary, entries_of, key_id,
+};
 pub use ids::{ExecutionId, GrantId, IdError, SessionId};
 pub use journal::{ArgsHash, Journal, JournalStep, NonDeterministicReplay, PendingCall, Replay, StepOutcome};
 pub use oauth_client::{
@@ -43,6 +48,6 @@ pub use policy::{
 pub use principal::{ApiKey, Principal, PrincipalError, TokenHash};
 pub use quota::{QuotaExceeded, QuotaLimit, QuotaLimits, Quotas};
 pub use session::{ClientInfo, ElicitationMode, Session, SessionError, SessionStatus};
-pub use text::cut_text;
+pub use text::{REDACTED, cut_text, redact_secret_fields};
 pub use time::Timestamp;
 pub use toolkit::{Toolkit, ToolkitDecision, ToolkitName, ToolkitNameError};

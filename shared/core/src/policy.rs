@@ -154,6 +154,20 @@ pub struct PolicyDecision {
     pub reason: DecisionReason,
 }
 
+impl DecisionReason {
+    /// The id the audit trail names this reason by, for a tool of source
+    /// `namespace`: `source:<namespace>:rule:<pattern>`,
+    /// `source:<namespace>:default`, or `default` (the built-in rule: reads
+    /// run, writes ask).
+    pub fn id(&self, namespace: &str) -> String {
+        match self {
+            Self::Rule(pattern) => format!("source:{namespace}:rule:{pattern}"),
+            Self::SourceDefault => format!("source:{namespace}:default"),
+            Self::Effect(_) => crate::DEFAULT_RULE.to_owned(),
+        }
+    }
+}
+
 impl SourcePolicy {
     pub fn decide(&self, path: &str, effect: Effect) -> PolicyDecision {
         // `max_by_key` keeps the last maximum; iterating in reverse makes the first rule win ties.
@@ -192,6 +206,19 @@ mod tests {
 
     fn rule(pattern: &str, action: PolicyAction) -> PolicyRule {
         PolicyRule { pattern: ToolPattern::parse(pattern).unwrap(), action }
+    }
+
+    #[test]
+    fn each_reason_has_an_id() {
+        let rule = DecisionReason::Rule(ToolPattern::parse("gh.issues.*").unwrap());
+        let cases = [
+            (rule, "source:gh:rule:gh.issues.*"),
+            (DecisionReason::SourceDefault, "source:gh:default"),
+            (DecisionReason::Effect(Effect::Write), "default"),
+        ];
+        for (reason, id) in cases {
+            assert_eq!(reason.id("gh"), id);
+        }
     }
 
     #[test]

@@ -88,6 +88,17 @@ pub struct ToolkitDecision {
     pub rule: Option<ToolPattern>,
 }
 
+impl ToolkitDecision {
+    /// The id the audit trail names it by, in toolkit `toolkit`:
+    /// `toolkit:<name>:rule:<pattern>` or `toolkit:<name>:default`.
+    pub fn id(&self, toolkit: &ToolkitName) -> String {
+        match &self.rule {
+            Some(pattern) => format!("toolkit:{toolkit}:rule:{pattern}"),
+            None => format!("toolkit:{toolkit}:default"),
+        }
+    }
+}
+
 impl Toolkit {
     /// Whether the tool at `path` is part of this toolkit.
     pub fn includes(&self, path: &str) -> bool {

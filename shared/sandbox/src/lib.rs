@@ -6,6 +6,7 @@
 //! [`Tools`], and a pause comes out as a serialisable [`Snapshot`] that the
 //! service persists.
 
+mod call_log;
 mod connections;
 mod engine;
 mod error;
@@ -23,6 +24,7 @@ use executor_core::{Clock, SystemClock};
 use run::Place;
 use tokio::runtime::RuntimeFlavor;
 
+pub use call_log::CallLog;
 pub use connections::{Authorization, ConnectError, ConnectionInfo, Connections, TakenAuthorization};
 pub use engine::tidy;
 pub use error::SandboxError;
@@ -31,8 +33,8 @@ pub use run::{Outcome, Segment, Snapshot};
 pub use source::SyntaxError;
 pub use stop::Stop;
 pub use tools::{
-    CallContext, DESCRIBE_PATH, PathFilter, Policy, Readiness, SEARCH_PATH, SourceReadiness, ToolError, ToolOutcome,
-    ToolSuccess, Tools,
+    Allowance, CallContext, DESCRIBE_PATH, PathFilter, Policy, Readiness, SEARCH_PATH, SourceReadiness, ToolError,
+    ToolOutcome, ToolSuccess, Tools,
 };
 
 /// Runs segments of executions under one set of limits.

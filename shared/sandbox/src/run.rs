@@ -27,7 +27,7 @@ use serde_json::Value;
 use tracing::Span;
 
 use crate::tools::Tools;
-use crate::{Limits, SandboxError, Stop};
+use crate::{CallLog, Limits, SandboxError, Stop};
 use driver::Driver;
 pub(crate) use spans::{record_outcome, segment_span};
 
@@ -51,6 +51,8 @@ pub struct Segment {
     pub max_tool_calls: Option<u32>,
     /// Asks the run to stop at its next safe point (a cancellation).
     pub stop: Stop,
+    /// Where the run reports each call it makes, for the audit trail.
+    pub calls: CallLog,
 }
 
 impl Segment {
@@ -63,6 +65,7 @@ impl Segment {
             decisions: BTreeMap::new(),
             max_tool_calls: None,
             stop: Stop::default(),
+            calls: CallLog::default(),
         }
     }
 
@@ -76,6 +79,7 @@ impl Segment {
             decisions,
             max_tool_calls: None,
             stop: Stop::default(),
+            calls: CallLog::default(),
         }
     }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use executor_core::{ExecutionId, Principal, Timestamp, ToolkitName};
+use executor_core::{DEFAULT_RULE, Effect, ExecutionId, Principal, Timestamp, ToolkitName};
 use serde_json::Value;
 
 /// Reserved paths handled by [`Tools::search`] and [`Tools::describe`].
@@ -15,13 +15,26 @@ pub const DESCRIBE_PATH: &str = "describe.tool";
 /// Which tool paths a view shows (a toolkit's patterns).
 pub type PathFilter<'a> = dyn for<'p> Fn(&'p str) -> bool + Send + Sync + 'a;
 
-/// Whether a call may run.
+/// What lets a call run without anyone being asked, as the audit trail names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Allowance {
+    /// The policy rule with this id (`default`: reads run when nothing else is said).
+    Rule(String),
+    /// The owner's "always allow" grant with this id.
+    Grant(String),
+}
+
+/// Whether a call may run, and which rule (or grant) says so.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Policy {
-    Run,
-    /// Pause until a person or the model decides; `message` is what they are asked.
+    Run {
+        by: Allowance,
+    },
+    /// Pause until a person or the model decides; `message` is what they are
+    /// asked, `rule` the id of the rule that asks.
     NeedsApproval {
         message: String,
+        rule: String,
     },
     /// Pause until the owner connects `source` (a per-owner OAuth source they
     /// have no tokens for); `message` says so.
@@ -32,7 +45,20 @@ pub enum Policy {
     /// Never run; the code gets `{ok:false, error:{code:"blocked"}}`.
     Blocked {
         reason: String,
+        rule: String,
     },
+}
+
+impl Policy {
+    /// Runs, by the rule `rule`.
+    pub fn run_by(rule: impl Into<String>) -> Self {
+        Self::Run { by: Allowance::Rule(rule.into()) }
+    }
+
+    /// Runs because nothing says otherwise (unknown paths, reads by default).
+    pub fn run_by_default() -> Self {
+        Self::run_by(DEFAULT_RULE)
+    }
 }
 
 /// A tool's failure as the code sees it: `{ok:false, error:{code, message}}`.
@@ -116,6 +142,11 @@ pub trait Tools: Send + Sync {
 
     /// Decide whether a call may run, before it is made (after [`Tools::validate`]).
     fn policy(&self, path: &str, args: &Value) -> Policy;
+
+    /// Whether the tool at `path` reads or writes, as its source describes it
+    /// (`None`: no such tool here), for the audit trail. No default, like
+    /// `validate`: a view must forward it to the view it wraps.
+    fn effect(&self, path: &str) -> Option<Effect>;
 
     /// Called once per run, the first time [`Tools::policy`] says a new call
     /// needs approval or a connection, before that call is planned: a view

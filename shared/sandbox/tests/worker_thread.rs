@@ -34,7 +34,10 @@ impl Tools for Ticks {
         Ok(())
     }
     fn policy(&self, _: &str, _: &Value) -> Policy {
-        Policy::Run
+        Policy::run_by_default()
+    }
+    fn effect(&self, _: &str) -> Option<executor_core::Effect> {
+        None
     }
     async fn call(&self, _: &str, _: Value, ctx: &CallContext) -> ToolOutcome {
         self.steps.lock().unwrap().push(ctx.step);

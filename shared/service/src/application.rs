@@ -1,6 +1,7 @@
 //! What happens, without HTTP: executions (run, pause, claim, replay,
 //! settle), what a fired alarm does, MCP sessions, API keys, remembered
-//! approvals, the tools a run sees, the lifecycle event outbox, quotas.
+//! approvals, the tools a run sees, the lifecycle event outbox, quotas, and
+//! reading the audit trail.
 //! `crate::compose` builds them all from the settings.
 
 pub(crate) mod alarms;
@@ -8,6 +9,7 @@ pub(crate) mod connected;
 pub(crate) mod continuations;
 pub(crate) mod executions;
 pub(crate) mod grants;
+pub(crate) mod history;
 pub(crate) mod keys;
 pub(crate) mod outbox;
 pub(crate) mod quotas;

@@ -12,6 +12,7 @@ use executor_store::{OutboxStore, Store};
 use crate::application::alarms::Alarms;
 use crate::application::executions::Executions;
 use crate::application::grants::Grants;
+use crate::application::history::History;
 use crate::application::outbox::Events;
 use crate::application::quotas::QuotaGate;
 use crate::application::sessions::Sessions;
@@ -24,6 +25,8 @@ pub struct Services {
     /// What a fired alarm (an in-process timer or the alarm function) calls.
     pub alarms: Arc<Alarms>,
     pub grants: Arc<Grants>,
+    /// The audit trail, as its owners read it.
+    pub history: Arc<History>,
     /// The lifecycle event outbox, when events are on.
     pub events: Option<Events>,
     pub(crate) sessions: Arc<Sessions>,
@@ -47,6 +50,7 @@ pub fn compose<S: Store + 'static>(
     let executions = Arc::new(
         Executions::new(store.clone(), sandbox, config.timeouts, clock.clone())
             .with_approval_wait(config.approval_wait)
+            .with_audit_retention(config.audit_retention)
             .with_max_concurrent(config.max_concurrent_executions)
             .with_response_budget(config.response_budget)
             .with_continuations(config.continuations.clone())
@@ -58,7 +62,8 @@ pub fn compose<S: Store + 'static>(
     );
     let alarms =
         Arc::new(Alarms::new(store.clone(), store.clone(), scheduler, config.timeouts).with_events(events.clone()));
+    let history = Arc::new(History::new(store.clone(), clock.clone()));
     let sessions =
         Arc::new(Sessions::new(store, alarms.clone(), clock, config.activity_interval, config.session_retention));
-    Services { executions, alarms, grants, events, sessions }
+    Services { executions, alarms, grants, history, events, sessions }
 }

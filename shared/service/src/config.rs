@@ -46,6 +46,8 @@ pub struct HostConfig {
     pub quotas: Quotas,
     /// How long an "always allow" lasts (`EXECUTOR_GRANT_TTL_MS`).
     pub grant_ttl: Duration,
+    /// How long executions' history is kept (`EXECUTOR_AUDIT_RETENTION_DAYS`).
+    pub audit_retention: Duration,
     /// How long an `execute` or `resume` waits for the outcome before it
     /// answers `running` (`EXECUTOR_RESPONSE_BUDGET_MS`); the run goes on.
     pub response_budget: Duration,
@@ -86,6 +88,7 @@ impl Default for HostConfig {
             toolkits: Vec::new(),
             quotas: Quotas::default(),
             grant_ttl: executor_core::DEFAULT_GRANT_TTL,
+            audit_retention: executor_core::DEFAULT_AUDIT_RETENTION,
             response_budget: crate::application::executions::DEFAULT_RESPONSE_BUDGET,
             max_execution: Duration::from_secs(300),
             continuations: None,
@@ -130,12 +133,16 @@ fn http_url(name: &'static str, expected: &'static str, value: String) -> Result
     }
 }
 
+/// Ten years: DynamoDB's TTL takes any time, but a longer retention is a typo.
+const MAX_AUDIT_RETENTION_DAYS: u64 = 3650;
+
 const PUBLIC_URL_EXPECTED: &str =
     "an http:// or https:// URL with a host: the address clients reach this server at, e.g. http://host:8787";
 
 impl HostConfig {
     /// The defaults, with `EXECUTOR_SESSION_TIMEOUT_MS`, `EXECUTOR_PAUSED_LEASE_MS`,
     /// `EXECUTOR_APPROVAL_WINDOW_MS`, `EXECUTOR_APPROVAL_WAIT_MS`, `EXECUTOR_GRANT_TTL_MS`,
+    /// `EXECUTOR_AUDIT_RETENTION_DAYS`,
     /// `EXECUTOR_RESPONSE_BUDGET_MS`, `EXECUTOR_MAX_EXECUTION_MS`, `EXECUTOR_ELICITATION_MODE`,
     /// `EXECUTOR_REQUEST_STATE_KEY`, `EXECUTOR_PUBLIC_URL`, `EXECUTOR_EVENT_BUS`, `EXECUTOR_EVENT_WEBHOOK`, the
     /// `EXECUTOR_QUOTA_*` and the `EXECUTOR_OIDC_*` settings
@@ -157,6 +164,15 @@ impl HostConfig {
         t.approval_window = millis("EXECUTOR_APPROVAL_WINDOW_MS", t.approval_window)?;
         self.approval_wait = millis("EXECUTOR_APPROVAL_WAIT_MS", self.approval_wait)?;
         self.grant_ttl = millis("EXECUTOR_GRANT_TTL_MS", self.grant_ttl)?;
+        if let Some(value) = lookup("EXECUTOR_AUDIT_RETENTION_DAYS") {
+            self.audit_retention = match value.trim().parse::<u64>() {
+                Ok(days @ 1..=MAX_AUDIT_RETENTION_DAYS) => Duration::from_secs(days * 24 * 3600),
+                _ => {
+                    let expected = "a whole number of days from 1 to 3650";
+                    return Err(ConfigError { name: "EXECUTOR_AUDIT_RETENTION_DAYS", expected, value });
+                }
+            };
+        }
         self.response_budget = millis("EXECUTOR_RESPONSE_BUDGET_MS", self.response_budget)?;
         self.max_execution = millis("EXECUTOR_MAX_EXECUTION_MS", self.max_execution)?;
         if let Some(value) = lookup("EXECUTOR_MAX_CONCURRENT_EXECUTIONS") {
@@ -406,6 +422,7 @@ mod tests {
                 ("EXECUTOR_ELICITATION_MODE", "browser"),
                 ("EXECUTOR_APPROVAL_WAIT_MS", "5000"),
                 ("EXECUTOR_GRANT_TTL_MS", "86400000"),
+                ("EXECUTOR_AUDIT_RETENTION_DAYS", "90"),
                 ("EXECUTOR_RESPONSE_BUDGET_MS", "2000"),
                 ("EXECUTOR_MAX_EXECUTION_MS", "60000"),
                 ("EXECUTOR_REQUEST_STATE_KEY", "0123456789abcdef0123456789abcdef"),
@@ -414,6 +431,13 @@ mod tests {
         assert_eq!(config.default_mode, ElicitationMode::Browser);
         assert_eq!(config.approval_wait, Duration::from_secs(5));
         assert_eq!(config.grant_ttl, Duration::from_secs(86_400));
+        assert_eq!(config.audit_retention, Duration::from_secs(90 * 24 * 3600));
+        assert_eq!(HostConfig::default().audit_retention, Duration::from_secs(30 * 24 * 3600));
+        for bad in ["0", "-1", "3651", "30d", ""] {
+            let refused =
+                HostConfig::default().with_env(|name| (name == "EXECUTOR_AUDIT_RETENTION_DAYS").then(|| bad.into()));
+            assert!(refused.is_err(), "{bad:?} is no retention");
+        }
         assert_eq!((config.response_budget, config.max_execution), (Duration::from_secs(2), Duration::from_secs(60)));
         let defaults = HostConfig::default();
         assert_eq!(defaults.grant_ttl, Duration::from_secs(30 * 24 * 3600));

@@ -9,6 +9,7 @@ pub(crate) mod auth;
 pub(crate) mod conformance;
 pub(crate) mod connect;
 pub(crate) mod grants_api;
+pub(crate) mod history_api;
 pub(crate) mod host;
 pub(crate) mod jsonrpc;
 pub(crate) mod jwt_crypto;

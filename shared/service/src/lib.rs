@@ -18,6 +18,7 @@ pub use application::alarms::Alarms;
 pub use application::continuations::{ContinuationError, Continuations};
 pub use application::executions::{ExecutionResult, Executions, ResumeError};
 pub use application::grants::Grants;
+pub use application::history::{History, Listing, MAX_LIST_LIMIT};
 pub use application::keys::KEY_CACHE_TTL;
 pub use application::outbox::{Events, RETRY_INTERVAL as EVENT_RETRY_INTERVAL};
 pub use application::random::ApprovalToken;

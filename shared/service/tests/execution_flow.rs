@@ -194,7 +194,7 @@ async fn claim_then_vanish<S: Store + 'static>(store: &Arc<S>, id: &ExecutionId,
                 action: ApprovalAction::Accept,
                 link: None,
                 claim: "c".into(),
-                by: Channel::OwnerApi,
+                by: executor_core::Decider::model(Channel::OwnerApi),
             },
             at,
         )

@@ -19,12 +19,14 @@ use serde::{Deserialize, Serialize};
 use crate::data_dir::{self, Exposed};
 use crate::records::{self, API_KEY, CONNECTION, EVENT, EXECUTION, GRANT, OAUTH_CLIENT, OAUTH_STATE, SESSION};
 
+#[path = "embedded_history.rs"]
+mod history;
 #[path = "embedded_quota.rs"]
 mod quota;
 use crate::traced::traced;
 use crate::{
-    Access, ConnectionStore, ExecutionStore, GrantStore, KeyStore, KeyUse, OAuthClientStore, OutboxStore, SessionStore,
-    StoreError,
+    Access, ConnectionStore, Emitted, ExecutionStore, GrantStore, KeyStore, KeyUse, OAuthClientStore, OutboxStore,
+    SessionStore, StoreError,
 };
 
 /// The backend named in store spans.
@@ -267,17 +269,36 @@ versioned!(
     }
 );
 
-/// Outbox items, encoded before the transaction starts: (sort key, value).
-fn encode_events(events: &[Event]) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-    events.iter().map(|event| Ok((records::event_sk(event), records::encode_event(event)?))).collect()
+/// What a write stores beside its record, encoded before the transaction
+/// starts: outbox items (sort key, value) and the history.
+#[derive(Default)]
+struct Beside {
+    events: Vec<(String, Vec<u8>)>,
+    history: Option<history::EncodedHistory>,
 }
 
-fn write_events(txn: &WriteTransaction, events: &[(String, Vec<u8>)]) -> Result<(), Failure> {
-    let mut table = txn.open_table(ITEMS)?;
-    for (sk, body) in events {
-        table.insert((records::OUTBOX_PK, sk.as_str()), body.as_slice())?;
+impl Beside {
+    fn events(events: &[Event]) -> Result<Self, StoreError> {
+        let events = events.iter().map(|event| Ok((records::event_sk(event), records::encode_event(event)?)));
+        Ok(Self { events: events.collect::<Result<_, StoreError>>()?, history: None })
     }
-    Ok(())
+
+    fn of(emitted: Emitted<'_>) -> Result<Self, StoreError> {
+        let history = emitted.history.map(history::encode_history).transpose()?;
+        Ok(Self { history, ..Self::events(emitted.events)? })
+    }
+
+    fn write(&self, txn: &WriteTransaction, now: Timestamp) -> Result<(), Failure> {
+        let mut table = txn.open_table(ITEMS)?;
+        for (sk, body) in &self.events {
+            table.insert((records::OUTBOX_PK, sk.as_str()), body.as_slice())?;
+        }
+        drop(table);
+        match &self.history {
+            Some(history) => history::write_history(txn, history, now),
+            None => Ok(()),
+        }
+    }
 }
 
 impl EmbeddedStore {
@@ -285,17 +306,16 @@ impl EmbeddedStore {
         &self,
         operation: &'static str,
         record: &T,
-        events: &[Event],
+        beside: Beside,
     ) -> Result<(), StoreError> {
         let body = record.encode()?;
-        let events = encode_events(events)?;
         let record = record.clone();
         let now = self.clock.now();
         self.write(operation, move |txn| {
             let (pk, sk) = record.key();
             create_if_absent::<T>(txn, &pk, sk, &body, now)?;
             record.write_related(txn)?;
-            write_events(txn, &events)
+            beside.write(txn, now)
         })
         .await
     }
@@ -314,19 +334,18 @@ impl EmbeddedStore {
         &self,
         operation: &'static str,
         record: &mut T,
-        events: &[Event],
+        beside: Beside,
     ) -> Result<(), StoreError> {
         let expected = record.version();
         let mut next = record.clone();
         next.set_version(expected + 1);
         let body = next.encode()?;
-        let events = encode_events(events)?;
         let now = self.clock.now();
         self.write(operation, move |txn| {
             let (pk, sk) = next.key();
             update_if_version::<T>(txn, &pk, sk, expected, &body, now)?;
             next.write_related(txn)?;
-            write_events(txn, &events)
+            beside.write(txn, now)
         })
         .await?;
         record.set_version(expected + 1);
@@ -406,7 +425,10 @@ fn visible<T: Versioned>(bytes: Option<Vec<u8>>, access: Access<'_>, now: Timest
 #[async_trait]
 impl SessionStore for EmbeddedStore {
     async fn create_session(&self, session: &Session) -> Result<(), StoreError> {
-        traced("store.create_session", BACKEND, async { self.create("create a session", session, &[]).await }).await
+        traced("store.create_session", BACKEND, async {
+            self.create("create a session", session, Beside::default()).await
+        })
+        .await
     }
 
     async fn get_session(&self, access: Access<'_>, id: &SessionId) -> Result<Session, StoreError> {
@@ -417,7 +439,10 @@ impl SessionStore for EmbeddedStore {
     }
 
     async fn update_session_emitting(&self, session: &mut Session, events: &[Event]) -> Result<(), StoreError> {
-        traced("store.update_session", BACKEND, async { self.update("update a session", session, events).await }).await
+        traced("store.update_session", BACKEND, async {
+            self.update("update a session", session, Beside::events(events)?).await
+        })
+        .await
     }
 
     async fn armed_sessions(&self) -> Result<Vec<(SessionId, Timestamp)>, StoreError> {
@@ -450,9 +475,11 @@ impl SessionStore for EmbeddedStore {
 
 #[async_trait]
 impl ExecutionStore for EmbeddedStore {
-    async fn create_execution_emitting(&self, execution: &Execution, events: &[Event]) -> Result<(), StoreError> {
-        traced("store.create_execution", BACKEND, async { self.create("create an execution", execution, events).await })
-            .await
+    async fn create_execution_emitting(&self, execution: &Execution, emitted: Emitted<'_>) -> Result<(), StoreError> {
+        traced("store.create_execution", BACKEND, async {
+            self.create("create an execution", execution, Beside::of(emitted)?).await
+        })
+        .await
     }
 
     async fn get_execution(&self, access: Access<'_>, id: &ExecutionId) -> Result<Execution, StoreError> {
@@ -462,9 +489,15 @@ impl ExecutionStore for EmbeddedStore {
         .await
     }
 
-    async fn update_execution_emitting(&self, execution: &mut Execution, events: &[Event]) -> Result<(), StoreError> {
-        traced("store.update_execution", BACKEND, async { self.update("update an execution", execution, events).await })
-            .await
+    async fn update_execution_emitting(
+        &self,
+        execution: &mut Execution,
+        emitted: Emitted<'_>,
+    ) -> Result<(), StoreError> {
+        traced("store.update_execution", BACKEND, async {
+            self.update("update an execution", execution, Beside::of(emitted)?).await
+        })
+        .await
     }
 
     async fn paused_executions(&self, access: Access<'_>, session: &SessionId) -> Result<Vec<ExecutionId>, StoreError> {
@@ -619,6 +652,34 @@ impl GrantStore for EmbeddedStore {
             let now = self.clock.now();
             let mut grants = Vec::new();
             for (_, bytes) in values {
+                let grant: Grant = records::decode(GRANT, &bytes)?;
+                if grant.is_live(now) {
+                    grants.push(grant);
+                }
+            }
+            Ok(grants)
+        })
+        .await
+    }
+
+    async fn all_grants(&self) -> Result<Vec<Grant>, StoreError> {
+        traced("store.all_grants", BACKEND, async {
+            // Every owner's grant partition, `GRANTS#<owner>`, sorts between these.
+            let values = self
+                .read_items("list every grant", |table| {
+                    let mut values = Vec::new();
+                    for entry in table.range(("GRANTS#", "")..("GRANTS$", ""))? {
+                        let (key, value) = entry?;
+                        if key.value().1.starts_with(records::GRANT_PREFIX) {
+                            values.push(value.value().to_vec());
+                        }
+                    }
+                    Ok(values)
+                })
+                .await?;
+            let now = self.clock.now();
+            let mut grants = Vec::new();
+            for bytes in values {
                 let grant: Grant = records::decode(GRANT, &bytes)?;
                 if grant.is_live(now) {
                     grants.push(grant);

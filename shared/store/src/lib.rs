@@ -20,8 +20,9 @@ pub use dynamodb::DynamoStore;
 pub use embedded::EmbeddedStore;
 pub use error::StoreError;
 pub use ports::{
-    Access, ConnectionStore, ExecutionStore, GrantStore, HourlyTake, KEY_USE_RESOLUTION, KeyStore, KeyUse,
-    OAuthClientStore, OutboxStore, QuotaOutcome, QuotaStore, QuotaTake, SessionStore, SlotTake, Store,
+    Access, AuditLine, ConnectionStore, Emitted, ExecutionStore, GrantStore, HistoryStore, HourlyTake,
+    KEY_USE_RESOLUTION, KeyStore, KeyUse, MAX_CURSOR_BYTES, OAuthClientStore, OutboxStore, Page, QuotaOutcome,
+    QuotaStore, QuotaTake, SessionStore, SlotTake, Store,
 };
 pub use records::{MAX_ITEM_BODY_BYTES, MAX_SNAPSHOT_BYTES};
 pub use traced::traced;

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use executor_core::{
-    ApiKey, Event, Execution, ExecutionId, Grant, GrantId, OAuthClient, OAuthState, Principal, QuotaLimit, Session,
-    SessionId, SourceConnection, Timestamp, TokenHash,
+    ApiKey, Event, Execution, ExecutionId, ExecutionRecord, Grant, GrantId, HistoryAppend, HistoryEntry, OAuthClient,
+    OAuthState, Principal, QuotaLimit, Session, SessionId, SourceConnection, Timestamp, TokenHash,
 };
 
 use crate::StoreError;
@@ -52,17 +52,33 @@ pub trait SessionStore: Send + Sync {
     async fn armed_sessions(&self) -> Result<Vec<(SessionId, Timestamp)>, StoreError>;
 }
 
+/// What a write of an execution stores beside it, in the same atomic write:
+/// all of it is written, or none.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Emitted<'a> {
+    /// Lifecycle events, kept in the outbox until delivered.
+    pub events: &'a [Event],
+    /// The change's entries in the execution's history, and its record as it now stands.
+    pub history: Option<&'a HistoryAppend>,
+}
+
+impl<'a> Emitted<'a> {
+    pub fn events(events: &'a [Event]) -> Self {
+        Self { events, history: None }
+    }
+}
+
 #[async_trait]
 pub trait ExecutionStore: Send + Sync {
     /// Store a new execution; `AlreadyExists` if a live one has its id.
     /// `TooLarge` if its snapshot exceeds [`crate::MAX_SNAPSHOT_BYTES`].
     async fn create_execution(&self, execution: &Execution) -> Result<(), StoreError> {
-        self.create_execution_emitting(execution, &[]).await
+        self.create_execution_emitting(execution, Emitted::default()).await
     }
 
-    /// `create_execution`, storing `events` in the outbox in the same atomic
-    /// write: both are written or neither.
-    async fn create_execution_emitting(&self, execution: &Execution, events: &[Event]) -> Result<(), StoreError>;
+    /// `create_execution`, storing what is `emitted` with it in the same
+    /// atomic write: all of it is written or none.
+    async fn create_execution_emitting(&self, execution: &Execution, emitted: Emitted<'_>) -> Result<(), StoreError>;
 
     /// `NotFound` when absent, expired or not visible to `access`.
     async fn get_execution(&self, access: Access<'_>, id: &ExecutionId) -> Result<Execution, StoreError>;
@@ -72,12 +88,16 @@ pub trait ExecutionStore: Send + Sync {
     /// exactly one succeeds; the others get `Conflict`. This is how a claim
     /// (paused -> resuming), a settle and an expiry are made safe.
     async fn update_execution(&self, execution: &mut Execution) -> Result<(), StoreError> {
-        self.update_execution_emitting(execution, &[]).await
+        self.update_execution_emitting(execution, Emitted::default()).await
     }
 
-    /// `update_execution`, storing `events` in the outbox in the same atomic
-    /// write: both are written or neither (a lost race stores no event).
-    async fn update_execution_emitting(&self, execution: &mut Execution, events: &[Event]) -> Result<(), StoreError>;
+    /// `update_execution`, storing what is `emitted` with it in the same
+    /// atomic write: all of it is written or none (a lost race stores nothing).
+    async fn update_execution_emitting(
+        &self,
+        execution: &mut Execution,
+        emitted: Emitted<'_>,
+    ) -> Result<(), StoreError>;
 
     /// Executions of `session` that are paused and still inside their approval window.
     async fn paused_executions(&self, access: Access<'_>, session: &SessionId) -> Result<Vec<ExecutionId>, StoreError>;
@@ -185,6 +205,10 @@ pub trait GrantStore: Send + Sync {
     /// revoke is seen by the next read.
     async fn list_grants(&self, owner: &Principal) -> Result<Vec<Grant>, StoreError>;
 
+    /// Every owner's live grants, in no particular order: an admin command
+    /// (`executor grants list` without `--owner`; a `Scan` on DynamoDB), not a request path.
+    async fn all_grants(&self) -> Result<Vec<Grant>, StoreError>;
+
     /// Delete the grant `id` and return it; `NotFound` when absent, expired or not
     /// visible to `access`. (With `Access::Internal` this looks through every
     /// owner's grants: an admin command, not a request path.)
@@ -255,15 +279,87 @@ pub trait OAuthClientStore: Send + Sync {
     async fn put_oauth_client(&self, client: &mut OAuthClient) -> Result<(), StoreError>;
 }
 
+/// A page of a listing and where the next one starts (`None`: this was the last).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    /// Opaque: pass it back to get the next page.
+    pub next: Option<String>,
+}
+
+/// One history entry with the execution it belongs to, as the export writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditLine {
+    pub execution: ExecutionId,
+    pub owner: Principal,
+    pub entry: HistoryEntry,
+}
+
+/// The longest cursor a listing accepts (a sort key); longer ones are refused.
+pub const MAX_CURSOR_BYTES: usize = 512;
+
+/// Executions' histories (docs/audit.md): written with the changes they
+/// describe (`Emitted::history`), kept until their own expiry, independent
+/// of the execution's.
+#[async_trait]
+pub trait HistoryStore: Send + Sync {
+    /// Store the history of an execution that is itself never stored (it
+    /// ended within its answer): its record and entries, in one atomic write.
+    async fn append_history(&self, append: &HistoryAppend) -> Result<(), StoreError>;
+
+    /// The execution records `access` may see (one owner's; every owner's
+    /// with `Access::Internal`), newest created first, created at or after
+    /// `since`, at most `limit`, from where `cursor` (a page's `next`) left
+    /// off. Expired records are absent. A malformed or over-long cursor is
+    /// `NotFound { what: "cursor" }`; a cursor only says where to start, so
+    /// one taken from another owner's listing reveals nothing of theirs.
+    async fn list_executions(
+        &self,
+        access: Access<'_>,
+        since: Option<Timestamp>,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page<ExecutionRecord>, StoreError>;
+
+    /// The record of `id` as its latest write left it, and every entry of
+    /// its history, oldest first. `NotFound` when absent, expired, or not
+    /// visible to `access`.
+    async fn execution_history(
+        &self,
+        access: Access<'_>,
+        id: &ExecutionId,
+    ) -> Result<(ExecutionRecord, Vec<HistoryEntry>), StoreError>;
+
+    /// Every owner's entries at or after `since`, a page at a time (at most
+    /// `limit` history items' worth), in no particular order across
+    /// executions and in order within one. For an export: it reads the whole
+    /// history (a `Scan` on DynamoDB), never a request's path.
+    async fn export_history(
+        &self,
+        since: Option<Timestamp>,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page<AuditLine>, StoreError>;
+}
+
 /// Everything the service needs from storage, in one object.
 pub trait Store:
-    SessionStore + ExecutionStore + KeyStore + QuotaStore + GrantStore + OutboxStore + ConnectionStore + OAuthClientStore
+    SessionStore
+    + ExecutionStore
+    + HistoryStore
+    + KeyStore
+    + QuotaStore
+    + GrantStore
+    + OutboxStore
+    + ConnectionStore
+    + OAuthClientStore
 {
 }
 
 impl<
     T: SessionStore
         + ExecutionStore
+        + HistoryStore
         + KeyStore
         + QuotaStore
         + GrantStore

@@ -63,10 +63,13 @@ pub enum Metric {
     QuotaRejections,
     /// A level ([`level`]): the configured sources this process has not connected (each is retried).
     SourcesUnavailable,
+    /// The history of an execution that ended within its answer could not be
+    /// written (the store failed): the audit trail misses it.
+    HistoryNotWritten,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 19] = [
+    pub const ALL: [Metric; 20] = [
         Metric::ExecutionsStarted,
         Metric::ExecutionsCompleted,
         Metric::ExecutionsFailed,
@@ -86,6 +89,7 @@ impl Metric {
         Metric::ExecutionsInterrupted,
         Metric::QuotaRejections,
         Metric::SourcesUnavailable,
+        Metric::HistoryNotWritten,
     ];
 
     pub fn name(self) -> &'static str {
@@ -109,6 +113,7 @@ impl Metric {
             Metric::ExecutionsInterrupted => "ExecutionsInterrupted",
             Metric::QuotaRejections => "QuotaRejections",
             Metric::SourcesUnavailable => "SourcesUnavailable",
+            Metric::HistoryNotWritten => "HistoryNotWritten",
         }
     }
 

@@ -2,7 +2,7 @@
 //! call, the call itself (redacted on the way back), search and describe.
 
 use async_trait::async_trait;
-use executor_core::{PolicyAction, Principal};
+use executor_core::{Effect, PolicyAction, Principal};
 use executor_sandbox::{CallContext, PathFilter, Policy, Readiness, ToolError, ToolOutcome, ToolSuccess, Tools};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -70,21 +70,24 @@ impl Tools for Catalog {
             if let Some(retrying) = self.source(namespace).and_then(Source::retrying).filter(|r| r.healed().is_none()) {
                 retrying.planned_blind(path);
             }
-            return Policy::Run;
+            return Policy::run_by_default();
         };
-        let Some(source) = self.source(&tool.namespace) else { return Policy::Run };
+        let Some(source) = self.source(&tool.namespace) else { return Policy::run_by_default() };
         let decision = source.policy.decide(path, tool.effect);
+        let rule = decision.reason.id(&tool.namespace);
         let what = match &tool.target {
             Target::Http(op) => format!("{} {}", op.method, op.path),
             Target::Mcp { name, .. } => format!("MCP tool `{name}`"),
             Target::Graphql(op) => format!("GraphQL {} `{}`", op.kind.as_str(), op.field),
         };
         match decision.action {
-            PolicyAction::Run => Policy::Run,
+            PolicyAction::Run => Policy::run_by(rule),
             PolicyAction::Approve => {
                 let headline = format!("tools.{path} ({what}) needs approval: {}", decision.reason);
                 // A tool of an unavailable source: its call explains why.
-                let Some(connection) = source.connection() else { return Policy::NeedsApproval { message: headline } };
+                let Some(connection) = source.connection() else {
+                    return Policy::NeedsApproval { message: headline, rule };
+                };
                 let effect = match (&tool.target, &connection.upstream) {
                     (Target::Http(op), Upstream::OpenApi(http)) => http.effect(op, args),
                     (Target::Mcp { name, hints, .. }, _) => approval_text::mcp_effect(name, hints),
@@ -93,12 +96,16 @@ impl Tools for Catalog {
                 };
                 let redactor = connection.redactor();
                 let message = approval_text::approval_message(&headline, &tool.description, &effect, args, &redactor);
-                Policy::NeedsApproval { message }
+                Policy::NeedsApproval { message, rule }
             }
             PolicyAction::Block => {
-                Policy::Blocked { reason: format!("tools.{path} ({what}) is blocked by {}", decision.reason) }
+                Policy::Blocked { reason: format!("tools.{path} ({what}) is blocked by {}", decision.reason), rule }
             }
         }
+    }
+
+    fn effect(&self, path: &str) -> Option<Effect> {
+        self.tool(path).map(|tool| tool.effect)
     }
 
     async fn call(&self, path: &str, args: Value, ctx: &CallContext) -> ToolOutcome {
@@ -222,7 +229,7 @@ impl Catalog {
         input.check(&args).map_err(|e| redact(invalid(e.to_string())))?;
         // Listed only now (listing at planning failed): the policy the call was
         // planned with did not know the tool, so only one that runs unasked goes on.
-        if !listed_before && self.policy(path, &args) != Policy::Run {
+        if !listed_before && !matches!(self.policy(path, &args), Policy::Run { .. }) {
             let message = format!(
                 "tools.{path} needs a decision, and `{namespace}`'s tools were only listed as it was called; run the \
                  code again to be asked"
@@ -250,8 +257,8 @@ impl Catalog {
         }
         self.validate(path, args).map_err(invalid)?;
         match self.policy(path, args) {
-            Policy::Run => Ok(()),
-            Policy::Blocked { reason } => Err(ToolError { code: "blocked".into(), message: reason }),
+            Policy::Run { .. } => Ok(()),
+            Policy::Blocked { reason, .. } => Err(ToolError { code: "blocked".into(), message: reason }),
             Policy::NeedsApproval { .. } | Policy::NeedsConnect { .. } => {
                 let message = format!(
                     "tools.{path} needs a decision, and `{namespace}` connected only as it was called (it was \

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{ApprovalAction, ExecutionFailure, ExecutionStatus};
-use crate::{Journal, Timestamp, TokenHash};
+use crate::{DecidedBy, Journal, Timestamp, TokenHash};
 
 /// The channel a decision or a cancellation came through: who the history
 /// names as having made it happen.
@@ -40,15 +40,29 @@ impl Channel {
     }
 }
 
+/// Who decided (or cancelled), and through which channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decider {
+    pub channel: Channel,
+    pub by: DecidedBy,
+}
+
+impl Decider {
+    /// The model, through `resume` (or the MCP tasks `cancel`).
+    pub fn model(channel: Channel) -> Self {
+        Self { channel, by: DecidedBy::model() }
+    }
+}
+
 /// Who made a change happen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Actor {
     /// Whatever runs the execution: its sandbox run, its heartbeat, a hand-off.
     Runner,
     /// Time: an approval window closed, a heartbeat stopped, a lease ran out.
     Clock,
-    /// A decision or a cancellation, through this channel.
-    Decider(Channel),
+    /// A decision or a cancellation.
+    Decider(Decider),
 }
 
 /// Something that happens to an execution. Every change to a stored
@@ -74,7 +88,7 @@ pub enum ExecutionEvent {
         action: ApprovalAction,
         link: Option<TokenHash>,
         claim: String,
-        by: Channel,
+        by: Decider,
     },
     /// The invocation that continues a handed-on run takes it (one winner).
     Continue {
@@ -85,7 +99,7 @@ pub enum ExecutionEvent {
     /// Someone asked a running execution to stop: its runner sees it at its
     /// next heartbeat and stops at the next safe point.
     RequestCancel {
-        by: Channel,
+        by: Decider,
     },
     Complete {
         result: Value,
@@ -134,7 +148,7 @@ impl ExecutionEvent {
     /// Who makes this event happen.
     pub fn actor(&self) -> Actor {
         match self {
-            Self::Claim { by, .. } | Self::RequestCancel { by } => Actor::Decider(*by),
+            Self::Claim { by, .. } | Self::RequestCancel { by } => Actor::Decider(by.clone()),
             Self::Expire | Self::Interrupt => Actor::Clock,
             _ => Actor::Runner,
         }

@@ -18,7 +18,7 @@ fn failure() -> ExecutionFailure {
 }
 
 fn claim(action: ApprovalAction, link: Option<TokenHash>) -> ExecutionEvent {
-    ExecutionEvent::Claim { action, link, claim: "c1".into(), by: Channel::Model }
+    ExecutionEvent::Claim { action, link, claim: "c1".into(), by: Decider::model(Channel::Model) }
 }
 
 const LEASE: Duration = Duration::from_secs(60);
@@ -38,7 +38,7 @@ fn events() -> [ExecutionEvent; 12] {
         ExecutionEvent::HandOn { claim: "c0".into(), lease: LEASE },
         ExecutionEvent::Continue { claim: "c2".into() },
         ExecutionEvent::Heartbeat,
-        ExecutionEvent::RequestCancel { by: Channel::Task },
+        ExecutionEvent::RequestCancel { by: Decider::model(Channel::Task) },
     ]
 }
 
@@ -274,8 +274,11 @@ fn a_run_is_taken_once_and_handed_on_without_a_runner() {
 #[test]
 fn each_event_names_who_made_it_happen() {
     let cases = [
-        (claim(ApprovalAction::Accept, None), Actor::Decider(Channel::Model)),
-        (ExecutionEvent::RequestCancel { by: Channel::Task }, Actor::Decider(Channel::Task)),
+        (claim(ApprovalAction::Accept, None), Actor::Decider(Decider::model(Channel::Model))),
+        (
+            ExecutionEvent::RequestCancel { by: Decider::model(Channel::Task) },
+            Actor::Decider(Decider::model(Channel::Task)),
+        ),
         (ExecutionEvent::Expire, Actor::Clock),
         (ExecutionEvent::Interrupt, Actor::Clock),
         (ExecutionEvent::Heartbeat, Actor::Runner),

@@ -14,7 +14,14 @@ impl Tools for Echo {
         Ok(())
     }
     fn policy(&self, path: &str, _: &Value) -> Policy {
-        if path.starts_with("w.") { Policy::NeedsApproval { message: "write?".into() } } else { Policy::Run }
+        if path.starts_with("w.") {
+            Policy::NeedsApproval { message: "write?".into(), rule: "writes".into() }
+        } else {
+            Policy::run_by_default()
+        }
+    }
+    fn effect(&self, _: &str) -> Option<executor_core::Effect> {
+        None
     }
     async fn call(&self, _: &str, args: Value, _: &CallContext) -> ToolOutcome {
         Ok(args)

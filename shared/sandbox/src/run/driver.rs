@@ -10,18 +10,18 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use executor_core::{Journal, JournalStep, PendingCall, StepOutcome, Timestamp};
+use executor_core::{AllowedBy, CallOutcome, Called, Journal, JournalStep, PendingCall, StepOutcome, Timestamp};
 use futures_util::FutureExt;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
-use super::plan::{Action, is_builtin, plan};
+use super::plan::{Action, Allowed, is_builtin, plan};
 use super::spans::{record_call, tool_span};
 use super::{Env, Outcome, Relocate, Segment, Snapshot, Steps};
 use crate::SandboxError;
 use crate::engine::{Delivery, Engine, IssuedCall, MainState};
 use crate::source;
-use crate::tools::{CallContext, DESCRIBE_PATH, Policy, SEARCH_PATH, ToolError, ToolSuccess, Tools};
+use crate::tools::{Allowance, CallContext, DESCRIBE_PATH, Policy, SEARCH_PATH, ToolError, ToolSuccess, Tools};
 
 /// Where a run is. Each phase does one thing and names the next.
 #[derive(Debug)]
@@ -63,12 +63,12 @@ pub(super) struct Batch {
     actions: Vec<Action>,
 }
 
-/// What the calls of a batch that were made answered, one for each
-/// [`Action::Call`] in step order, and when the batch completed (the time its
-/// outcomes are journaled and delivered at).
+/// What the calls of a batch that were made answered (and how long each
+/// took), one for each [`Action::Call`] in step order, and when the batch
+/// completed (the time its outcomes are journaled and delivered at).
 #[derive(Debug)]
 pub(super) struct Made {
-    results: Vec<Result<ToolSuccess, ToolError>>,
+    results: Vec<(Result<ToolSuccess, ToolError>, Duration)>,
     completed_at: Timestamp,
 }
 
@@ -175,7 +175,7 @@ impl<'a> Driver<'a> {
     fn call(&mut self, batch: Batch) -> Phase {
         let env = self.env;
         self.steps.replayed += batch.actions.iter().filter(|a| matches!(a, Action::Replay(_))).count();
-        let runnable = batch.calls.iter().zip(&batch.actions).filter(|(_, a)| **a == Action::Call);
+        let runnable = batch.calls.iter().zip(&batch.actions).filter(|(_, a)| matches!(a, Action::Call(_)));
         let calls = runnable.map(|(call, _)| {
             self.steps.called += 1;
             let ctx = CallContext { execution_id: self.segment.execution_id.clone(), step: call.step, owner: None };
@@ -203,7 +203,12 @@ impl<'a> Driver<'a> {
     /// Journaling. Paused if a call waits for a decision: calls already made
     /// are journaled, nothing is delivered, so the replay re-forms this same batch.
     fn journal(&mut self, batch: Batch, made: Made) -> Phase {
-        let pending = record_batch(&mut self.segment.journal, &batch, made);
+        let log = |call: &IssuedCall, action: &Action, made: Option<&(Result<ToolSuccess, ToolError>, Duration)>| {
+            if let Some(called) = called(call, action, made, &*self.env.tools) {
+                self.segment.calls.add(called);
+            }
+        };
+        let pending = record_batch(&mut self.segment.journal, &batch, made, log);
         self.steps.pending += pending;
         if pending > 0 { Phase::Exit(Exit::Paused) } else { Phase::Delivering(batch.calls) }
     }
@@ -283,7 +288,7 @@ fn make(
     tools: Arc<dyn Tools>,
     ctx: CallContext,
     call: IssuedCall,
-) -> impl Future<Output = Result<ToolSuccess, ToolError>> {
+) -> impl Future<Output = (Result<ToolSuccess, ToolError>, Duration)> {
     let span = tool_span(&call.path, call.step);
     async move {
         let started = Instant::now();
@@ -293,14 +298,20 @@ fn make(
             path => tools.call_with_status(path, call.args, &ctx).await,
         };
         record_call(started, &outcome);
-        outcome
+        (outcome, started.elapsed())
     }
     .instrument(span)
 }
 
 /// Journaling: record what happened to each call of the batch, the calls
-/// made with the batch's completion time. Answers how many wait for a decision.
-fn record_batch(journal: &mut Journal, batch: &Batch, made: Made) -> usize {
+/// made with the batch's completion time, and `log` each new one for the
+/// audit trail. Answers how many wait for a decision.
+fn record_batch(
+    journal: &mut Journal,
+    batch: &Batch,
+    made: Made,
+    mut log: impl FnMut(&IssuedCall, &Action, Option<&(Result<ToolSuccess, ToolError>, Duration)>),
+) -> usize {
     let completed_at = made.completed_at;
     // `join_all` answers in the order it was given the calls, the batch's.
     let mut results = made.results.into_iter();
@@ -312,31 +323,89 @@ fn record_batch(journal: &mut Journal, batch: &Batch, made: Made) -> usize {
         }
         let outcome = match action {
             Action::Replay(_) | Action::Cancel => continue,
-            Action::Await { message, connect } => {
+            Action::Await { message, connect, rule } => {
                 let pending_call = match connect {
                     Some(source) => PendingCall::connect(call.step, &call.path, call.args.clone(), message, source),
                     None => PendingCall::new(call.step, &call.path, call.args.clone(), message),
                 };
-                journal.add_pending(pending_call);
+                journal.add_pending(PendingCall { rule: rule.clone(), ..pending_call });
                 pending += 1;
                 continue;
             }
-            Action::Call => match results.next() {
-                Some(Ok(ToolSuccess { data, http_status: None })) => StepOutcome::Ok { data },
-                Some(Ok(ToolSuccess { data, http_status: Some(status) })) => StepOutcome::HttpOk { data, status },
-                Some(Err(ToolError { code, message })) => StepOutcome::Err { code, message },
-                None => unreachable!("every planned call has a result"),
-            },
+            Action::Call(_) => {
+                let made = results.next().unwrap_or_else(|| unreachable!("every planned call has a result"));
+                log(call, action, Some(&made));
+                match made.0 {
+                    Ok(ToolSuccess { data, http_status: None }) => StepOutcome::Ok { data },
+                    Ok(ToolSuccess { data, http_status: Some(status) }) => StepOutcome::HttpOk { data, status },
+                    Err(ToolError { code, message }) => StepOutcome::Err { code, message },
+                }
+            }
             Action::Decline => {
                 StepOutcome::Declined { message: format!("the call to tools.{} was declined", call.path) }
             }
-            Action::Block(reason) => StepOutcome::Err { code: "blocked".into(), message: reason.clone() },
-            Action::Invalid(message) => StepOutcome::Err { code: "invalid_arguments".into(), message: message.clone() },
+            Action::Block { reason, .. } => {
+                log(call, action, None);
+                StepOutcome::Err { code: "blocked".into(), message: reason.clone() }
+            }
+            Action::Invalid(message) => {
+                log(call, action, None);
+                StepOutcome::Err { code: "invalid_arguments".into(), message: message.clone() }
+            }
         };
         let (step, path, args_hash) = (call.step, call.path.clone(), call.args_hash.clone());
         journal.record(JournalStep { step, path, args_hash, outcome, completed_at });
     }
     pending
+}
+
+/// A new call as the audit trail records it: made (with how it ended and
+/// what let it run), blocked, or refused for its arguments. Built-ins
+/// (search, describe) reach no source and are not recorded.
+fn called(
+    call: &IssuedCall,
+    action: &Action,
+    made: Option<&(Result<ToolSuccess, ToolError>, Duration)>,
+    tools: &dyn Tools,
+) -> Option<Called> {
+    let mut called = Called {
+        step: call.step,
+        tool: call.path.clone(),
+        kind: tools.effect(&call.path),
+        outcome: CallOutcome::Ok,
+        http_status: None,
+        error_code: None,
+        duration_ms: 0,
+        allowed_by: None,
+        policy_id: None,
+        grant_id: None,
+    };
+    match action {
+        Action::Call(Allowed::Builtin) => return None,
+        Action::Call(Allowed::By(Allowance::Rule(rule))) => {
+            (called.allowed_by, called.policy_id) = (Some(AllowedBy::Policy), Some(rule.clone()))
+        }
+        Action::Call(Allowed::By(Allowance::Grant(grant))) => {
+            (called.allowed_by, called.grant_id) = (Some(AllowedBy::Grant), Some(grant.clone()))
+        }
+        Action::Call(Allowed::Decision) => called.allowed_by = Some(AllowedBy::Decision),
+        Action::Block { rule, .. } => {
+            (called.outcome, called.error_code, called.policy_id) =
+                (CallOutcome::Blocked, Some("blocked".into()), Some(rule.clone()))
+        }
+        Action::Invalid(_) => {
+            (called.outcome, called.error_code) = (CallOutcome::Error, Some("invalid_arguments".into()))
+        }
+        _ => return None,
+    }
+    if let Some((result, took)) = made {
+        called.duration_ms = took.as_millis() as u64;
+        match result {
+            Ok(success) => called.http_status = success.http_status,
+            Err(error) => (called.outcome, called.error_code) = (CallOutcome::Error, Some(error.code.clone())),
+        }
+    }
+    Some(called)
 }
 
 /// What the code's promise receives for a journaled outcome.

@@ -9,7 +9,18 @@ use serde_json::Value;
 
 use crate::SandboxError;
 use crate::engine::IssuedCall;
-use crate::tools::{DESCRIBE_PATH, Policy, SEARCH_PATH};
+use crate::tools::{Allowance, DESCRIBE_PATH, Policy, SEARCH_PATH};
+
+/// Why a call is made, for the audit trail.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Allowed {
+    /// The policy, or an owner's grant, lets it run.
+    By(Allowance),
+    /// A decision on it.
+    Decision,
+    /// `tools.search` or `tools.describe.tool`: no source's tool.
+    Builtin,
+}
 
 /// What happens to one call of a batch.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,17 +28,17 @@ pub(super) enum Action {
     /// In the journal: hand back the recorded outcome.
     Replay(StepOutcome),
     /// Make the call now.
-    Call,
+    Call(Allowed),
     /// Declined: the code's promise rejects.
     Decline,
-    /// The policy refuses it.
-    Block(String),
+    /// The policy refuses it: why, and the id of the rule.
+    Block { reason: String, rule: String },
     /// Its arguments do not fit the tool: it fails with `invalid_arguments`,
     /// before the policy is asked, so it never pauses.
     Invalid(String),
     /// Needs a decision that has not been made: pause. `connect`: the source
-    /// the owner must connect first.
-    Await { message: String, connect: Option<String> },
+    /// the owner must connect first; `rule`: the rule that asks.
+    Await { message: String, connect: Option<String>, rule: Option<String> },
     /// The decision cancelled the execution.
     Cancel,
 }
@@ -40,9 +51,9 @@ impl Action {
             Action::Await { connect: None, .. } => Some("approval_required"),
             Action::Await { connect: Some(_), .. } => Some("connect_required"),
             Action::Decline => Some("declined"),
-            Action::Block(_) => Some("blocked"),
+            Action::Block { .. } => Some("blocked"),
             Action::Invalid(_) => Some("invalid_arguments"),
-            Action::Replay(_) | Action::Cancel | Action::Call => None,
+            Action::Replay(_) | Action::Cancel | Action::Call(_) => None,
         }
     }
 }
@@ -53,7 +64,7 @@ pub(super) fn is_builtin(path: &str) -> bool {
 
 fn decided(action: ApprovalAction) -> Action {
     match action {
-        ApprovalAction::Accept => Action::Call,
+        ApprovalAction::Accept => Action::Call(Allowed::Decision),
         ApprovalAction::Decline => Action::Decline,
         ApprovalAction::Cancel => Action::Cancel,
     }
@@ -65,13 +76,13 @@ fn decided(action: ApprovalAction) -> Action {
 fn planned(decision: Result<Policy, String>, ahead: Option<ApprovalAction>) -> Action {
     match decision {
         Err(message) => Action::Invalid(message),
-        Ok(Policy::Run) => Action::Call,
-        Ok(Policy::NeedsApproval { message }) => match ahead {
+        Ok(Policy::Run { by }) => Action::Call(Allowed::By(by)),
+        Ok(Policy::NeedsApproval { message, rule }) => match ahead {
             Some(action) => decided(action),
-            None => Action::Await { message, connect: None },
+            None => Action::Await { message, connect: None, rule: Some(rule) },
         },
-        Ok(Policy::NeedsConnect { source, message }) => Action::Await { message, connect: Some(source) },
-        Ok(Policy::Blocked { reason }) => Action::Block(reason),
+        Ok(Policy::NeedsConnect { source, message }) => Action::Await { message, connect: Some(source), rule: None },
+        Ok(Policy::Blocked { reason, rule }) => Action::Block { reason, rule },
     }
 }
 
@@ -106,9 +117,13 @@ pub(super) fn plan(
                         planned(decide(&call.path, &call.args), None)
                     }
                     Some(action) => decided(*action),
-                    None => Action::Await { message: pending.message.clone(), connect: pending.connect.clone() },
+                    None => Action::Await {
+                        message: pending.message.clone(),
+                        connect: pending.connect.clone(),
+                        rule: pending.rule.clone(),
+                    },
                 },
-                Replay::New if is_builtin(&call.path) => Action::Call,
+                Replay::New if is_builtin(&call.path) => Action::Call(Allowed::Builtin),
                 // A decision made ahead of time (by step) applies without pausing.
                 Replay::New => planned(decide(&call.path, &call.args), decisions.get(&call.step).copied()),
             })
@@ -118,7 +133,7 @@ pub(super) fn plan(
 
 #[cfg(test)]
 mod tests {
-    use executor_core::{ArgsHash, JournalStep, PendingCall, Timestamp};
+    use executor_core::{ArgsHash, DEFAULT_RULE, JournalStep, PendingCall, Timestamp};
     use serde_json::json;
 
     use super::*;
@@ -143,9 +158,9 @@ mod tests {
         let decisions = BTreeMap::from([(1, ApprovalAction::Accept), (2, ApprovalAction::Decline)]);
         let policy = |path: &str, _: &Value| {
             Ok(match path {
-                "gh.create" => Policy::NeedsApproval { message: "create?".into() },
-                "gh.delete" => Policy::Blocked { reason: "deletes are off".into() },
-                _ => Policy::Run,
+                "gh.create" => Policy::NeedsApproval { message: "create?".into(), rule: "r1".into() },
+                "gh.delete" => Policy::Blocked { reason: "deletes are off".into(), rule: "r2".into() },
+                _ => Policy::run_by_default(),
             })
         };
         let batch = [
@@ -163,13 +178,14 @@ mod tests {
             actions,
             [
                 Action::Replay(StepOutcome::Ok { data: json!([1]) }),
-                Action::Call,
+                Action::Call(Allowed::Decision),
                 Action::Decline,
-                Action::Await { message: "create?".into(), connect: None },
-                Action::Await { message: "create?".into(), connect: None },
-                Action::Block("deletes are off".into()),
-                Action::Call,
-                Action::Call,
+                // Pending from the journal: asked by whatever rule it recorded (none here).
+                Action::Await { message: "create?".into(), connect: None, rule: None },
+                Action::Await { message: "create?".into(), connect: None, rule: Some("r1".into()) },
+                Action::Block { reason: "deletes are off".into(), rule: "r2".into() },
+                Action::Call(Allowed::By(Allowance::Rule(DEFAULT_RULE.into()))),
+                Action::Call(Allowed::Builtin),
             ]
         );
 
@@ -179,13 +195,14 @@ mod tests {
         assert_eq!(cancelled.unwrap(), [Action::Cancel]);
         let ahead = BTreeMap::from([(4, ApprovalAction::Accept), (5, ApprovalAction::Accept)]);
         let planned = plan(&journal, &ahead, &batch[4..6], None, policy).unwrap();
-        assert_eq!(planned, [Action::Call, Action::Block("deletes are off".into())], "a decision never unblocks");
+        let blocked = Action::Block { reason: "deletes are off".into(), rule: "r2".into() };
+        assert_eq!(planned, [Action::Call(Allowed::Decision), blocked], "a decision never unblocks");
     }
 
     #[test]
     fn a_call_waiting_for_a_connection_waits_until_there_is_one() {
         let connect = || Ok(Policy::NeedsConnect { source: "crm".into(), message: "connect crm".into() });
-        let waits = Action::Await { message: "connect crm".into(), connect: Some("crm".into()) };
+        let waits = Action::Await { message: "connect crm".into(), connect: Some("crm".into()), rule: None };
         let batch = [call(0, "crm.list", json!({}))];
         let fresh = Journal::new(Timestamp::from_millis(0), 1);
         let accepted = BTreeMap::from([(0, ApprovalAction::Accept)]);
@@ -200,13 +217,16 @@ mod tests {
         let mut journal = Journal::new(Timestamp::from_millis(0), 1);
         journal.add_pending(PendingCall::connect(0, "crm.list", json!({}), "connect crm", "crm"));
         assert_eq!(
-            plan(&journal, &BTreeMap::new(), &batch, None, |_, _| Ok(Policy::Run)).unwrap(),
+            plan(&journal, &BTreeMap::new(), &batch, None, |_, _| Ok(Policy::run_by_default())).unwrap(),
             std::slice::from_ref(&waits)
         );
         assert_eq!(plan(&journal, &accepted, &batch, None, |_, _| connect()).unwrap(), [waits]);
-        assert_eq!(plan(&journal, &accepted, &batch, None, |_, _| Ok(Policy::Run)).unwrap(), [Action::Call]);
-        let approve = |_: &str, _: &Value| Ok(Policy::NeedsApproval { message: "write?".into() });
-        let asks = Action::Await { message: "write?".into(), connect: None };
+        assert_eq!(
+            plan(&journal, &accepted, &batch, None, |_, _| Ok(Policy::run_by_default())).unwrap(),
+            [Action::Call(Allowed::By(Allowance::Rule(DEFAULT_RULE.into())))]
+        );
+        let approve = |_: &str, _: &Value| Ok(Policy::NeedsApproval { message: "write?".into(), rule: "w".into() });
+        let asks = Action::Await { message: "write?".into(), connect: None, rule: Some("w".into()) };
         assert_eq!(plan(&journal, &accepted, &batch, None, approve).unwrap(), [asks]);
         let declined = BTreeMap::from([(0, ApprovalAction::Decline)]);
         assert_eq!(plan(&journal, &declined, &batch, None, |_, _| connect()).unwrap(), [Action::Decline]);
@@ -218,7 +238,7 @@ mod tests {
         // `gh.create` without a title is invalid; every valid call needs approval.
         let decide = |_: &str, args: &Value| match args.get("title") {
             None => Err(missing()),
-            Some(_) => Ok(Policy::NeedsApproval { message: "write?".into() }),
+            Some(_) => Ok(Policy::NeedsApproval { message: "write?".into(), rule: "w".into() }),
         };
         let fresh = Journal::new(Timestamp::from_millis(0), 1);
         let failed = StepOutcome::Err { code: "invalid_arguments".into(), message: missing() };
@@ -236,7 +256,7 @@ mod tests {
         waits_for_approval.add_pending(PendingCall::new(0, "gh.create", json!({}), "write?"));
         let accept = BTreeMap::from([(0, ApprovalAction::Accept)]);
         let none = BTreeMap::new();
-        let asks = Action::Await { message: "write?".into(), connect: None };
+        let asks = Action::Await { message: "write?".into(), connect: None, rule: Some("w".into()) };
         // Step 0 is the invalid call; step 1, a valid write in the same batch.
         let cases = [
             ("new: fails at once", &fresh, &none, Action::Invalid(missing())),
@@ -252,13 +272,13 @@ mod tests {
                 "pending from before calls were checked, undecided: still waits",
                 &waits_for_approval,
                 &none,
-                asks.clone(),
+                Action::Await { message: "write?".into(), connect: None, rule: None },
             ),
             (
                 "pending from before calls were checked, approved: made (the call checks it)",
                 &waits_for_approval,
                 &accept,
-                Action::Call,
+                Action::Call(Allowed::Decision),
             ),
         ];
         let batch = [call(0, "gh.create", json!({})), call(1, "gh.create", json!({"title": "t"}))];

@@ -43,12 +43,16 @@ impl Tools for TestTools {
 
     fn policy(&self, path: &str, _args: &Value) -> Policy {
         if path.starts_with("w.") {
-            Policy::NeedsApproval { message: format!("{path} wants to write") }
+            Policy::NeedsApproval { message: format!("{path} wants to write"), rule: "writes".into() }
         } else if path.starts_with("x.") {
-            Policy::Blocked { reason: format!("{path} is blocked by policy") }
+            Policy::Blocked { reason: format!("{path} is blocked by policy"), rule: "blocked".into() }
         } else {
-            Policy::Run
+            Policy::run_by_default()
         }
+    }
+
+    fn effect(&self, path: &str) -> Option<executor_core::Effect> {
+        Some(if path.starts_with("w.") { executor_core::Effect::Write } else { executor_core::Effect::Read })
     }
 
     async fn call(&self, path: &str, args: Value, ctx: &CallContext) -> ToolOutcome {

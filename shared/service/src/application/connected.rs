@@ -53,6 +53,10 @@ impl Tools for Connected {
         self.inner.policy(path, args)
     }
 
+    fn effect(&self, path: &str) -> Option<executor_core::Effect> {
+        self.inner.effect(path)
+    }
+
     /// Read the owner's connections (and whatever the inner view reads). If
     /// they cannot be read, none counts: the call asks to connect.
     async fn prepare_approvals(&self) {

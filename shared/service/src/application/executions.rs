@@ -34,7 +34,7 @@ use executor_core::{
     Clock, ElicitationMode, ExecutionFailure, ExecutionId, PendingCall, QuotaExceeded, Timeouts, Timestamp, ToolkitName,
 };
 use executor_sandbox::{Connections, Limits, Sandbox, Tools};
-use executor_store::{ExecutionStore, StoreError};
+use executor_store::{ExecutionStore, HistoryStore, StoreError};
 use executor_telemetry::{Metric, count};
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -164,9 +164,15 @@ pub struct Executions {
 }
 
 impl Executions {
-    pub fn new(store: Arc<dyn ExecutionStore>, sandbox: Sandbox, timeouts: Timeouts, clock: Arc<dyn Clock>) -> Self {
+    /// Executions stored in `store`, with their history.
+    pub fn new<S: ExecutionStore + HistoryStore + 'static>(
+        store: Arc<S>,
+        sandbox: Sandbox,
+        timeouts: Timeouts,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         Self {
-            runner: Runner::new(store, sandbox, timeouts, clock),
+            runner: Runner::new((store.clone(), store), sandbox, timeouts, clock),
             approval_wait: Duration::from_secs(20),
             slots: Arc::new(Semaphore::new(DEFAULT_MAX_CONCURRENT)),
             max_concurrent: DEFAULT_MAX_CONCURRENT,
@@ -176,6 +182,12 @@ impl Executions {
     /// Make calls to per-owner OAuth sources wait until their owner connects.
     pub fn with_connections(mut self, connections: Option<Arc<dyn Connections>>) -> Self {
         self.runner.tools.connections = connections;
+        self
+    }
+
+    /// Keep each execution's history for `retention` (`EXECUTOR_AUDIT_RETENTION_DAYS`).
+    pub fn with_audit_retention(mut self, retention: Duration) -> Self {
+        self.runner.recorder.retention = retention;
         self
     }
 

@@ -7,13 +7,14 @@
 //! next call, in every process. Only someone a pause asked can create one (the approval page,
 //! the owner's JSON API, the answer to a native elicitation); `resume` cannot.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use executor_core::Effect;
 use executor_core::{Clock, Grant, GrantId, GrantedBy, Principal, ToolkitName};
-use executor_sandbox::{CallContext, PathFilter, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
+use executor_sandbox::{Allowance, CallContext, PathFilter, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
 use executor_store::{Access, GrantStore, StoreError};
 use serde_json::Value;
 use tokio::sync::OnceCell;
@@ -99,15 +100,16 @@ struct Granted {
     /// toolkit do not apply.
     endpoint: Option<ToolkitName>,
     store: Arc<dyn GrantStore>,
-    /// The granted tools, once a call of this run needed approval.
-    granted: OnceCell<HashSet<String>>,
+    /// The granted tools and their grants' ids, once a call of this run needed approval.
+    granted: OnceCell<HashMap<String, GrantId>>,
 }
 
-/// The one rule: a grant turns "needs approval" into "runs"; nothing else changes.
-fn with_grant(policy: Policy, granted: bool) -> Policy {
-    match policy {
-        Policy::NeedsApproval { .. } if granted => Policy::Run,
-        other => other,
+/// The one rule: a grant turns "needs approval" into "runs", by that grant;
+/// nothing else changes.
+fn with_grant(policy: Policy, grant: Option<&GrantId>) -> Policy {
+    match (policy, grant) {
+        (Policy::NeedsApproval { .. }, Some(grant)) => Policy::Run { by: Allowance::Grant(grant.as_str().to_owned()) },
+        (other, _) => other,
     }
 }
 
@@ -119,8 +121,12 @@ impl Tools for Granted {
     }
 
     fn policy(&self, path: &str, args: &Value) -> Policy {
-        let granted = self.granted.get().is_some_and(|tools| tools.contains(path));
-        with_grant(self.inner.policy(path, args), granted)
+        let grant = self.granted.get().and_then(|tools| tools.get(path));
+        with_grant(self.inner.policy(path, args), grant)
+    }
+
+    fn effect(&self, path: &str) -> Option<Effect> {
+        self.inner.effect(path)
     }
 
     /// Read the owner's grants. If they cannot be read, none applies: the
@@ -130,11 +136,12 @@ impl Tools for Granted {
             .get_or_init(|| async {
                 match self.store.list_grants(&self.owner).await {
                     Ok(grants) => {
-                        grants.into_iter().filter(|g| g.applies_on(self.endpoint.as_ref())).map(|g| g.tool).collect()
+                        let live = grants.into_iter().filter(|g| g.applies_on(self.endpoint.as_ref()));
+                        live.map(|g| (g.tool, g.id)).collect()
                     }
                     Err(error) => {
                         tracing::warn!(%error, "grants could not be read; calls that need approval ask for it");
-                        HashSet::new()
+                        HashMap::new()
                     }
                 }
             })
@@ -193,7 +200,11 @@ mod tests {
         }
 
         fn policy(&self, path: &str, _: &Value) -> Policy {
-            Policy::NeedsApproval { message: format!("{path}?") }
+            Policy::NeedsApproval { message: format!("{path}?"), rule: "strict".into() }
+        }
+
+        fn effect(&self, _: &str) -> Option<Effect> {
+            Some(Effect::Write)
         }
 
         async fn call(&self, _: &str, _: Value, _: &CallContext) -> ToolOutcome {
@@ -226,34 +237,48 @@ mod tests {
         let tools = grants.tools_for(&owner, Some(&strict), Arc::new(Strict(strict.clone())));
         // Its executions are the toolkit's: they continue in its view.
         assert_eq!(tools.toolkit(), Some(&strict));
-        assert_eq!(tools.policy("w.create", &json!({})), Policy::NeedsApproval { message: "w.create?".into() });
+        let asks = Policy::NeedsApproval { message: "w.create?".into(), rule: "strict".into() };
+        assert_eq!(tools.policy("w.create", &json!({})), asks);
         tools.prepare_approvals().await;
-        assert_eq!(tools.policy("w.create", &json!({})), Policy::Run, "granted on /mcp, once read");
+        let by_grant = |tools: &Arc<dyn Tools>, path: &str| match tools.policy(path, &json!({})) {
+            Policy::Run { by: Allowance::Grant(id) } => Some(id),
+            _ => None,
+        };
+        let ids: HashMap<String, String> =
+            grants.list(&owner).await.unwrap().into_iter().map(|g| (g.tool, g.id.as_str().to_owned())).collect();
+        assert_eq!(
+            by_grant(&tools, "w.create").as_ref(),
+            ids.get("w.create"),
+            "granted on /mcp, once read, by its grant"
+        );
         let invalid = tools.validate("w.create", &json!({"bad": 1}));
         assert_eq!(invalid, Err("unknown argument `bad`".into()), "a grant skips the question, never the check");
-        assert_eq!(tools.policy("w.update", &json!({})), Policy::Run, "granted on this toolkit");
+        assert_eq!(by_grant(&tools, "w.update").as_ref(), ids.get("w.update"), "granted on this toolkit");
         assert!(matches!(tools.policy("w.delete", &json!({})), Policy::NeedsApproval { .. }), "another toolkit's");
         // On /mcp, only the grant given there applies.
         let mcp = grants.tools_for(&owner, None, Arc::new(Strict(strict.clone())));
         mcp.prepare_approvals().await;
-        assert_eq!(mcp.policy("w.create", &json!({})), Policy::Run);
+        assert_eq!(by_grant(&mcp, "w.create").as_ref(), ids.get("w.create"));
         assert!(matches!(mcp.policy("w.update", &json!({})), Policy::NeedsApproval { .. }), "a toolkit's grant");
     }
 
     #[test]
     fn a_grant_turns_only_approval_into_run() {
-        let approve = || Policy::NeedsApproval { message: "create?".into() };
-        let block = || Policy::Blocked { reason: "off".into() };
+        let approve = || Policy::NeedsApproval { message: "create?".into(), rule: "r".into() };
+        let block = || Policy::Blocked { reason: "off".into(), rule: "r".into() };
+        let run = Policy::run_by_default;
+        let grant = GrantId::parse("g1").unwrap();
+        let by_grant = Policy::Run { by: Allowance::Grant("g1".into()) };
         let cases = [
-            (Policy::Run, false, Policy::Run),
-            (Policy::Run, true, Policy::Run),
-            (approve(), false, approve()),
-            (approve(), true, Policy::Run),
-            (block(), false, block()),
-            (block(), true, block()),
+            (run(), None, run()),
+            (run(), Some(&grant), run()),
+            (approve(), None, approve()),
+            (approve(), Some(&grant), by_grant),
+            (block(), None, block()),
+            (block(), Some(&grant), block()),
         ];
-        for (policy, granted, expected) in cases {
-            assert_eq!(with_grant(policy.clone(), granted), expected, "{policy:?} granted={granted}");
+        for (policy, grant, expected) in cases {
+            assert_eq!(with_grant(policy.clone(), grant), expected, "{policy:?} grant={grant:?}");
         }
     }
 }

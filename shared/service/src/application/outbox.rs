@@ -11,7 +11,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use executor_core::{Clock, Event, Execution, ExecutionStatus, Session, Timestamp};
+use executor_core::{Clock, Decider, Event, Execution, ExecutionStatus, Session, Timestamp};
 use executor_events::{EventSink, SinkError};
 use executor_store::{OutboxStore, StoreError};
 use tokio::sync::watch;
@@ -73,6 +73,7 @@ impl Events {
         before: Option<ExecutionStatus>,
         after: &Execution,
         link: Option<&ApprovalToken>,
+        decider: Option<&Decider>,
     ) -> Vec<Event> {
         // A create stores the version as is; an update stores the next one.
         let written = if before.is_some() { after.version + 1 } else { after.version };
@@ -80,7 +81,7 @@ impl Events {
             (Some(token), Some(base)) => Some(token.approval_url(base, &after.id)),
             _ => None,
         };
-        executor_core::execution_events(before, after, written, url.as_deref(), self.outbox.clock.now())
+        executor_core::execution_events(before, after, written, url.as_deref(), decider, self.outbox.clock.now())
     }
 
     /// The event of destroying `session` (its next version).

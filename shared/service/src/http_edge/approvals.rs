@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use executor_core::{ApprovalAction, Execution, ExecutionId, ExecutionState, Principal, Remember};
+use executor_core::{ApprovalAction, DecidedBy, Execution, ExecutionId, ExecutionState, Principal, Remember};
 use executor_sandbox::Tools;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use serde_json::{Value, json};
@@ -208,7 +208,7 @@ impl ApprovalRoutes {
     pub async fn api(
         &self,
         request: &Request<Bytes>,
-        owner: &Principal,
+        (owner, credential): (&Principal, &DecidedBy),
         scope: Option<Arc<dyn Tools>>,
         base_url: &str,
     ) -> Response<Bytes> {
@@ -232,8 +232,8 @@ impl ApprovalRoutes {
                     .map_err(|e| format!("the body must be JSON like {{\"action\":\"accept\"}}: {e}"))
                     .and_then(|body| decision(&body));
                 match decision {
-                    Ok((action, remember)) => {
-                        self.executions.decide_as_owner(owner, &id, action, remember, tools).await
+                    Ok(decision) => {
+                        self.executions.decide_as_owner(owner, &id, decision, credential.clone(), tools).await
                     }
                     Err(message) => {
                         let body =

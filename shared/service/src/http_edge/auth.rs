@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use executor_core::{Clock, Principal, ToolkitName};
+use executor_core::{Clock, DecidedBy, Principal, TokenHash, ToolkitName};
 use executor_store::KeyStore;
 use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 
@@ -13,6 +13,15 @@ use crate::application::keys::{KeyError, Keys};
 use crate::http_edge::oidc::Oidc;
 use crate::http_edge::responses::rpc_error;
 use crate::http_edge::spans;
+
+/// Who a request authenticated as: the owner, the toolkit its key is scoped
+/// to, and the credential itself as the audit trail names whoever decides
+/// with it (`key:<owner>/<key id>` or `oidc:<issuer>#<subject>`).
+pub(crate) struct Authenticated {
+    pub owner: Principal,
+    pub toolkit: Option<ToolkitName>,
+    pub credential: DecidedBy,
+}
 
 pub(crate) struct Authenticator {
     keys: Keys,
@@ -43,7 +52,7 @@ impl Authenticator {
         headers: &HeaderMap,
         base_url: &str,
         refuse: fn(StatusCode, &str) -> Response<Bytes>,
-    ) -> Result<(Principal, Option<ToolkitName>), Response<Bytes>> {
+    ) -> Result<Authenticated, Response<Bytes>> {
         let token = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -60,7 +69,8 @@ impl Authenticator {
         // Only the conformance build: its suite cannot send a token (see `conformance::anonymous_owner`).
         #[cfg(feature = "conformance")]
         if token.is_none_or(str::is_empty) {
-            return Ok((crate::http_edge::conformance::anonymous_owner(), None));
+            let owner = crate::http_edge::conformance::anonymous_owner();
+            return Ok(Authenticated { credential: DecidedBy::oidc(&owner), owner, toolkit: None });
         }
         let Some(token) = token.filter(|t| !t.is_empty()) else {
             return Err(challenge(
@@ -70,12 +80,13 @@ impl Authenticator {
         if let Some(oidc) = self.oidc.as_ref().filter(|_| Oidc::looks_like_jwt(token)) {
             let (owner, toolkit) = oidc.principal(token).await.map_err(|e| challenge(&format!("Unauthorized: {e}")))?;
             spans::record_owner(&owner);
-            return Ok((owner, toolkit));
+            return Ok(Authenticated { credential: DecidedBy::oidc(&owner), owner, toolkit });
         }
         match self.keys.verify(token).await {
             Ok((owner, toolkit)) => {
                 spans::record_owner(&owner);
-                Ok((owner, toolkit))
+                let credential = DecidedBy::key(&owner, &TokenHash::of_token(token));
+                Ok(Authenticated { owner, toolkit, credential })
             }
             Err(error @ KeyError::Unknown) => Err(challenge(&error.to_string())),
             Err(error @ KeyError::Store(_)) => Err(refuse(StatusCode::SERVICE_UNAVAILABLE, &error.to_string())),

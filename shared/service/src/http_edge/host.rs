@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use executor_core::{ClientSite, ExecutionId, Principal, ToolkitName};
+use executor_core::{ClientSite, DecidedBy, ExecutionId, Principal, ToolkitName};
 use executor_sandbox::{Readiness, Sandbox, SourceReadiness, Tools};
 use executor_scheduler::AlarmScheduler;
 use executor_store::Store;
@@ -24,13 +24,21 @@ use crate::application::executions::{ExecutionResult, ResumeError};
 use crate::compose::{Services, compose};
 use crate::config::HostConfig;
 use crate::http_edge::approvals::ApprovalRoutes;
-use crate::http_edge::auth::{Authenticator, scoped_elsewhere};
+use crate::http_edge::auth::{Authenticated, Authenticator, scoped_elsewhere};
 use crate::http_edge::connect::ConnectRoutes;
 use crate::http_edge::mcp::McpEdge;
 use crate::http_edge::oidc::Oidc;
 use crate::http_edge::responses::{api_error, api_json, json_response, rpc_error, text, with_cors};
 use crate::http_edge::routes::{Api, Route, Surface};
 use crate::http_edge::spans;
+
+/// Who calls an API route, past the guard: the owner, their credential, and
+/// the toolkit (with its view) a scoped key is limited to.
+struct ApiCaller {
+    owner: Principal,
+    credential: DecidedBy,
+    scope: Option<(ToolkitName, Arc<dyn Tools>)>,
+}
 
 #[derive(Clone)]
 pub struct Host {
@@ -154,7 +162,7 @@ impl Host {
             Route::ApprovalPage => self.approvals.page(&request, base_url.starts_with("https://")).await,
             Route::Connect | Route::ConnectCallback => self.connect(request, &base_url).await,
             Route::Api(api) => match self.guard(&request, api, &base_url).await {
-                Ok((owner, scope)) => self.api(api, &request, &owner, scope, &base_url).await,
+                Ok(caller) => self.api(api, &request, caller, &base_url).await,
                 Err(refusal) => refusal,
             },
             Route::ClientMetadata => json_response(StatusCode::OK, &ClientSite::new(&base_url).client_metadata()),
@@ -166,30 +174,30 @@ impl Host {
     /// toolkit view their key is scoped to. Grants and connections are the
     /// owner's own, not a toolkit's: a scoped key cannot manage them; a key
     /// whose toolkit is no longer configured reaches nothing.
-    async fn guard(
-        &self,
-        request: &Request<Bytes>,
-        api: Api,
-        base_url: &str,
-    ) -> Result<(Principal, Option<Arc<dyn Tools>>), Response<Bytes>> {
-        let (owner, scope) = self.auth.authenticate_scoped(request.headers(), base_url, api_error).await?;
-        let Some(name) = scope else { return Ok((owner, None)) };
+    async fn guard(&self, request: &Request<Bytes>, api: Api, base_url: &str) -> Result<ApiCaller, Response<Bytes>> {
+        let Authenticated { owner, toolkit, credential } =
+            self.auth.authenticate_scoped(request.headers(), base_url, api_error).await?;
+        let Some(name) = toolkit else { return Ok(ApiCaller { owner, credential, scope: None }) };
         match (api, self.toolkits.get(&name)) {
-            (Api::Executions, Some(view)) => Ok((owner, Some(view.clone()))),
+            (Api::Executions | Api::History, Some(view)) => {
+                Ok(ApiCaller { owner, credential, scope: Some((name, view.clone())) })
+            }
             _ => Err(api_error(StatusCode::FORBIDDEN, &scoped_elsewhere(&name))),
         }
     }
 
-    async fn api(
-        &self,
-        api: Api,
-        request: &Request<Bytes>,
-        owner: &Principal,
-        scope: Option<Arc<dyn Tools>>,
-        base_url: &str,
-    ) -> Response<Bytes> {
+    async fn api(&self, api: Api, request: &Request<Bytes>, caller: ApiCaller, base_url: &str) -> Response<Bytes> {
+        let ApiCaller { owner, credential, scope } = caller;
+        let owner = &owner;
         match api {
-            Api::Executions => self.approvals.api(request, owner, scope, base_url).await,
+            Api::Executions => {
+                let view = scope.map(|(_, view)| view);
+                self.approvals.api(request, (owner, &credential), view, base_url).await
+            }
+            Api::History => {
+                let toolkit = scope.as_ref().map(|(name, _)| name);
+                crate::http_edge::history_api::answer(&self.services.history, request, owner, toolkit).await
+            }
             Api::Grants => crate::http_edge::grants_api::answer(&self.services.grants, request, owner).await,
             Api::Connections => match &self.connect {
                 Some(connect) => connect.api(request, owner).await,

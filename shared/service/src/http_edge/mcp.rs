@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use executor_core::{ElicitationMode, Principal, ToolkitName};
+use executor_core::{DecidedBy, ElicitationMode, Principal, ToolkitName};
 use executor_sandbox::Tools;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
@@ -27,7 +27,7 @@ use tracing::Span;
 use crate::application::sessions::{STATELESS_VERSION, Sessions};
 use crate::compose::Services;
 use crate::config::{HostConfig, parse_mode};
-use crate::http_edge::auth::{Authenticator, rpc_refusal, scoped_elsewhere};
+use crate::http_edge::auth::{Authenticated, Authenticator, rpc_refusal, scoped_elsewhere};
 use crate::http_edge::mcp_tools::{Caller, McpServer};
 use crate::http_edge::native::NativeApprovals;
 use crate::http_edge::responses::{json_response, preflight, rpc_error};
@@ -110,15 +110,19 @@ impl McpEdge {
         if request.method() == Method::OPTIONS {
             return preflight();
         }
-        let owner = match self.auth.authenticate_scoped(request.headers(), &base_url, rpc_refusal).await {
-            Ok((owner, None)) => owner,
-            Ok((owner, Some(scope))) if Some(&scope) == toolkit => owner,
-            Ok((_, Some(scope))) => return rpc_refusal(StatusCode::FORBIDDEN, &scoped_elsewhere(&scope)),
+        let (owner, credential) = match self.auth.authenticate_scoped(request.headers(), &base_url, rpc_refusal).await {
+            Ok(Authenticated { owner, toolkit: None, credential }) => (owner, credential),
+            Ok(Authenticated { owner, toolkit: Some(scope), credential }) if Some(&scope) == toolkit => {
+                (owner, credential)
+            }
+            Ok(Authenticated { toolkit: Some(scope), .. }) => {
+                return rpc_refusal(StatusCode::FORBIDDEN, &scoped_elsewhere(&scope));
+            }
             Err(response) => return response,
         };
         let endpoint = toolkit.and_then(|name| self.toolkits.get(name)).unwrap_or(&self.root);
         match *request.method() {
-            Method::POST => self.post(request, owner, endpoint, toolkit, base_url).await,
+            Method::POST => self.post(request, (owner, credential), endpoint, toolkit, base_url).await,
             Method::DELETE => sessions::end(&self.sessions, request.headers(), &owner, toolkit).await,
             _ => {
                 let mut response =
@@ -132,7 +136,7 @@ impl McpEdge {
     async fn post(
         &self,
         request: Request<Bytes>,
-        owner: Principal,
+        (owner, credential): (Principal, DecidedBy),
         endpoint: &McpEndpoint,
         toolkit: Option<&ToolkitName>,
         base_url: String,
@@ -168,7 +172,7 @@ impl McpEdge {
         };
         let mode = self.effective_mode(mode, &parts.headers, &message);
         spans::record("executor.elicitation_mode", mode.as_str());
-        let caller = Caller { owner: owner.clone(), session, mode, base_url, span: Span::current() };
+        let caller = Caller { owner: owner.clone(), credential, session, mode, base_url, span: Span::current() };
         if crate::http_edge::mcp_tools::is_task_message(&message) {
             return json_response(StatusCode::OK, &endpoint.server.answer_task_message(&caller, &message).await);
         }

@@ -9,7 +9,7 @@ mod tasks;
 use std::sync::Arc;
 use std::time::Duration;
 
-use executor_core::{ApprovalAction, ElicitationMode, ExecutionId, Principal, SessionId};
+use executor_core::{ApprovalAction, DecidedBy, ElicitationMode, ExecutionId, Principal, SessionId};
 use executor_sandbox::{Limits, Tools};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
@@ -30,6 +30,8 @@ pub(crate) use tasks::{declare as declare_tasks, is_task_message};
 #[derive(Debug, Clone)]
 pub(crate) struct Caller {
     pub owner: Principal,
+    /// The credential the request authenticated with: who decides a native pause.
+    pub credential: DecidedBy,
     pub session: Option<SessionId>,
     /// `?elicitation_mode=` of the request, or the configured default.
     pub mode: ElicitationMode,
@@ -119,8 +121,10 @@ impl McpServer {
         };
         let tools = self.tools.clone();
         let (id, step) = (&answer.execution_id, answer.step);
-        let result =
-            self.executions.answer_native(&caller.owner, id, step, answer.action, answer.remember, tools).await;
+        let result = self
+            .executions
+            .answer_native(&caller.owner, id, step, (answer.action, answer.remember), caller.credential.clone(), tools)
+            .await;
         self.render_resumed(caller, result)
     }
 

@@ -34,6 +34,8 @@ impl Surface {
 pub(crate) enum Api {
     /// `/api/executions/{id}` and `/api/executions/{id}/resume`.
     Executions,
+    /// `/api/executions` (the listing) and `/api/executions/{id}/history`.
+    History,
     /// `/api/grants` and `/api/grants/{id}`.
     Grants,
     /// `/api/connections` and `/api/connections/{source}`.
@@ -96,6 +98,10 @@ impl<'a> Route<'a> {
             Self::ConnectCallback
         } else if under("/api/connections") {
             Self::Api(Api::Connections)
+        } else if path.trim_end_matches('/') == "/api/executions"
+            || (path.starts_with("/api/executions/") && path.ends_with("/history"))
+        {
+            Self::Api(Api::History)
         } else if path.starts_with("/api/executions/") {
             Self::Api(Api::Executions)
         } else if under("/api/grants") {
@@ -141,7 +147,11 @@ mod tests {
             (A, Method::DELETE, "/api/connections/crm", Route::Api(Api::Connections)),
             (A, Method::GET, "/api/connectionsx", Route::NotFound),
             (A, Method::GET, "/api/executions/e1", Route::Api(Api::Executions)),
-            (A, Method::GET, "/api/executions", Route::NotFound),
+            (A, Method::GET, "/api/executions", Route::Api(Api::History)),
+            (A, Method::GET, "/api/executions/", Route::Api(Api::History)),
+            (A, Method::GET, "/api/executions/e1/history", Route::Api(Api::History)),
+            (A, Method::GET, "/api/grants/history", Route::Api(Api::Grants)),
+            (A, Method::GET, "/history", Route::NotFound),
             (A, Method::GET, "/api/grants", Route::Api(Api::Grants)),
             (A, Method::DELETE, "/api/grants/g1", Route::Api(Api::Grants)),
             (A, Method::GET, "/healthz", Route::Health),

@@ -13,10 +13,13 @@
 //! - `SOURCE#<namespace>` / `OAUTHCLIENT`: a source's client registration with
 //!   its upstream's authorization server;
 //! - `OUTBOX` / `EVENT#<time>#<id>`: an undelivered lifecycle event, written in
-//!   the transaction of the change it describes.
+//!   the transaction of the change it describes;
+//! - `AUDIT#<executionId>` / `PART#<part>.<n>` and `AUDITS#<owner>` /
+//!   `EXEC#<created>#<executionId>`: an execution's history and its listing (`history.rs`).
 
 mod chunks;
 mod errors;
+mod history;
 mod item;
 mod quota;
 mod table;
@@ -45,8 +48,8 @@ use item::{
 use crate::records::{self, API_KEY, CONNECTION, EVENT, EXECUTION, GRANT, OAUTH_CLIENT, OAUTH_STATE, SESSION};
 use crate::traced::traced;
 use crate::{
-    Access, ConnectionStore, ExecutionStore, GrantStore, KeyStore, KeyUse, OAuthClientStore, OutboxStore, SessionStore,
-    StoreError,
+    Access, ConnectionStore, Emitted, ExecutionStore, GrantStore, KeyStore, KeyUse, OAuthClientStore, OutboxStore,
+    SessionStore, StoreError,
 };
 
 /// The backend named in store spans.
@@ -233,14 +236,14 @@ impl DynamoStore {
         }
     }
 
-    /// Write `items` atomically; the first one carries `expect`.
+    /// Write `items` atomically; `first`, if given, is the first one and the
+    /// condition it carries (of the others, only history parts carry one).
     async fn transact(
         &self,
         what: &'static str,
         operation: &'static str,
         items: Vec<TransactWriteItem>,
-        meta: &Item,
-        expect: Expect,
+        first: Option<(&Item, Expect)>,
     ) -> Result<(), StoreError> {
         let mut backoff = Duration::from_millis(20);
         for attempt in 0..=CONFLICT_RETRIES {
@@ -257,8 +260,13 @@ impl DynamoStore {
                 }
                 _ => return Err(self.sdk_error(operation, error)),
             };
-            if reasons.first().map(String::as_str) == Some("ConditionalCheckFailed") {
+            if let (Some("ConditionalCheckFailed"), Some((meta, expect))) = (reasons.first().map(String::as_str), first)
+            {
                 return self.condition_failed(what, operation, meta, expect).await;
+            }
+            // Any other condition is a history part's: that part is stored already.
+            if reasons.iter().any(|r| r == "ConditionalCheckFailed") {
+                return Err(StoreError::AlreadyExists { what: records::HISTORY_PART });
             }
             let conflicted = reasons.iter().any(|r| r == "TransactionConflict");
             if !conflicted || attempt == CONFLICT_RETRIES {
@@ -274,17 +282,18 @@ impl DynamoStore {
         unreachable!("the loop returns on its last attempt")
     }
 
-    /// Write an execution: its item with chunk 0, further chunks, and its entry
-    /// in the session's paused index, in one transaction.
+    /// Write an execution: its item with chunk 0, further chunks, its entry
+    /// in the session's paused index, and what is emitted with it, in one transaction.
     async fn write_execution(
         &self,
         operation: &'static str,
         execution: &Execution,
         expect: Expect,
-        events: &[Event],
+        emitted: Emitted<'_>,
     ) -> Result<(), StoreError> {
         let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::backend(operation, e);
         let layout = Layout::of(execution)?;
+        let history = self.history_items(operation, emitted.history)?;
         let pk = records::execution_pk(&execution.id);
         // A chunk item that already holds these bytes at the version this write
         // replaces is left alone (it keeps the version that wrote it).
@@ -368,10 +377,9 @@ impl DynamoStore {
                 _ => {}
             }
         }
-        for event in events {
-            items.push(put(event_item(event)?, None)?);
-        }
-        self.transact(EXECUTION, operation, items, &meta, expect).await?;
+        let events = emitted.events.iter().map(|event| put(event_item(event)?, None));
+        items.extend(events.chain(history.into_iter().map(Ok)).collect::<Result<Vec<_>, _>>()?);
+        self.transact(EXECUTION, operation, items, Some((&meta, expect))).await?;
         let written = pieces.into_iter().map(|(piece, _)| piece).collect();
         self.seen.remember(execution.id.as_str(), execution.version, written);
         Ok(())
@@ -403,7 +411,7 @@ impl DynamoStore {
             let put = Put::builder().table_name(&self.table).set_item(Some(event_item(event)?));
             items.push(TransactWriteItem::builder().put(put.build().map_err(build)?).build());
         }
-        self.transact(what, operation, items, &item, expect).await
+        self.transact(what, operation, items, Some((&item, expect))).await
     }
 
     /// An execution stored in more than one item: one consistent
@@ -575,9 +583,9 @@ impl SessionStore for DynamoStore {
 
 #[async_trait]
 impl ExecutionStore for DynamoStore {
-    async fn create_execution_emitting(&self, execution: &Execution, events: &[Event]) -> Result<(), StoreError> {
+    async fn create_execution_emitting(&self, execution: &Execution, emitted: Emitted<'_>) -> Result<(), StoreError> {
         traced("store.create_execution", BACKEND, async {
-            self.write_execution("create an execution", execution, Expect::Absent, events).await
+            self.write_execution("create an execution", execution, Expect::Absent, emitted).await
         })
         .await
     }
@@ -603,12 +611,16 @@ impl ExecutionStore for DynamoStore {
         .await
     }
 
-    async fn update_execution_emitting(&self, execution: &mut Execution, events: &[Event]) -> Result<(), StoreError> {
+    async fn update_execution_emitting(
+        &self,
+        execution: &mut Execution,
+        emitted: Emitted<'_>,
+    ) -> Result<(), StoreError> {
         traced("store.update_execution", BACKEND, async {
             let expected = execution.version;
             let mut next = execution.clone();
             next.version = expected + 1;
-            self.write_execution("update an execution", &next, Expect::Version(expected), events).await?;
+            self.write_execution("update an execution", &next, Expect::Version(expected), emitted).await?;
             execution.version = next.version;
             Ok(())
         })
@@ -997,6 +1009,14 @@ impl GrantStore for DynamoStore {
         .await
     }
 
+    async fn all_grants(&self) -> Result<Vec<Grant>, StoreError> {
+        traced("store.all_grants", BACKEND, async {
+            let items = self.scan_kind("list every grant", "grant", GRANT).await?;
+            items.iter().map(|item| records::decode(GRANT, get_b(item, BODY, GRANT)?)).collect()
+        })
+        .await
+    }
+
     async fn revoke_grant(&self, access: Access<'_>, id: &GrantId) -> Result<Grant, StoreError> {
         traced("store.revoke_grant", BACKEND, async {
             let grant = match access {
@@ -1120,6 +1140,44 @@ impl OutboxStore for DynamoStore {
 }
 
 impl DynamoStore {
+    /// Every live item of `kind`, whoever owns it: a consistent `Scan` of the
+    /// whole table (every page), for admin commands, never a request path.
+    async fn scan_kind(
+        &self,
+        operation: &'static str,
+        kind: &'static str,
+        what: &'static str,
+    ) -> Result<Vec<Item>, StoreError> {
+        let now = self.clock.now();
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .filter_expression(format!("#kind = :kind AND {EXPIRES_AT} > :now"))
+                .expression_attribute_names("#kind", KIND)
+                .expression_attribute_values(":kind", s(kind))
+                .expression_attribute_values(":now", now_secs(now))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| self.sdk_error(operation, e))?;
+            for item in page.items.unwrap_or_default() {
+                // Checked again to the millisecond, as every read does.
+                if is_live(&item, what, now)? {
+                    items.push(item);
+                }
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(items);
+            }
+        }
+    }
+
     /// The live grant with this id, whoever owns it: a scan, for the admin
     /// command `executor grants revoke` (requests know the owner and query).
     async fn find_grant(&self, id: &GrantId) -> Result<Option<Grant>, StoreError> {

@@ -2,7 +2,7 @@
 //! through a real engine, phase after phase.
 
 use async_trait::async_trait;
-use executor_core::{ApprovalAction, ArgsHash, ExecutionId, ManualClock};
+use executor_core::{ApprovalAction, ArgsHash, DEFAULT_RULE, Effect, ExecutionId, ManualClock};
 
 use super::*;
 use crate::Limits;
@@ -19,10 +19,13 @@ impl Tools for Echo {
     }
     fn policy(&self, path: &str, _: &Value) -> Policy {
         match path.split('.').next() {
-            Some("w") => Policy::NeedsApproval { message: "write?".into() },
-            Some("x") => Policy::Blocked { reason: "off".into() },
-            _ => Policy::Run,
+            Some("w") => Policy::NeedsApproval { message: "write?".into(), rule: "w-asks".into() },
+            Some("x") => Policy::Blocked { reason: "off".into(), rule: "x-off".into() },
+            _ => Policy::run_by_default(),
         }
+    }
+    fn effect(&self, path: &str) -> Option<Effect> {
+        Some(if path.starts_with("a.") { Effect::Read } else { Effect::Write })
     }
     async fn call(&self, _: &str, args: Value, _: &CallContext) -> ToolOutcome {
         Ok(args)
@@ -67,7 +70,9 @@ fn planned(phase: Phase) -> Result<Vec<Action>, &'static str> {
 fn planning_stops_at_the_safe_point_or_plans_the_whole_batch() {
     let calls = [call(0, "a.read", json!({})), call(1, "w.write", json!({}))];
     let decide = |path: &str, args: &Value| Echo.validate(path, args).map(|()| Echo.policy(path, args));
-    let asks = Action::Await { message: "write?".into(), connect: None };
+    let asks = Action::Await { message: "write?".into(), connect: None, rule: Some("w-asks".into()) };
+    let run = || Action::Call(Allowed::By(Allowance::Rule(DEFAULT_RULE.into())));
+    let decided = || Action::Call(Allowed::Decision);
     let with = |change: &dyn Fn(&mut Segment)| {
         let mut segment = segment("");
         change(&mut segment);
@@ -78,7 +83,7 @@ fn planning_stops_at_the_safe_point_or_plans_the_whole_batch() {
         segment.decisions.insert(1, action);
     };
     let cases = [
-        ("new calls: each planned", segment(""), Ok(vec![Action::Call, asks.clone()])),
+        ("new calls: each planned", segment(""), Ok(vec![run(), asks.clone()])),
         ("a cancellation asked: stopped, nothing called", with(&|s| s.stop.request()), Err("cancelled")),
         ("a hand-off asked: handed off, nothing called", with(&|s| s.stop.request_hand_off()), Err("handed off")),
         (
@@ -95,13 +100,9 @@ fn planning_stops_at_the_safe_point_or_plans_the_whole_batch() {
                 waiting(s, ApprovalAction::Accept);
                 s.stop.request_hand_off()
             }),
-            Ok(vec![Action::Call, Action::Call]),
+            Ok(vec![run(), decided()]),
         ),
-        (
-            "an accepted pending call: made",
-            with(&|s| waiting(s, ApprovalAction::Accept)),
-            Ok(vec![Action::Call, Action::Call]),
-        ),
+        ("an accepted pending call: made", with(&|s| waiting(s, ApprovalAction::Accept)), Ok(vec![run(), decided()])),
         (
             "a cancelling decision: the run fails",
             with(&|s| waiting(s, ApprovalAction::Cancel)),
@@ -139,21 +140,29 @@ fn journaling_records_every_call_and_counts_the_pending() {
     ];
     let actions = vec![
         Action::Replay(StepOutcome::Ok { data: json!(0) }),
-        Action::Call,
-        Action::Call,
-        Action::Call,
+        Action::Call(Allowed::By(Allowance::Rule("r-read".into()))),
+        Action::Call(Allowed::By(Allowance::Grant("g1".into()))),
+        Action::Call(Allowed::Decision),
         Action::Decline,
-        Action::Block("off".into()),
+        Action::Block { reason: "off".into(), rule: "x-off".into() },
         Action::Invalid("no argument `bad`".into()),
-        Action::Await { message: "write?".into(), connect: None },
-        Action::Await { message: "connect crm".into(), connect: Some("crm".into()) },
+        Action::Await { message: "write?".into(), connect: None, rule: Some("w-asks".into()) },
+        Action::Await { message: "connect crm".into(), connect: Some("crm".into()), rule: None },
     ];
     let failed = ToolError { code: "upstream_error".into(), message: "down".into() };
-    let results =
-        vec![Ok(ToolSuccess::plain(json!(1))), Ok(ToolSuccess { data: json!(2), http_status: Some(201) }), Err(failed)];
+    let ms = Duration::from_millis;
+    let results = vec![
+        (Ok(ToolSuccess::plain(json!(1))), ms(4)),
+        (Ok(ToolSuccess { data: json!(2), http_status: Some(201) }), ms(5)),
+        (Err(failed), ms(6)),
+    ];
     let batch = Batch { calls: calls.to_vec(), actions };
     let mut journal = Journal::new(Timestamp::from_millis(1), 7);
-    let pending = record_batch(&mut journal, &batch, Made { results, completed_at: at });
+    let mut audited = Vec::new();
+    let log = |call: &IssuedCall, action: &Action, made: Option<&(Result<ToolSuccess, ToolError>, Duration)>| {
+        audited.extend(called(call, action, made, &Echo));
+    };
+    let pending = record_batch(&mut journal, &batch, Made { results, completed_at: at }, log);
 
     assert_eq!(pending, 2);
     let err = |code: &str, message: &str| StepOutcome::Err { code: code.into(), message: message.into() };
@@ -171,10 +180,27 @@ fn journaling_records_every_call_and_counts_the_pending() {
     assert_eq!(
         journal.pending,
         [
-            PendingCall::new(7, "w.asks", json!({"n": 7}), "write?"),
+            PendingCall::new(7, "w.asks", json!({"n": 7}), "write?").asked_by("w-asks"),
             PendingCall::connect(8, "crm.connects", json!({}), "connect crm", "crm"),
         ]
     );
+    // The audit trail: each new call with what let it run, how it ended and
+    // how long it took; nothing for the replayed, declined or pending ones.
+    let row = |c: &Called| {
+        let ids = (c.policy_id.clone(), c.grant_id.clone());
+        (c.step, c.kind, c.outcome, c.http_status, c.error_code.clone(), c.duration_ms, c.allowed_by, ids.0, ids.1)
+    };
+    let s = |text: &str| Some(text.to_owned());
+    let (ok, error, blocked) = (CallOutcome::Ok, CallOutcome::Error, CallOutcome::Blocked);
+    let (read, write) = (Some(Effect::Read), Some(Effect::Write));
+    let expected_audit = [
+        (1, read, ok, None, None, 4, Some(AllowedBy::Policy), s("r-read"), None),
+        (2, read, ok, Some(201), None, 5, Some(AllowedBy::Grant), None, s("g1")),
+        (3, read, error, None, s("upstream_error"), 6, Some(AllowedBy::Decision), None, None),
+        (5, write, blocked, None, s("blocked"), 0, None, s("x-off"), None),
+        (6, read, error, None, s("invalid_arguments"), 0, None, None, None),
+    ];
+    assert_eq!(audited.iter().map(row).collect::<Vec<_>>(), expected_audit);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use executor_core::{
-    ApprovalAction, Channel, Execution, ExecutionEvent, ExecutionId, ExecutionState, GrantedBy, TokenHash,
+    ApprovalAction, Decider, Execution, ExecutionEvent, ExecutionId, ExecutionState, GrantedBy, TokenHash,
     TransitionError,
 };
 use executor_sandbox::{Segment, Snapshot, Tools};
@@ -26,12 +26,12 @@ pub(super) struct Decision {
     pub link: Option<TokenHash>,
     /// Who to record as granting, when the person chose "always allow".
     pub remember: Option<GrantedBy>,
-    pub by: Channel,
+    pub by: Decider,
 }
 
 impl Decision {
     /// A decision that remembers nothing and came through no link.
-    pub fn plain(action: ApprovalAction, by: Channel) -> Self {
+    pub fn plain(action: ApprovalAction, by: Decider) -> Self {
         Self { action, link: None, remember: None, by }
     }
 }
@@ -91,7 +91,7 @@ impl Executions {
             action: decision.action,
             link: decision.link.clone(),
             claim: claim.clone(),
-            by: decision.by,
+            by: decision.by.clone(),
         };
         let mut claimed = execution.clone();
         let applied = match claimed.apply(event, now) {
@@ -107,7 +107,7 @@ impl Executions {
         if let Some(gate) = &self.runner.quotas {
             gate.check_resume(&execution.owner, execution.resumes()).map_err(ResumeError::Quota)?;
         }
-        match self.runner.recorder.write(&mut claimed, &applied, Write::Update, None).await {
+        match self.runner.recorder.write(&mut claimed, &applied, (Write::Update, None), None).await {
             Ok(()) => Ok(claimed),
             Err(StoreError::Conflict { .. }) => Err(ResumeError::AlreadySettled(id)),
             // The answer was lost, not necessarily the write: if the stored
@@ -144,7 +144,12 @@ impl Executions {
         let view = self.runner.tools.scope(&execution, tools)?;
         let slot = self.slot().await?;
         let claim = crate::application::random::claim_id().map_err(no_randomness)?;
-        match self.runner.recorder.record(&mut execution, ExecutionEvent::Continue { claim }, Write::Update).await {
+        match self
+            .runner
+            .recorder
+            .record(&mut execution, ExecutionEvent::Continue { claim }, (Write::Update, None))
+            .await
+        {
             Ok(_) => {}
             Err(StoreError::Conflict { .. }) => return Err(ResumeError::AlreadySettled(id.clone())),
             Err(e) => return Err(not_found(id, e)),

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use executor_core::{
-    ApprovalAction, Channel, ElicitationMode, Execution, ExecutionFailure, ExecutionId, ExecutionState, GrantedBy,
-    LinkStatus, Principal, Remember, SessionId, TokenHash,
+    ApprovalAction, Channel, DecidedBy, Decider, ElicitationMode, Execution, ExecutionFailure, ExecutionId,
+    ExecutionState, GrantedBy, LinkStatus, Principal, Remember, SessionId, TokenHash,
 };
 use executor_sandbox::{Segment, Tools};
 use executor_store::{Access, StoreError};
@@ -119,7 +119,7 @@ impl Executions {
         // accept or decline finds nothing to decide, as before.
         let cancel = action == Some(ApprovalAction::Cancel) && pause.is_none();
         if execution.is_running() && (action.is_none() || cancel) {
-            return self.follow(execution, cancel.then_some(Channel::Model)).await;
+            return self.follow(execution, cancel.then(|| Decider::model(Channel::Model))).await;
         }
         match (execution.mode, action) {
             (ElicitationMode::Model, Some(_)) if elsewhere => settled(&execution),
@@ -137,7 +137,7 @@ impl Executions {
             }
             // The model decides this call only: it can never remember a decision.
             (ElicitationMode::Model, Some(action)) => {
-                self.decide(execution, Decision::plain(action, Channel::Model), tools).await
+                self.decide(execution, Decision::plain(action, Decider::model(Channel::Model)), tools).await
             }
             // A pause for a connection is answered with a fresh connect link.
             (ElicitationMode::Model, None) | (ElicitationMode::Native, _) if waits_for_connect(&execution) => {
@@ -150,14 +150,15 @@ impl Executions {
     /// The answer to a native-mode elicitation: it decides the pause at `step`
     /// (the one it was asked about) and no other. Once that pause is decided,
     /// the same answer again is `AlreadySettled`. `remember` is the person's
-    /// "always allow" choice in their client.
+    /// "always allow" choice in their client; `by`, the credential their
+    /// client authenticated with.
     pub async fn answer_native(
         &self,
         owner: &Principal,
         id: &ExecutionId,
         step: u32,
-        action: ApprovalAction,
-        remember: Remember,
+        (action, remember): (ApprovalAction, Remember),
+        by: DecidedBy,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
         let execution = self.load(Access::Owner(owner), id).await?;
@@ -172,22 +173,25 @@ impl Executions {
             };
         }
         let remember = remembered(remember, GrantedBy::Client);
-        self.decide(execution, Decision { action, link: None, remember, by: Channel::Client }, tools).await
+        let by = Decider { channel: Channel::Client, by };
+        self.decide(execution, Decision { action, link: None, remember, by }, tools).await
     }
 
-    /// Apply the owner's decision whatever the mode (`POST /api/executions/{id}/resume`).
+    /// Apply the owner's decision whatever the mode (`POST /api/executions/{id}/resume`),
+    /// made with the credential `by`.
     pub async fn decide_as_owner(
         &self,
         owner: &Principal,
         id: &ExecutionId,
-        action: ApprovalAction,
-        remember: Remember,
+        (action, remember): (ApprovalAction, Remember),
+        by: DecidedBy,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
         let execution = self.load(Access::Owner(owner), id).await?;
         let tools = self.runner.tools.scope(&execution, tools)?;
         let remember = remembered(remember, GrantedBy::OwnerApi);
-        self.decide(execution, Decision { action, link: None, remember, by: Channel::OwnerApi }, tools).await
+        let by = Decider { channel: Channel::OwnerApi, by };
+        self.decide(execution, Decision { action, link: None, remember, by }, tools).await
     }
 
     /// Apply a decision sent through a browser approval link. A link that
@@ -201,9 +205,8 @@ impl Executions {
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
         let remember = remembered(remember, GrantedBy::ApprovalPage);
-        let decision =
-            Decision { action, link: Some(ApprovalToken::hash_of(token)), remember, by: Channel::ApprovalPage };
-        self.decide_through_link(id, decision, tools).await
+        let link = ApprovalToken::hash_of(token);
+        self.decide_through_link(id, (action, remember, link), Channel::ApprovalPage, tools).await
     }
 
     /// Apply a decision through the link whose hash is `hash`: a connect
@@ -215,22 +218,27 @@ impl Executions {
         action: ApprovalAction,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
-        let decision = Decision { action, link: Some(hash.clone()), remember: None, by: Channel::Connect };
-        self.decide_through_link(id, decision, tools).await
+        self.decide_through_link(id, (action, None, hash.clone()), Channel::Connect, tools).await
     }
 
-    /// Apply `decision` if its link is open on the execution's current pause.
+    /// Apply a decision (`action`, what to remember, the link's hash) if its
+    /// link is open on the execution's current pause. Whoever holds the link
+    /// decides: the history names the link, sent to the owner.
     async fn decide_through_link(
         &self,
         id: &ExecutionId,
-        decision: Decision,
+        (action, remember, hash): (ApprovalAction, Option<GrantedBy>, TokenHash),
+        channel: Channel,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
         let execution = self.load(Access::Internal, id).await?;
         let tools = self.runner.tools.scope(&execution, tools)?;
-        let Some(hash) = &decision.link else { unreachable!("a link decision has its link") };
-        match execution.links.status(hash) {
-            LinkStatus::Open => self.decide(execution, decision, tools).await,
+        let by = Decider { channel, by: DecidedBy::link(&execution.owner, &hash) };
+        match execution.links.status(&hash) {
+            LinkStatus::Open => {
+                let decision = Decision { action, link: Some(hash), remember, by };
+                self.decide(execution, decision, tools).await
+            }
             LinkStatus::Spent => Err(ResumeError::AlreadySettled(id.clone())),
             LinkStatus::Unknown => Err(ResumeError::NotFound(id.clone())),
         }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use executor_core::{Channel, ElicitationMode, Execution, ExecutionEvent, ExecutionState};
+use executor_core::{Decider, ElicitationMode, Execution, ExecutionEvent, ExecutionState};
 use executor_store::{Access, StoreError};
 
 use super::outcome::{not_found, paused_result, pending_step, settled, waits_for_connect};
@@ -18,7 +18,7 @@ impl Executions {
     pub(super) async fn follow(
         &self,
         mut execution: Execution,
-        cancel: Option<Channel>,
+        cancel: Option<Decider>,
     ) -> Result<ExecutionResult, ResumeError> {
         if let Some(by) = cancel {
             self.request_cancel(&mut execution, by).await?;
@@ -27,12 +27,17 @@ impl Executions {
     }
 
     /// Mark the stored run as cancelled; its runner reads it within a second.
-    pub(super) async fn request_cancel(&self, execution: &mut Execution, by: Channel) -> Result<(), ResumeError> {
+    pub(super) async fn request_cancel(&self, execution: &mut Execution, by: Decider) -> Result<(), ResumeError> {
         for _ in 0..SETTLE_ATTEMPTS {
             if execution.cancel_requested() || !execution.is_running() {
                 return Ok(());
             }
-            match self.runner.recorder.record(execution, ExecutionEvent::RequestCancel { by }, Write::Update).await {
+            match self
+                .runner
+                .recorder
+                .record(execution, ExecutionEvent::RequestCancel { by: by.clone() }, (Write::Update, None))
+                .await
+            {
                 Ok(_) => {
                     tracing::info!(executor.execution.id = execution.id.as_str(), "cancellation requested");
                     return Ok(());

@@ -1,16 +1,21 @@
 //! The one writer of executions. Every change is an event that core's
 //! `Execution::apply` turns into the next record and an [`Applied`] (what
 //! happened, who made it happen, when); the recorder stores that record with
-//! the lifecycle events of the change in the same conditional write, then has
-//! them delivered. A lost race (`Conflict`) writes nothing.
+//! the lifecycle events of the change and its entries in the execution's
+//! history (with the calls the run made since the last write) in the same
+//! conditional write, then has the events delivered. A lost race
+//! (`Conflict`) writes nothing. An execution that ended within its answer is
+//! never stored: its history alone is.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use executor_core::{
-    Applied, Clock, ElicitationMode, Execution, ExecutionEvent, ExecutionStatus, Timestamp, TransitionError,
+    Actor, Applied, Clock, ElicitationMode, Execution, ExecutionEvent, ExecutionRecord, ExecutionStatus, HistoryAppend,
+    Timestamp, TransitionError, Via, entries_of,
 };
-use executor_sandbox::Snapshot;
-use executor_store::{Access, ExecutionStore, StoreError};
+use executor_sandbox::{CallLog, Snapshot};
+use executor_store::{Access, Emitted, ExecutionStore, HistoryStore, StoreError};
 use executor_telemetry::{Metric, count};
 use tracing::{Instrument, Span};
 
@@ -18,49 +23,93 @@ use super::outcome::waits_for_connect;
 use crate::application::outbox::Events;
 use crate::application::random::ApprovalToken;
 
-/// Whether a write stores a new execution or updates the stored one.
-#[derive(Clone, Copy)]
+/// Whether a write stores a new execution, updates the stored one, or
+/// stores only the history of one that is never stored (it ended within
+/// its answer).
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Write {
     Create,
     Update,
+    HistoryOnly,
+}
+
+/// What a run adds to the history of the writes that record it: the calls
+/// it made, and the surface its code arrived through.
+#[derive(Clone)]
+pub(super) struct RunLog {
+    pub calls: CallLog,
+    pub via: Via,
 }
 
 #[derive(Clone)]
 pub(super) struct Recorder {
     store: Arc<dyn ExecutionStore>,
+    history: Arc<dyn HistoryStore>,
     clock: Arc<dyn Clock>,
+    /// How long history is kept (`EXECUTOR_AUDIT_RETENTION_DAYS`).
+    pub(super) retention: Duration,
     /// Lifecycle events, stored with the changes they describe; `None`: off.
     pub(super) events: Option<Events>,
 }
 
 impl Recorder {
-    pub(super) fn new(store: Arc<dyn ExecutionStore>, clock: Arc<dyn Clock>) -> Self {
-        Self { store, clock, events: None }
+    pub(super) fn new(store: Arc<dyn ExecutionStore>, history: Arc<dyn HistoryStore>, clock: Arc<dyn Clock>) -> Self {
+        Self { store, history, clock, retention: executor_core::DEFAULT_AUDIT_RETENTION, events: None }
     }
 
     /// Store `execution` as `applied` left it: created, or updated
-    /// conditional on the version read, with the lifecycle events of that
-    /// change in the same write (`link`: the approval link it opened).
+    /// conditional on the version read, with the lifecycle events and the
+    /// history entries of that change (and the calls `run` made since its
+    /// last write) in the same write (`link`: the approval link it opened).
     pub(super) async fn write(
         &self,
         execution: &mut Execution,
         applied: &Applied,
-        write: Write,
+        (write, run): (Write, Option<&RunLog>),
         link: Option<&ApprovalToken>,
     ) -> Result<(), StoreError> {
-        let from = match write {
-            Write::Create => None,
-            Write::Update => Some(applied.from),
+        let calls = run.map(|run| run.calls.unwritten()).unwrap_or_default();
+        let history = self.history_of(execution, applied, write, run, &calls);
+        let emitted = match (&self.events, write) {
+            (Some(events), Write::Create) => events.of_execution(None, execution, link, decider(applied)),
+            (Some(events), Write::Update) => events.of_execution(Some(applied.from), execution, link, decider(applied)),
+            (None, _) | (_, Write::HistoryOnly) => Vec::new(),
         };
-        let emitted = self.events.as_ref().map(|events| events.of_execution(from, execution, link)).unwrap_or_default();
-        match write {
-            Write::Create => self.store.create_execution_emitting(execution, &emitted).await?,
-            Write::Update => self.store.update_execution_emitting(execution, &emitted).await?,
+        let with = Emitted { events: &emitted, history: history.as_ref() };
+        match (write, &history) {
+            (Write::Create, _) => self.store.create_execution_emitting(execution, with).await?,
+            (Write::Update, _) => self.store.update_execution_emitting(execution, with).await?,
+            (Write::HistoryOnly, Some(history)) => self.history.append_history(history).await?,
+            (Write::HistoryOnly, None) => {}
+        }
+        if let Some(run) = run {
+            run.calls.mark_written(calls.len());
         }
         if let (Some(events), false) = (&self.events, emitted.is_empty()) {
             events.wake();
         }
         Ok(())
+    }
+
+    /// The history a write adds: none for one that changes neither the
+    /// status nor records anything (a heartbeat, a continuation taken).
+    fn history_of(
+        &self,
+        execution: &Execution,
+        applied: &Applied,
+        write: Write,
+        run: Option<&RunLog>,
+        calls: &[executor_core::Called],
+    ) -> Option<HistoryAppend> {
+        let created = (write != Write::Update).then(|| run.map_or(Via::Mcp, |run| run.via));
+        let entries = entries_of(applied, execution, calls, created);
+        if entries.is_empty() && applied.from == applied.to {
+            return None;
+        }
+        // The version the write stores: a create stores it as is, an update the next one.
+        let part = if write == Write::Update { execution.version + 1 } else { execution.version };
+        let keep_until = applied.at.plus(self.retention);
+        Some(HistoryAppend { record: ExecutionRecord::of(execution), part, entries, keep_until })
     }
 
     /// Apply `event` now and store the result. On any error `execution` is
@@ -69,7 +118,7 @@ impl Recorder {
         &self,
         execution: &mut Execution,
         event: ExecutionEvent,
-        write: Write,
+        write: (Write, Option<&RunLog>),
     ) -> Result<Applied, StoreError> {
         let mut next = execution.clone();
         let applied = next.apply(event, self.clock.now()).map_err(transition_bug)?;
@@ -85,7 +134,7 @@ impl Recorder {
         execution: &mut Execution,
         event: ExecutionEvent,
         logs: Vec<String>,
-        write: Write,
+        write: (Write, Option<&RunLog>),
     ) -> Result<(), StoreError> {
         let applied = execution.apply(event, self.clock.now()).map_err(transition_bug)?;
         execution.logs = logs;
@@ -101,7 +150,7 @@ impl Recorder {
         snapshot: Snapshot,
         logs: Vec<String>,
         deadline: Timestamp,
-        write: Write,
+        write: (Write, Option<&RunLog>),
     ) -> Result<Option<ApprovalToken>, StoreError> {
         // The tools waiting for a decision, by path: never their arguments.
         let pending: Vec<&str> = snapshot.journal.pending.iter().map(|call| call.path.as_str()).collect();
@@ -158,7 +207,7 @@ impl Recorder {
         let Ok(applied) = expired.apply(ExecutionEvent::Expire, now) else {
             return Ok(());
         };
-        match self.write(&mut expired, &applied, Write::Update, None).await {
+        match self.write(&mut expired, &applied, (Write::Update, None), None).await {
             Ok(()) => {
                 if was_paused {
                     count(Metric::ApprovalsExpired);
@@ -179,7 +228,7 @@ impl Recorder {
     /// the run's own late write is fine: that one stands.
     pub(super) async fn interrupt(&self, execution: &mut Execution, now: Timestamp) -> Result<(), StoreError> {
         let applied = execution.apply(ExecutionEvent::Interrupt, now).map_err(transition_bug)?;
-        match self.write(execution, &applied, Write::Update, None).await {
+        match self.write(execution, &applied, (Write::Update, None), None).await {
             Ok(()) => {
                 count(Metric::ExecutionsFailed);
                 count(Metric::ExecutionsInterrupted);
@@ -192,6 +241,14 @@ impl Recorder {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+/// Who decided, when a decision made this change.
+fn decider(applied: &Applied) -> Option<&executor_core::Decider> {
+    match &applied.by {
+        Actor::Decider(decider) => Some(decider),
+        _ => None,
     }
 }
 

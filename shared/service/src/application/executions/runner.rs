@@ -27,16 +27,16 @@ use std::time::Duration;
 
 use executor_core::{
     Clock, Execution, ExecutionEvent, ExecutionFailure, ExecutionId, ExecutionStatus, HEARTBEAT_EVERY, Journal,
-    Principal, Timeouts, Timestamp,
+    Principal, Timeouts, Timestamp, Via,
 };
 use executor_sandbox::{Outcome, Sandbox, SandboxError, Segment, Stop, Tools};
-use executor_store::{Access, ExecutionStore, StoreError};
+use executor_store::{Access, ExecutionStore, HistoryStore, StoreError};
 use executor_telemetry::{Metric, count};
 use tokio::sync::{Mutex, OwnedSemaphorePermit, oneshot};
 use tracing::{Instrument, Span};
 
 use super::outcome::{not_found, paused_result, settled};
-use super::recorder::{Recorder, Write, no_randomness};
+use super::recorder::{Recorder, RunLog, Write, no_randomness};
 use super::run_tools::RunTools;
 use super::{DEFAULT_RESPONSE_BUDGET, ExecutionResult, ResumeError, SETTLE_ATTEMPTS, SETTLE_SLACK};
 use crate::application::continuations::Continuations;
@@ -61,6 +61,8 @@ struct Run {
     stored: bool,
     /// The run ended and its task is recording the outcome: too late to hand it on.
     finishing: bool,
+    /// The calls it made, for the history of the writes that record it.
+    log: RunLog,
 }
 
 /// One run from its start or claim to its settle, and what it needs: the
@@ -88,13 +90,13 @@ pub(super) struct Runner {
 
 impl Runner {
     pub(super) fn new(
-        store: Arc<dyn ExecutionStore>,
+        (store, history): (Arc<dyn ExecutionStore>, Arc<dyn HistoryStore>),
         sandbox: Sandbox,
         timeouts: Timeouts,
         clock: Arc<dyn Clock>,
     ) -> Self {
         Self {
-            recorder: Recorder::new(store.clone(), clock.clone()),
+            recorder: Recorder::new(store.clone(), history, clock.clone()),
             store,
             sandbox,
             clock,
@@ -134,7 +136,10 @@ impl Runner {
         // The one place a run's tools are composed.
         let tools = self.tools.compose(&execution.owner, view);
         let stop = segment.stop.clone();
-        let run = Arc::new(Mutex::new(Run { execution, stored, finishing: false }));
+        // An MCP task's runner stores its outcomes: that is how its code arrived.
+        let via = if self.stored_outcomes { Via::Task } else { Via::Mcp };
+        let log = RunLog { calls: segment.calls.clone(), via };
+        let run = Arc::new(Mutex::new(Run { execution, stored, finishing: false, log }));
         let (done, mut outcome) = oneshot::channel();
         let (this, task_run, task_stop) = (self.clone(), run.clone(), stop.clone());
         // Boxed: a task's future is copied as it is spawned and again as it
@@ -173,7 +178,8 @@ impl Runner {
                 stop.request_hand_off();
             } else if !run.finishing {
                 if !run.stored {
-                    if let Err(error) = self.hand_on(&mut run.execution).await {
+                    let Run { execution, log, .. } = &mut *run;
+                    if let Err(error) = self.hand_on(execution, log).await {
                         // Nobody could follow it: it stops before its next call.
                         stop.request();
                         return Err(error.into());
@@ -189,10 +195,10 @@ impl Runner {
 
     /// Store a new run as `running`, so that it survives the request: its
     /// heartbeat starts now, and its claim id tells its own writes from others'.
-    async fn hand_on(&self, execution: &mut Execution) -> Result<(), StoreError> {
+    async fn hand_on(&self, execution: &mut Execution, log: &RunLog) -> Result<(), StoreError> {
         let claim = crate::application::random::claim_id().map_err(no_randomness)?;
         let event = ExecutionEvent::HandOn { claim, lease: self.sandbox.limits().wall_clock };
-        self.recorder.record(execution, event, Write::Create).await.map(drop)
+        self.recorder.record(execution, event, (Write::Create, Some(log))).await.map(drop)
     }
 
     /// While the run goes on: read its stored record every [`WATCH_EVERY`],
@@ -218,7 +224,7 @@ impl Runner {
             let now = self.clock.now();
             if stored.heartbeat_at().is_none_or(|beat| now >= beat.plus(HEARTBEAT_EVERY)) {
                 // A racing write (a cancellation) wins; the next read sees it.
-                if self.recorder.record(&mut stored, ExecutionEvent::Heartbeat, Write::Update).await.is_err() {
+                if self.recorder.record(&mut stored, ExecutionEvent::Heartbeat, (Write::Update, None)).await.is_err() {
                     continue;
                 }
             }
@@ -226,43 +232,64 @@ impl Runner {
         }
     }
 
-    /// The run ended: new code that was never stored answers as it ended (a
-    /// pause is stored now); a stored run is settled in the store.
+    /// The run ended: new code that was never stored answers as it ended,
+    /// its history stored (a pause is stored now); a stored run is settled
+    /// in the store.
     async fn finish(&self, run: &Mutex<Run>, outcome: Outcome) -> Result<ExecutionResult, ResumeError> {
         let mut run = run.lock().await;
         run.finishing = true;
-        if run.stored {
-            return self.settle(&mut run.execution, outcome).await;
+        let Run { execution, stored, log, .. } = &mut *run;
+        if *stored {
+            return self.settle(execution, outcome, log).await;
         }
-        let execution_id = run.execution.id.clone();
+        let execution_id = execution.id.clone();
+        // An MCP task's outcome is read later (`tasks/get`): it is stored.
+        let ended = if self.stored_outcomes { Write::Create } else { Write::HistoryOnly };
         match outcome {
             Outcome::Yielded { snapshot, .. } => {
-                self.hand_over(&mut run.execution, snapshot.journal, Write::Create).await?;
-                run.stored = true;
+                self.hand_over(execution, snapshot.journal, (Write::Create, Some(log))).await?;
+                *stored = true;
                 self.continue_elsewhere(&execution_id).await;
                 Ok(ExecutionResult::Running { execution_id })
             }
             Outcome::Completed { result, logs } => {
                 count(Metric::ExecutionsCompleted);
-                if self.stored_outcomes {
-                    let event = ExecutionEvent::Complete { result: result.clone() };
-                    self.recorder.end(&mut run.execution, event, logs.clone(), Write::Create).await?;
-                }
+                let event = ExecutionEvent::Complete { result: result.clone() };
+                self.end_unstored(execution, event, logs.clone(), (ended, Some(log))).await?;
                 Ok(ExecutionResult::Completed { execution_id, result, logs })
             }
             Outcome::Failed { error, logs } => {
                 count(Metric::ExecutionsFailed);
                 let (error, event) = ended_with(&error);
-                if self.stored_outcomes {
-                    self.recorder.end(&mut run.execution, event, logs.clone(), Write::Create).await?;
-                }
+                self.end_unstored(execution, event, logs.clone(), (ended, Some(log))).await?;
                 Ok(ExecutionResult::Failed { execution_id, error, logs })
             }
             Outcome::Paused { snapshot, logs } => {
                 let deadline = self.approval_deadline();
-                let link = self.recorder.pause(&mut run.execution, snapshot, logs, deadline, Write::Create).await?;
-                Ok(paused_result(&run.execution, link))
+                let write = (Write::Create, Some(&*log));
+                let link = self.recorder.pause(execution, snapshot, logs, deadline, write).await?;
+                Ok(paused_result(execution, link))
             }
+        }
+    }
+
+    /// Record how new code ended. When only its history is written, a failed
+    /// write does not turn the outcome into an error: the calls were made,
+    /// and an error would invite running the code again. It is logged.
+    async fn end_unstored(
+        &self,
+        execution: &mut Execution,
+        event: ExecutionEvent,
+        logs: Vec<String>,
+        write: (Write, Option<&RunLog>),
+    ) -> Result<(), StoreError> {
+        match self.recorder.end(execution, event, logs, write).await {
+            Err(error) if write.0 == Write::HistoryOnly => {
+                count(Metric::HistoryNotWritten);
+                tracing::error!(executor.execution.id = execution.id.as_str(), %error, "history not written");
+                Ok(())
+            }
+            other => other,
         }
     }
 
@@ -271,11 +298,16 @@ impl Runner {
     /// outcome is known, so a failed write is tried again (conditional on the
     /// version, so safe to repeat). A record that was settled by someone else
     /// meanwhile (declared interrupted) stands, and is what is reported.
-    async fn settle(&self, execution: &mut Execution, outcome: Outcome) -> Result<ExecutionResult, ResumeError> {
+    async fn settle(
+        &self,
+        execution: &mut Execution,
+        outcome: Outcome,
+        log: &RunLog,
+    ) -> Result<ExecutionResult, ResumeError> {
         let id = execution.id.clone();
         for attempt in 1..=SETTLE_ATTEMPTS {
             let mut next = execution.clone();
-            let written = self.record_outcome(&mut next, outcome.clone()).await;
+            let written = self.record_outcome(&mut next, outcome.clone(), log).await;
             match written {
                 Ok(result) => {
                     *execution = next;
@@ -313,27 +345,33 @@ impl Runner {
 
     /// How a stored run ended, applied to `next` and stored: handed on,
     /// paused at its next approval, completed, or failed.
-    async fn record_outcome(&self, next: &mut Execution, outcome: Outcome) -> Result<ExecutionResult, StoreError> {
+    async fn record_outcome(
+        &self,
+        next: &mut Execution,
+        outcome: Outcome,
+        log: &RunLog,
+    ) -> Result<ExecutionResult, StoreError> {
         let execution_id = next.id.clone();
+        let write = (Write::Update, Some(log));
         match outcome {
             Outcome::Yielded { snapshot, .. } => {
-                self.hand_over(next, snapshot.journal, Write::Update).await?;
+                self.hand_over(next, snapshot.journal, write).await?;
                 Ok(ExecutionResult::Running { execution_id })
             }
             Outcome::Paused { snapshot, logs } => {
                 let deadline = self.approval_deadline();
-                let link = self.recorder.pause(next, snapshot, logs, deadline, Write::Update).await?;
+                let link = self.recorder.pause(next, snapshot, logs, deadline, write).await?;
                 Ok(paused_result(next, link))
             }
             Outcome::Completed { result, logs } => {
                 let event = ExecutionEvent::Complete { result: result.clone() };
                 let ended = ExecutionResult::Completed { execution_id, result, logs: logs.clone() };
-                self.recorder.end(next, event, logs, Write::Update).await.map(|()| ended)
+                self.recorder.end(next, event, logs, write).await.map(|()| ended)
             }
             Outcome::Failed { error, logs } => {
                 let (failure, event) = ended_with(&error);
                 let ended = ExecutionResult::Failed { execution_id, error: failure, logs: logs.clone() };
-                self.recorder.end(next, event, logs, Write::Update).await.map(|()| ended)
+                self.recorder.end(next, event, logs, write).await.map(|()| ended)
             }
         }
     }
@@ -346,7 +384,12 @@ impl Runner {
     /// Record a hand-off: the journal so far, no runner yet (the next claims
     /// it), and a heartbeat, so that a continuation that never starts reads
     /// as interrupted.
-    async fn hand_over(&self, execution: &mut Execution, journal: Journal, write: Write) -> Result<(), StoreError> {
+    async fn hand_over(
+        &self,
+        execution: &mut Execution,
+        journal: Journal,
+        write: (Write, Option<&RunLog>),
+    ) -> Result<(), StoreError> {
         let event = ExecutionEvent::Yield { journal, lease: self.sandbox.limits().wall_clock };
         self.recorder.record(execution, event, write).await.map(drop)
     }

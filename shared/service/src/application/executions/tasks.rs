@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use executor_core::{
-    ApprovalAction, Channel, ElicitationMode, Execution, ExecutionId, ExecutionState, Principal, SessionId,
+    ApprovalAction, Channel, Decider, ElicitationMode, Execution, ExecutionId, ExecutionState, Principal, SessionId,
 };
 use executor_sandbox::Tools;
 use executor_store::{Access, StoreError};
@@ -58,12 +58,15 @@ impl Executions {
         let mut execution = self.load(Access::Owner(owner), id).await?;
         let tools = self.runner.tools.scope(&execution, tools)?;
         if execution.is_running() {
-            self.request_cancel(&mut execution, Channel::Task).await?;
+            self.request_cancel(&mut execution, Decider::model(Channel::Task)).await?;
             return Ok(execution);
         }
         if matches!(execution.state(), ExecutionState::Paused { .. }) {
             // The owner cancels their own pause in any mode: no call is made.
-            match self.decide(execution, Decision::plain(ApprovalAction::Cancel, Channel::Task), tools).await {
+            match self
+                .decide(execution, Decision::plain(ApprovalAction::Cancel, Decider::model(Channel::Task)), tools)
+                .await
+            {
                 Ok(_) | Err(ResumeError::AlreadySettled(_)) => {}
                 Err(error) => return Err(error),
             }
