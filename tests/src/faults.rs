@@ -269,6 +269,10 @@ impl<T: ExecutionStore> ExecutionStore for Faulty<T> {
         Ok(())
     }
 
+    async fn find_receipt(&self, owner: &Principal, key_hash: &str) -> Result<executor_core::Receipt, StoreError> {
+        self.faults.run("find_receipt", self.inner.find_receipt(owner, key_hash)).await
+    }
+
     async fn paused_executions(&self, access: Access<'_>, session: &SessionId) -> Result<Vec<ExecutionId>, StoreError> {
         self.faults.run("paused_executions", self.inner.paused_executions(access, session)).await
     }

@@ -260,6 +260,7 @@ on_both_deployments!(
     a_pause_over_a_batch_shows_every_call,
     ten_racing_executes_against_five_an_hour,
     a_pause_resume_loop_stops_at_the_resume_cap,
+    twenty_racing_executes_with_one_idempotency_key_run_once,
 );
 
 /// One decision covers every call of a `Promise.all` batch, so every channel
@@ -829,6 +830,38 @@ async fn twenty_resumes_from_twenty_new_sessions_make_one_call(deployment: Deplo
     let settled = outcomes.iter().filter(|(v, _)| v["error"]["code"] == "execution_already_settled").count();
     assert_eq!((completed, settled), (1, 19), "{outcomes:?}");
     assert_eq!(host.tools.calls().len(), 1, "exactly one upstream call");
+    for client in clients {
+        client.cancel().await.unwrap();
+    }
+    host.stop().await;
+}
+
+/// A client that retries `execute` with its `idempotencyKey` (twenty at
+/// once, from twenty sessions) runs the code once; a repeat after it ended
+/// answers its outcome; the key with other code is refused.
+async fn twenty_racing_executes_with_one_idempotency_key_run_once(deployment: Deployment) {
+    let place = Place::new(deployment).await;
+    let host = Running::start(&place, None).await;
+    let mut clients = Vec::new();
+    for _ in 0..20 {
+        clients.push(host.client(ProtocolVersion::V_2025_06_18).await);
+    }
+    let code = "const r = await tools.r.list({n: 1}); return r.data.args.n;";
+    let execute = json!({"code": code, "idempotencyKey": "6c1f2a9e-retry"});
+    let races = clients.iter().map(|client| call(client, "execute", execute.clone()));
+    let outcomes = futures_util::future::join_all(races).await;
+    assert!(outcomes.iter().all(|(value, is_error)| !is_error && value["status"] != "error"), "{outcomes:?}");
+    let (again, _) = call(&clients[0], "execute", execute.clone()).await;
+    assert_eq!(again["status"], "completed", "{again}");
+    assert_eq!(again["result"], 1);
+    assert_eq!(host.tools.calls().len(), 1, "twenty executes and a repeat, one run: {outcomes:?}");
+    let (other, is_error) =
+        call(&clients[0], "execute", json!({"code": "return 2", "idempotencyKey": "6c1f2a9e-retry"})).await;
+    assert!(is_error, "{other}");
+    assert_eq!(other["error"]["code"], "invalid_arguments", "{other}");
+    let (long, is_error) =
+        call(&clients[0], "execute", json!({"code": "return 3", "idempotencyKey": "k".repeat(129)})).await;
+    assert!(is_error && long["error"]["code"] == "invalid_arguments", "{long}");
     for client in clients {
         client.cancel().await.unwrap();
     }

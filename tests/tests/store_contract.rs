@@ -62,6 +62,7 @@ executor_tests::on_both_stores!(
     export_returns_every_owners_entries_and_pages_without_loss,
     a_large_history_round_trips_in_split_items,
     all_grants_lists_every_owners_live_grants,
+    racing_creates_with_one_idempotency_key_have_exactly_one_winner,
 );
 
 /// Like `on_both_stores!`, for tests that move time: each store judges
@@ -94,7 +95,10 @@ macro_rules! on_both_stores_with_clock {
     };
 }
 
-on_both_stores_with_clock!(history_outlives_its_execution_until_its_own_expiry);
+on_both_stores_with_clock!(
+    history_outlives_its_execution_until_its_own_expiry,
+    an_idempotency_key_is_taken_for_its_window_only,
+);
 
 fn now() -> Timestamp {
     SystemTime::now().into()
@@ -1020,7 +1024,7 @@ fn standalone(record: ExecutionRecord, part: u64, entries: Vec<HistoryEntry>) ->
 }
 
 fn with_history(append: &HistoryAppend) -> Emitted<'_> {
-    Emitted { events: &[], history: Some(append) }
+    Emitted { history: Some(append), ..Emitted::default() }
 }
 
 fn assert_bad_cursor<T: std::fmt::Debug>(result: Result<T, StoreError>) {
@@ -1093,7 +1097,10 @@ async fn history_is_written_with_its_change_and_not_by_a_refused_write<S: Store 
     .unwrap();
     let events = events_of(Some(ExecutionStatus::Paused), &e, now());
     let claimed = appended(&e, 2, vec![called(2, now())]);
-    store.update_execution_emitting(&mut e, Emitted { events: &events, history: Some(&claimed) }).await.unwrap();
+    store
+        .update_execution_emitting(&mut e, Emitted { events: &events, history: Some(&claimed), receipt: None })
+        .await
+        .unwrap();
     assert_eq!(store.pending_events(10).await.unwrap(), events);
     assert_eq!(store.execution_history(Access::Internal, &eid("e1")).await.unwrap().1.len(), 3);
 }
@@ -1401,4 +1408,69 @@ async fn history_outlives_its_execution_until_its_own_expiry<S: Store + 'static>
     assert_eq!(store.list_executions(Access::Owner(&alice()), None, 10, None).await.unwrap().items, vec![]);
     assert_eq!(store.list_executions(Access::Internal, None, 10, None).await.unwrap().items, vec![]);
     assert_eq!(store.export_history(None, 10, None).await.unwrap(), Page { items: vec![], next: None });
+}
+
+/// The receipt of `key` for execution `id` of `owner` with `code`, at `at`.
+fn receipt(owner: &Principal, key: &str, id: &str, code: &str, at: Timestamp) -> executor_core::Receipt {
+    executor_core::Receipt::new(owner, &executor_core::IdempotencyKey::parse(key).unwrap(), &eid(id), code, at)
+}
+
+fn with_receipt(receipt: &executor_core::Receipt) -> Emitted<'_> {
+    Emitted { receipt: Some(receipt), ..Emitted::default() }
+}
+
+async fn racing_creates_with_one_idempotency_key_have_exactly_one_winner<S: Store + 'static>(store: Arc<S>) {
+    const RACERS: usize = 12;
+    let start = Arc::new(tokio::sync::Barrier::new(RACERS));
+    let racers = (0..RACERS).map(|i| {
+        let (store, start) = (store.clone(), start.clone());
+        tokio::spawn(async move {
+            let id = format!("once{i}");
+            let e = running(&id, alice(), None);
+            let taken = receipt(&alice(), "retry-1", &id, &e.code, now());
+            start.wait().await;
+            store.create_execution_emitting(&e, with_receipt(&taken)).await.map(|()| id)
+        })
+    });
+    let mut winners = Vec::new();
+    for racer in racers.collect::<Vec<_>>() {
+        match racer.await.unwrap() {
+            Ok(id) => winners.push(id),
+            Err(StoreError::AlreadyExists { what: "idempotency key" }) => {}
+            Err(other) => panic!("a losing create must get AlreadyExists for the key, got {other}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one of {RACERS} creates takes the key");
+    let hash = executor_core::IdempotencyKey::parse("retry-1").unwrap().hash();
+    let found = store.find_receipt(&alice(), &hash).await.unwrap();
+    assert_eq!(found.execution_id, eid(&winners[0]));
+    for i in (0..RACERS).filter(|i| format!("once{i}") != winners[0]) {
+        assert_not_found(store.get_execution(Access::Internal, &eid(&format!("once{i}"))).await);
+    }
+    // Keys are the owner's own: bob's same key is another key.
+    assert_not_found(store.find_receipt(&bob(), &hash).await);
+    let bobs = running("bobs", bob(), None);
+    store
+        .create_execution_emitting(&bobs, with_receipt(&receipt(&bob(), "retry-1", "bobs", "x", now())))
+        .await
+        .unwrap();
+}
+
+async fn an_idempotency_key_is_taken_for_its_window_only<S: Store + 'static>(store: Arc<S>, clock: Arc<ManualClock>) {
+    use executor_core::Clock;
+    let at = clock.now();
+    let first = running("first", alice(), None);
+    store.create_execution_emitting(&first, with_receipt(&receipt(&alice(), "k", "first", "c", at))).await.unwrap();
+    let hash = executor_core::IdempotencyKey::parse("k").unwrap().hash();
+    clock.advance(executor_core::IDEMPOTENCY_WINDOW - Duration::from_secs(1));
+    assert_eq!(store.find_receipt(&alice(), &hash).await.unwrap().execution_id, eid("first"));
+    let second = running("second", alice(), None);
+    let refused =
+        store.create_execution_emitting(&second, with_receipt(&receipt(&alice(), "k", "second", "c", at))).await;
+    assert!(matches!(refused, Err(StoreError::AlreadyExists { what: "idempotency key" })), "{refused:?}");
+    clock.advance(Duration::from_secs(2));
+    assert_not_found(store.find_receipt(&alice(), &hash).await);
+    let later = receipt(&alice(), "k", "second", "c", clock.now());
+    store.create_execution_emitting(&second, with_receipt(&later)).await.unwrap();
+    assert_eq!(store.find_receipt(&alice(), &hash).await.unwrap().execution_id, eid("second"));
 }

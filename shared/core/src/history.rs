@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::{
     Actor, Applied, ApprovalAction, Channel, Effect, Execution, ExecutionId, ExecutionState, ExecutionStatus,
@@ -322,7 +321,7 @@ pub fn entries_of(applied: &Applied, after: &Execution, calls: &[Called], create
 
 fn created_entry(execution: &Execution, via: Via) -> Happened {
     Happened::Created {
-        code_sha256: hex::encode(Sha256::digest(execution.code.as_bytes())),
+        code_sha256: crate::code_sha256(&execution.code),
         code_bytes: execution.code.len(),
         toolkit: execution.toolkit.clone(),
         via,

@@ -12,6 +12,7 @@ pub mod event;
 pub mod execution;
 pub mod grant;
 pub mod history;
+pub mod idempotency;
 pub mod ids;
 pub mod journal;
 pub mod oauth_client;
@@ -36,6 +37,9 @@ pub use grant::{DEFAULT_GRANT_TTL, Grant, GrantedBy, Remember};
 pub use history::{
     AllowedBy, CallOutcome, Called, DEFAULT_AUDIT_RETENTION, DEFAULT_RULE, DecidedBy, ExecutionRecord, Happened,
     HistoryAppend, HistoryEntry, KEY_ID_LEN, PendingSummary, Via, args_summary, entries_of, key_id,
+};
+pub use idempotency::{
+    IDEMPOTENCY_WINDOW, IdempotencyKey, IdempotencyKeyError, MAX_IDEMPOTENCY_KEY_CHARS, Receipt, code_sha256,
 };
 pub use ids::{ExecutionId, GrantId, IdError, SessionId};
 pub use journal::{ArgsHash, Journal, JournalStep, NonDeterministicReplay, PendingCall, Replay, StepOutcome};

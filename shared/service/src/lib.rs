@@ -16,7 +16,7 @@ mod http_edge;
 
 pub use application::alarms::Alarms;
 pub use application::continuations::{ContinuationError, Continuations};
-pub use application::executions::{ExecutionResult, Executions, ResumeError};
+pub use application::executions::{ExecutionResult, Executions, OnceError, ResumeError};
 pub use application::grants::Grants;
 pub use application::history::{History, Listing, MAX_LIST_LIMIT};
 pub use application::keys::KEY_CACHE_TTL;

@@ -27,6 +27,7 @@ executor_tests::on_both_stores!(
     a_decline_settles_as_declined,
     a_second_approval_pauses_again,
     a_stranded_continuation_is_reported_interrupted_and_never_rerun,
+    twenty_racing_executes_with_one_key_run_the_code_once,
 );
 
 const WRITE: &str =
@@ -227,4 +228,50 @@ async fn a_stranded_continuation_is_reported_interrupted_and_never_rerun<S: Stor
         .await;
     assert_eq!(again.unwrap_err().code(), "execution_already_settled");
     assert!(tools.calls().is_empty(), "{:?}", tools.calls());
+}
+
+async fn twenty_racing_executes_with_one_key_run_the_code_once<S: Store + 'static>(store: Arc<S>) {
+    const RACERS: usize = 20;
+    let tools = TestTools::new();
+    let executions = Arc::new(executions(&store, generous()).with_max_concurrent(2 * RACERS));
+    let key = executor_core::IdempotencyKey::parse("retry-7f3a").unwrap();
+    let code = "const r = await tools.gh.list({n: 1}); return r.ok;";
+    let start = Arc::new(tokio::sync::Barrier::new(RACERS));
+    let racers = (0..RACERS).map(|_| {
+        let (executions, tools, key, start) = (executions.clone(), tools.clone(), key.clone(), start.clone());
+        tokio::spawn(async move {
+            start.wait().await;
+            executions.execute_once((&alice(), None), ElicitationMode::Model, code.into(), &key, tools).await
+        })
+    });
+    let mut ids = std::collections::HashSet::new();
+    for racer in racers.collect::<Vec<_>>() {
+        let result = racer.await.unwrap().unwrap();
+        assert!(matches!(result, ExecutionResult::Completed { .. } | ExecutionResult::Running { .. }), "{result:?}");
+        ids.insert(result.execution_id().clone());
+    }
+    assert_eq!(ids.len(), 1, "every repeat answers the one execution: {ids:?}");
+    let id = ids.into_iter().next().unwrap();
+    // The one run settles; then a repeat answers its outcome, and nothing ran twice.
+    let mut settled = None;
+    for _ in 0..200 {
+        match executions.execute_once((&alice(), None), ElicitationMode::Model, code.into(), &key, tools.clone()).await
+        {
+            Ok(ExecutionResult::Completed { execution_id, result, .. }) => {
+                settled = Some((execution_id, result));
+                break;
+            }
+            _ => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    assert_eq!(settled, Some((id, json!(true))), "a repeat answers the first run's outcome");
+    let made = tools.calls().iter().filter(|(path, ..)| path == "gh.list").count();
+    assert_eq!(made, 1, "twenty executes with one key make the call once");
+    let other =
+        executions.execute_once((&alice(), None), ElicitationMode::Model, "return 2".into(), &key, tools.clone()).await;
+    assert!(matches!(other, Err(executor_service::OnceError::KeyReused)), "another code with the key is refused");
+    // Bob's key of the same name is his own.
+    let bob = Principal::parse("bob").unwrap();
+    let bobs = executions.execute_once((&bob, None), ElicitationMode::Model, "return 3".into(), &key, tools).await;
+    assert!(matches!(bobs, Ok(ExecutionResult::Completed { .. })), "{bobs:?}");
 }

@@ -11,13 +11,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use executor_core::{
     ApiKey, Clock, Event, Execution, ExecutionId, ExecutionState, Grant, GrantId, OAuthClient, OAuthState, Principal,
-    Session, SessionId, SourceConnection, SystemClock, Timestamp, TokenHash,
+    Receipt, Session, SessionId, SourceConnection, SystemClock, Timestamp, TokenHash,
 };
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use crate::data_dir::{self, Exposed};
-use crate::records::{self, API_KEY, CONNECTION, EVENT, EXECUTION, GRANT, OAUTH_CLIENT, OAUTH_STATE, SESSION};
+use crate::records::{self, API_KEY, CONNECTION, EVENT, EXECUTION, GRANT, OAUTH_CLIENT, OAUTH_STATE, RECEIPT, SESSION};
 
 #[path = "embedded_history.rs"]
 mod history;
@@ -275,21 +275,36 @@ versioned!(
 struct Beside {
     events: Vec<(String, Vec<u8>)>,
     history: Option<history::EncodedHistory>,
+    receipt: Option<Receipt>,
 }
 
 impl Beside {
     fn events(events: &[Event]) -> Result<Self, StoreError> {
         let events = events.iter().map(|event| Ok((records::event_sk(event), records::encode_event(event)?)));
-        Ok(Self { events: events.collect::<Result<_, StoreError>>()?, history: None })
+        Ok(Self { events: events.collect::<Result<_, StoreError>>()?, history: None, receipt: None })
     }
 
     fn of(emitted: Emitted<'_>) -> Result<Self, StoreError> {
         let history = emitted.history.map(history::encode_history).transpose()?;
-        Ok(Self { history, ..Self::events(emitted.events)? })
+        Ok(Self { history, receipt: emitted.receipt.cloned(), ..Self::events(emitted.events)? })
     }
 
     fn write(&self, txn: &WriteTransaction, now: Timestamp) -> Result<(), Failure> {
         let mut table = txn.open_table(ITEMS)?;
+        if let Some(receipt) = &self.receipt {
+            let (pk, sk) = records::receipt_key(&receipt.owner, &receipt.key_hash);
+            let taken = match table.get((pk.as_str(), sk.as_str()))? {
+                Some(stored) => {
+                    now < records::decode::<Receipt>(RECEIPT, stored.value()).map_err(Failure::Store)?.expires_at
+                }
+                None => false,
+            };
+            if taken {
+                return Err(Failure::Store(StoreError::AlreadyExists { what: RECEIPT }));
+            }
+            let body = serde_json::to_vec(receipt).map_err(|e| Failure::Store(StoreError::corrupt(RECEIPT, e)))?;
+            table.insert((pk.as_str(), sk.as_str()), body.as_slice())?;
+        }
         for (sk, body) in &self.events {
             table.insert((records::OUTBOX_PK, sk.as_str()), body.as_slice())?;
         }
@@ -496,6 +511,18 @@ impl ExecutionStore for EmbeddedStore {
     ) -> Result<(), StoreError> {
         traced("store.update_execution", BACKEND, async {
             self.update("update an execution", execution, Beside::of(emitted)?).await
+        })
+        .await
+    }
+
+    async fn find_receipt(&self, owner: &Principal, key_hash: &str) -> Result<Receipt, StoreError> {
+        traced("store.find_receipt", BACKEND, async {
+            let (pk, sk) = records::receipt_key(owner, key_hash);
+            let bytes = self.get("read an idempotency key", pk, sk).await?;
+            match bytes.map(|bytes| records::decode::<Receipt>(RECEIPT, &bytes)).transpose()? {
+                Some(receipt) if self.clock.now() < receipt.expires_at && receipt.owner == *owner => Ok(receipt),
+                _ => Err(StoreError::NotFound { what: RECEIPT }),
+            }
         })
         .await
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use executor_core::{
     ApiKey, Event, Execution, ExecutionId, ExecutionRecord, Grant, GrantId, HistoryAppend, HistoryEntry, OAuthClient,
-    OAuthState, Principal, QuotaLimit, Session, SessionId, SourceConnection, Timestamp, TokenHash,
+    OAuthState, Principal, QuotaLimit, Receipt, Session, SessionId, SourceConnection, Timestamp, TokenHash,
 };
 
 use crate::StoreError;
@@ -60,11 +60,15 @@ pub struct Emitted<'a> {
     pub events: &'a [Event],
     /// The change's entries in the execution's history, and its record as it now stands.
     pub history: Option<&'a HistoryAppend>,
+    /// Only with a create: the idempotency key the new execution takes,
+    /// written only if no live receipt holds it (else nothing is written:
+    /// `AlreadyExists { what: "idempotency key" }`).
+    pub receipt: Option<&'a Receipt>,
 }
 
 impl<'a> Emitted<'a> {
     pub fn events(events: &'a [Event]) -> Self {
-        Self { events, history: None }
+        Self { events, history: None, receipt: None }
     }
 }
 
@@ -98,6 +102,10 @@ pub trait ExecutionStore: Send + Sync {
         execution: &mut Execution,
         emitted: Emitted<'_>,
     ) -> Result<(), StoreError>;
+
+    /// `owner`'s live receipt for the idempotency key whose hash is
+    /// `key_hash`, or `NotFound`. Read consistently.
+    async fn find_receipt(&self, owner: &Principal, key_hash: &str) -> Result<Receipt, StoreError>;
 
     /// Executions of `session` that are paused and still inside their approval window.
     async fn paused_executions(&self, access: Access<'_>, session: &SessionId) -> Result<Vec<ExecutionId>, StoreError>;

@@ -183,6 +183,14 @@ pub(crate) fn encode_small<T: Serialize>(what: &'static str, record: &T) -> Resu
     Ok(body)
 }
 
+/// An idempotency key taken by an execution (`execute`'s `idempotencyKey`).
+pub(crate) const RECEIPT: &str = "idempotency key";
+
+/// An owner's idempotency keys share one partition, keyed by the key's hash.
+pub(crate) fn receipt_key(owner: &Principal, key_hash: &str) -> (String, String) {
+    (format!("IDEMP#{owner}"), format!("KEY#{key_hash}"))
+}
+
 pub(crate) const HISTORY: &str = "execution history";
 pub(crate) const HISTORY_PART: &str = "execution history part";
 pub(crate) const AUDIT_RECORD: &str = "execution record";

@@ -4,6 +4,7 @@
 //! The rooms, in the order a request walks through them:
 //! - `entry`: the entry points (start, resume, decide, view, follow) and `tasks`
 //!   for the MCP tasks: they load what they act on and check who may see it;
+//! - `idempotent`: `execute` with an `idempotencyKey`, run at most once;
 //! - `claim`: a decision takes a paused execution, or a continuation a
 //!   handed-on one (one winner each), and hands the run to the runner;
 //! - `runner`: the `Runner`, which owns one run from its start or claim to
@@ -20,6 +21,7 @@
 mod claim;
 mod entry;
 mod follow;
+mod idempotent;
 mod outcome;
 mod recorder;
 mod run_tools;
@@ -47,6 +49,7 @@ use crate::application::random::ApprovalToken;
 use runner::Runner;
 
 pub use entry::Refused;
+pub use idempotent::OnceError;
 
 /// How often a waiting browser-mode `resume` looks at the stored execution.
 const POLL_INTERVAL: Duration = Duration::from_millis(250);

@@ -2,8 +2,9 @@
 //! *stateless* Streamable HTTP service. Who calls is checked here (a key
 //! scoped to a toolkit works on its endpoint only), the body is capped and
 //! parsed, the session named by `Mcp-Session-Id` checked, the elicitation
-//! mode chosen; MCP task messages are answered before rmcp, everything else
-//! by rmcp and the `execute` and `resume` tools (`mcp_tools`).
+//! mode chosen; MCP task messages (2025-11-25 and the 2026-07-28 extension)
+//! are answered before rmcp, everything else by rmcp and the `execute` and
+//! `resume` tools (`mcp_tools`).
 //!
 //! Stateless rather than rmcp's session mode with its `SessionStore`: rmcp's
 //! session mode keeps a live worker per session in memory, answers with SSE
@@ -28,7 +29,7 @@ use crate::application::sessions::{STATELESS_VERSION, Sessions};
 use crate::compose::Services;
 use crate::config::{HostConfig, parse_mode};
 use crate::http_edge::auth::{Authenticated, Authenticator, rpc_refusal, scoped_elsewhere};
-use crate::http_edge::mcp_tools::{Caller, McpServer};
+use crate::http_edge::mcp_tools::{Caller, McpServer, tasks_extension};
 use crate::http_edge::native::NativeApprovals;
 use crate::http_edge::responses::{json_response, preflight, rpc_error};
 use crate::http_edge::sessions::{self, SESSION_HEADER};
@@ -173,14 +174,23 @@ impl McpEdge {
         let mode = self.effective_mode(mode, &parts.headers, &message);
         spans::record("executor.elicitation_mode", mode.as_str());
         let caller = Caller { owner: owner.clone(), credential, session, mode, base_url, span: Span::current() };
+        if tasks_extension::is_extension_request(&message, &parts.headers) {
+            return endpoint.server.answer_tasks_extension(&caller, &parts.headers, &message).await;
+        }
         if crate::http_edge::mcp_tools::is_task_message(&message) {
             return json_response(StatusCode::OK, &endpoint.server.answer_task_message(&caller, &message).await);
         }
+        // A 2026-07-28 execute that declares the tasks extension: `running` may become a task.
+        let task_caller = tasks_extension::may_become_task(&message, &parts.headers).then(|| caller.clone());
         parts.extensions.insert(caller);
         let response = forward(&endpoint.http, Request::from_parts(parts, body)).await;
         let response = match message.get("method").and_then(Value::as_str) {
-            Some(method @ ("initialize" | "tools/list")) => with_task_support(method, response),
+            Some(method @ ("initialize" | "tools/list" | "server/discover")) => with_task_support(method, response),
             _ => response,
+        };
+        let response = match task_caller {
+            Some(caller) => endpoint.server.as_task(&caller, response).await,
+            None => response,
         };
         if !initialize || response.status() != StatusCode::OK {
             return response;
@@ -216,7 +226,8 @@ fn rmcp_config(config: &HostConfig) -> StreamableHttpServerConfig {
     }
 }
 
-/// rmcp's answer to `method`, declaring what [`crate::http_edge::mcp_tools`] adds: MCP tasks.
+/// rmcp's answer to `method`, declaring what [`crate::http_edge::mcp_tools`] adds: MCP tasks
+/// (and, in `server/discover`, the tasks extension).
 fn with_task_support(method: &str, response: Response<Bytes>) -> Response<Bytes> {
     let (parts, body) = response.into_parts();
     let Ok(mut message) = serde_json::from_slice::<Value>(&body) else {

@@ -5,11 +5,15 @@
 //! before any store read.
 
 mod tasks;
+pub(crate) mod tasks_extension;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use executor_core::{ApprovalAction, DecidedBy, ElicitationMode, ExecutionId, Principal, SessionId};
+use executor_core::{
+    ApprovalAction, DecidedBy, ElicitationMode, ExecutionId, IdempotencyKey, MAX_IDEMPOTENCY_KEY_CHARS, Principal,
+    SessionId,
+};
 use executor_sandbox::{Limits, Tools};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
@@ -20,7 +24,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tracing::{Instrument, Span};
 
-use crate::application::executions::{ExecutionResult, Executions, ResumeError};
+use crate::application::executions::{ExecutionResult, Executions, OnceError, ResumeError};
 use crate::http_edge::native::NativeApprovals;
 use crate::http_edge::results;
 
@@ -70,11 +74,24 @@ impl McpServer {
         let Some(code) = args.get("code").and_then(Value::as_str) else {
             return invalid("`code` (a string of JavaScript or TypeScript) is required");
         };
-        let executions = &self.executions;
-        let session = caller.session.as_ref();
-        match executions.execute(&caller.owner, session, caller.mode, code.to_owned(), self.tools.clone()).await {
+        let key = match args.get("idempotencyKey") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(key)) => match IdempotencyKey::parse(key) {
+                Ok(key) => Some(key),
+                Err(e) => return invalid(&e.to_string()),
+            },
+            Some(other) => return invalid(&format!("`idempotencyKey` must be a string, not {other}")),
+        };
+        let (executions, session, tools) = (&self.executions, caller.session.as_ref(), self.tools.clone());
+        let (owner, code) = (&caller.owner, code.to_owned());
+        let result = match &key {
+            None => executions.execute(owner, session, caller.mode, code, tools).await.map_err(OnceError::Store),
+            Some(key) => executions.execute_once((owner, session), caller.mode, code, key, tools).await,
+        };
+        match result {
             Ok(result) => self.render(caller, &result),
-            Err(error) => respond((
+            Err(OnceError::KeyReused) => invalid(&OnceError::KeyReused.to_string()),
+            Err(OnceError::Store(error)) => respond((
                 json!({"status": "error", "error": {"code": "store_error", "message": error.to_string()}}),
                 true,
             )),
@@ -217,11 +234,20 @@ fn execute_tool(namespaces: &[String], limits: &Limits) -> Tool {
          execution fails with `result_too_large`, `cpu_limit`, `wall_clock_limit` or `memory_limit`. Calls that \
          change things may pause the execution for approval: the result then says how to continue with `resume`. \
          Code that runs long answers `{{ status: \"running\", executionId }}` and goes on: call `resume` with that \
-         executionId to wait for its outcome; never run the same code again meanwhile."
+         executionId to wait for its outcome; never run the same code again meanwhile. Send an `idempotencyKey` \
+         to make a retry safe: the same key with the same code within 24 hours answers the first run's outcome \
+         (or where it stands) and runs nothing."
     );
     let input = json!({
         "type": "object",
-        "properties": { "code": { "type": "string", "description": "JavaScript or TypeScript; `return` the result." } },
+        "properties": {
+            "code": { "type": "string", "description": "JavaScript or TypeScript; `return` the result." },
+            "idempotencyKey": {
+                "type": "string",
+                "maxLength": MAX_IDEMPOTENCY_KEY_CHARS,
+                "description": "Any string of yours (a UUID): a repeat with the same key runs nothing and answers the first run's outcome.",
+            },
+        },
         "required": ["code"],
     });
     Tool::new("execute", description, schema(input))

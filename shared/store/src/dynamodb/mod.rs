@@ -38,7 +38,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, Get, Put, TransactGetItem,
 use chunks::{Layout, Piece, Seen};
 use executor_core::{
     ApiKey, Clock, Event, Execution, ExecutionId, ExecutionState, Grant, GrantId, OAuthClient, OAuthState, Principal,
-    Session, SessionId, SourceConnection, SystemClock, Timestamp, TokenHash,
+    Receipt, Session, SessionId, SourceConnection, SystemClock, Timestamp, TokenHash,
 };
 use item::{
     BODY, CHUNK_VERSIONS, CHUNKS, EXPIRES_AT, GRANT_ID, Item, KIND, OWNER, PK, SESSION_ID, SK, STATE_HASH, STATUS,
@@ -245,6 +245,19 @@ impl DynamoStore {
         items: Vec<TransactWriteItem>,
         first: Option<(&Item, Expect)>,
     ) -> Result<(), StoreError> {
+        self.transact_naming(what, operation, items, first, None).await
+    }
+
+    /// [`Self::transact`], where the item at `second.0` (an idempotency
+    /// receipt) answers its own failed condition as `AlreadyExists { what: second.1 }`.
+    async fn transact_naming(
+        &self,
+        what: &'static str,
+        operation: &'static str,
+        items: Vec<TransactWriteItem>,
+        first: Option<(&Item, Expect)>,
+        second: Option<(usize, &'static str)>,
+    ) -> Result<(), StoreError> {
         let mut backoff = Duration::from_millis(20);
         for attempt in 0..=CONFLICT_RETRIES {
             // The SDK's own retries of this attempt reuse the token, so DynamoDB
@@ -263,6 +276,11 @@ impl DynamoStore {
             if let (Some("ConditionalCheckFailed"), Some((meta, expect))) = (reasons.first().map(String::as_str), first)
             {
                 return self.condition_failed(what, operation, meta, expect).await;
+            }
+            if let Some((at, named)) = second
+                && reasons.get(at).map(String::as_str) == Some("ConditionalCheckFailed")
+            {
+                return Err(StoreError::AlreadyExists { what: named });
             }
             // Any other condition is a history part's: that part is stored already.
             if reasons.iter().any(|r| r == "ConditionalCheckFailed") {
@@ -344,6 +362,10 @@ impl DynamoStore {
         };
 
         let mut items = vec![put(meta.clone(), Some(expect))?];
+        // Second, so that its failed condition is told apart from the execution's.
+        if let Some(receipt) = emitted.receipt {
+            items.push(self.receipt_put(operation, receipt)?);
+        }
         for (i, (bytes, (piece, changed))) in layout.chunks.iter().zip(&pieces).enumerate() {
             if !changed {
                 continue;
@@ -379,10 +401,30 @@ impl DynamoStore {
         }
         let events = emitted.events.iter().map(|event| put(event_item(event)?, None));
         items.extend(events.chain(history.into_iter().map(Ok)).collect::<Result<Vec<_>, _>>()?);
-        self.transact(EXECUTION, operation, items, Some((&meta, expect))).await?;
+        let second = emitted.receipt.map(|_| (1, records::RECEIPT));
+        self.transact_naming(EXECUTION, operation, items, Some((&meta, expect)), second).await?;
         let written = pieces.into_iter().map(|(piece, _)| piece).collect();
         self.seen.remember(execution.id.as_str(), execution.version, written);
         Ok(())
+    }
+
+    /// The put of an idempotency receipt: only where no live one holds the key.
+    fn receipt_put(&self, operation: &'static str, receipt: &Receipt) -> Result<TransactWriteItem, StoreError> {
+        let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::backend(operation, e);
+        let (pk, sk) = records::receipt_key(&receipt.owner, &receipt.key_hash);
+        let mut item = item::key(pk, &sk);
+        item.insert(KIND.into(), s("receipt"));
+        item.insert(OWNER.into(), s(receipt.owner.as_str()));
+        item.insert(EXPIRES_AT.into(), ttl(receipt.expires_at));
+        item.insert(BODY.into(), b(&records::encode(records::RECEIPT, receipt)?));
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression(format!("attribute_not_exists({PK}) OR {EXPIRES_AT} <= :now"))
+            .expression_attribute_values(":now", now_secs(self.clock.now()))
+            .build()
+            .map_err(build)?;
+        Ok(TransactWriteItem::builder().put(put).build())
     }
 
     /// A single-item conditional put, or, with events, a transaction that
@@ -623,6 +665,24 @@ impl ExecutionStore for DynamoStore {
             self.write_execution("update an execution", &next, Expect::Version(expected), emitted).await?;
             execution.version = next.version;
             Ok(())
+        })
+        .await
+    }
+
+    async fn find_receipt(&self, owner: &Principal, key_hash: &str) -> Result<Receipt, StoreError> {
+        traced("store.find_receipt", BACKEND, async {
+            let (pk, sk) = records::receipt_key(owner, key_hash);
+            let what = records::RECEIPT;
+            match self.get_item("read an idempotency key", pk, &sk).await? {
+                Some(item) if is_live(&item, what, self.clock.now())? => {
+                    let receipt: Receipt = records::decode(what, get_b(&item, BODY, what)?)?;
+                    if receipt.owner != *owner {
+                        return Err(StoreError::NotFound { what });
+                    }
+                    Ok(receipt)
+                }
+                _ => Err(StoreError::NotFound { what }),
+            }
         })
         .await
     }

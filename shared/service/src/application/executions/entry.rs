@@ -55,6 +55,20 @@ impl Executions {
         code: String,
         view: Arc<dyn Tools>,
     ) -> Result<Result<ExecutionResult, Refused>, StoreError> {
+        let admitted = match self.admit(owner).await? {
+            Ok(admitted) => admitted,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        let (execution, segment) = self.new_execution(&admitted, owner, session, mode, code, &view)?;
+        // The quota's running slot is given back when the run ends, which may
+        // be after this answer.
+        let ran = self.runner.run(execution, false, segment, view, admitted.held).await.map_err(recorded)?;
+        Ok(Ok(ran))
+    }
+
+    /// A new execution's id, a free slot and the owner's quotas taken for
+    /// it; or, with nothing taken, why there is no room.
+    pub(super) async fn admit(&self, owner: &Principal) -> Result<Result<Admitted, Refused>, StoreError> {
         let id = crate::application::random::execution_id().map_err(no_randomness)?;
         let Ok(slot) = self.slot().await else {
             let message = ResumeError::Busy(self.max_concurrent).to_string();
@@ -72,21 +86,27 @@ impl Executions {
                 }
             },
         };
-        let segment =
-            Segment::start(id.clone(), code.clone(), now, crate::application::random::seed().map_err(no_randomness)?)
-                .with_max_tool_calls(max_tool_calls);
+        Ok(Ok(Admitted { id, held: Held { slot, quota }, max_tool_calls }))
+    }
+
+    /// The new execution of `code` and its first segment, as `admitted`.
+    pub(super) fn new_execution(
+        &self,
+        admitted: &Admitted,
+        owner: &Principal,
+        session: Option<&SessionId>,
+        mode: ElicitationMode,
+        code: String,
+        view: &Arc<dyn Tools>,
+    ) -> Result<(Execution, Segment), StoreError> {
+        let (id, now) = (admitted.id.clone(), self.runner.clock.now());
+        let seed = crate::application::random::seed().map_err(no_randomness)?;
+        let segment = Segment::start(id.clone(), code.clone(), now, seed).with_max_tool_calls(admitted.max_tool_calls);
         count(Metric::ExecutionsStarted);
         let mut execution =
             Execution::start(id, owner.clone(), session.cloned(), mode, code, segment.journal.clone(), now);
         execution.toolkit = view.toolkit().cloned();
-        // The quota's running slot is given back when the run ends, which may
-        // be after this answer.
-        let held = Held { slot, quota };
-        let ran = self.runner.run(execution, false, segment, view, held).await.map_err(|error| match error {
-            ResumeError::Store(error) => error,
-            other => StoreError::Backend { operation: "record the outcome of an execution", detail: other.to_string() },
-        })?;
-        Ok(Ok(ran))
+        Ok((execution, segment))
     }
 
     /// The `resume` tool. Only a model-mode pause is decided here, and only
@@ -296,6 +316,22 @@ impl Executions {
             _ => {}
         }
         Ok(execution)
+    }
+}
+
+/// What new code was admitted with: its id, what it holds until it ends,
+/// and the owner's cap on its tool calls.
+pub(super) struct Admitted {
+    pub id: ExecutionId,
+    pub held: Held,
+    pub max_tool_calls: Option<u32>,
+}
+
+/// A run's error as the store error `execute` reports.
+pub(super) fn recorded(error: ResumeError) -> StoreError {
+    match error {
+        ResumeError::Store(error) => error,
+        other => StoreError::Backend { operation: "record the outcome of an execution", detail: other.to_string() },
     }
 }
 

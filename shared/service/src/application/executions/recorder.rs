@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use executor_core::{
     Actor, Applied, Clock, ElicitationMode, Execution, ExecutionEvent, ExecutionRecord, ExecutionStatus, HistoryAppend,
-    Timestamp, TransitionError, Via, entries_of,
+    Receipt, Timestamp, TransitionError, Via, entries_of,
 };
 use executor_sandbox::{CallLog, Snapshot};
 use executor_store::{Access, Emitted, ExecutionStore, HistoryStore, StoreError};
@@ -65,8 +65,20 @@ impl Recorder {
         &self,
         execution: &mut Execution,
         applied: &Applied,
+        write: (Write, Option<&RunLog>),
+        link: Option<&ApprovalToken>,
+    ) -> Result<(), StoreError> {
+        self.write_with(execution, applied, write, link, None).await
+    }
+
+    /// [`Recorder::write`], a create also taking the idempotency key of `receipt`.
+    async fn write_with(
+        &self,
+        execution: &mut Execution,
+        applied: &Applied,
         (write, run): (Write, Option<&RunLog>),
         link: Option<&ApprovalToken>,
+        receipt: Option<&Receipt>,
     ) -> Result<(), StoreError> {
         let calls = run.map(|run| run.calls.unwritten()).unwrap_or_default();
         let history = self.history_of(execution, applied, write, run, &calls);
@@ -75,7 +87,7 @@ impl Recorder {
             (Some(events), Write::Update) => events.of_execution(Some(applied.from), execution, link, decider(applied)),
             (None, _) | (_, Write::HistoryOnly) => Vec::new(),
         };
-        let with = Emitted { events: &emitted, history: history.as_ref() };
+        let with = Emitted { events: &emitted, history: history.as_ref(), receipt };
         match (write, &history) {
             (Write::Create, _) => self.store.create_execution_emitting(execution, with).await?,
             (Write::Update, _) => self.store.update_execution_emitting(execution, with).await?,
@@ -125,6 +137,23 @@ impl Recorder {
         self.write(&mut next, &applied, write, None).await?;
         *execution = next;
         Ok(applied)
+    }
+
+    /// Store new code as handed on before it runs, taking the idempotency key
+    /// of `receipt` in the same write: `AlreadyExists { what: "idempotency
+    /// key" }` (and nothing stored) when a live receipt holds it.
+    pub(super) async fn hand_on_once(
+        &self,
+        execution: &mut Execution,
+        event: ExecutionEvent,
+        run: &RunLog,
+        receipt: &Receipt,
+    ) -> Result<(), StoreError> {
+        let mut next = execution.clone();
+        let applied = next.apply(event, self.clock.now()).map_err(transition_bug)?;
+        self.write_with(&mut next, &applied, (Write::Create, Some(run)), None, Some(receipt)).await?;
+        *execution = next;
+        Ok(())
     }
 
     /// Apply a final event (completed, failed, declined) with the run's

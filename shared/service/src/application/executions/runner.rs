@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use executor_core::{
     Clock, Execution, ExecutionEvent, ExecutionFailure, ExecutionId, ExecutionStatus, HEARTBEAT_EVERY, Journal,
-    Principal, Timeouts, Timestamp, Via,
+    Principal, Receipt, Timeouts, Timestamp, Via,
 };
 use executor_sandbox::{Outcome, Sandbox, SandboxError, Segment, Stop, Tools};
 use executor_store::{Access, ExecutionStore, HistoryStore, StoreError};
@@ -199,6 +199,21 @@ impl Runner {
         let claim = crate::application::random::claim_id().map_err(no_randomness)?;
         let event = ExecutionEvent::HandOn { claim, lease: self.sandbox.limits().wall_clock };
         self.recorder.record(execution, event, (Write::Create, Some(log))).await.map(drop)
+    }
+
+    /// Store new code as running before it runs, with the idempotency key of
+    /// `receipt` (one winner among racing repeats): the run is then a stored
+    /// one, whose outcome a repeat reads.
+    pub(super) async fn hand_on_once(
+        &self,
+        execution: &mut Execution,
+        segment: &Segment,
+        receipt: &Receipt,
+    ) -> Result<(), StoreError> {
+        let claim = crate::application::random::claim_id().map_err(no_randomness)?;
+        let event = ExecutionEvent::HandOn { claim, lease: self.sandbox.limits().wall_clock };
+        let log = RunLog { calls: segment.calls.clone(), via: Via::Mcp };
+        self.recorder.hand_on_once(execution, event, &log, receipt).await
     }
 
     /// While the run goes on: read its stored record every [`WATCH_EVERY`],

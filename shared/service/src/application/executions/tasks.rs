@@ -12,6 +12,7 @@ use executor_sandbox::Tools;
 use executor_store::{Access, StoreError};
 
 use super::claim::Decision;
+use super::outcome::settled;
 use super::runner::Runner;
 use super::{ExecutionResult, Executions, Refused, ResumeError};
 
@@ -44,6 +45,20 @@ impl Executions {
         let execution = self.load(Access::Owner(owner), id).await?;
         self.runner.tools.scope(&execution, tools)?;
         Ok(execution)
+    }
+
+    /// The execution `id` of `owner` as [`Executions::task`] reads it, with
+    /// the result it stands at (`running`, the pause, the outcome; an expired
+    /// pause is [`ResumeError::Expired`]), for the 2026-07-28 `tasks/get`.
+    pub async fn task_outcome(
+        &self,
+        owner: &Principal,
+        id: &ExecutionId,
+        tools: Arc<dyn Tools>,
+    ) -> Result<(Execution, Result<ExecutionResult, ResumeError>), ResumeError> {
+        let execution = self.task(owner, id, tools).await?;
+        let outcome = settled(&execution);
+        Ok((execution, outcome))
     }
 
     /// Stop the execution without waiting for it: a running one at its next

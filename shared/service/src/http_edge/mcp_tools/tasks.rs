@@ -37,13 +37,22 @@ pub(crate) fn is_task_message(message: &Value) -> bool {
 }
 
 /// Declare task support in rmcp's answer to `method`: the capability in the
-/// initialize result, `execution.taskSupport` on `execute` in the tool list.
+/// initialize result, `execution.taskSupport` on `execute` in the tool list,
+/// and the 2026-07-28 extension in the `server/discover` result.
 pub(crate) fn declare(method: &str, body: &mut Value) {
     let Some(result) = body.get_mut("result").and_then(Value::as_object_mut) else { return };
     match method {
         "initialize" => {
             if let Some(capabilities) = result.get_mut("capabilities").and_then(Value::as_object_mut) {
                 capabilities.insert("tasks".into(), capability());
+            }
+        }
+        "server/discover" => {
+            if let Some(capabilities) = result.get_mut("capabilities").and_then(Value::as_object_mut) {
+                let extensions = capabilities.entry("extensions").or_insert_with(|| json!({}));
+                if let Some(extensions) = extensions.as_object_mut() {
+                    extensions.insert(super::tasks_extension::EXTENSION.into(), json!({}));
+                }
             }
         }
         "tools/list" => {
@@ -179,7 +188,7 @@ fn task(execution: &Execution) -> Value {
 
 /// The failure codes of a cancelled execution: stopped while running, or
 /// cancelled at a pause.
-const CANCELLED: [&str; 2] = ["cancelled", "approval_cancelled"];
+pub(super) const CANCELLED: [&str; 2] = ["cancelled", "approval_cancelled"];
 
 /// A task's status and message for an execution's state.
 fn status(state: &ExecutionState, cancel_requested: bool) -> (&'static str, Option<String>) {
@@ -266,6 +275,11 @@ mod tests {
         declare("tools/list", &mut list);
         assert_eq!(list["result"]["tools"][0]["execution"]["taskSupport"], "optional");
         assert!(list["result"]["tools"][1].get("execution").is_none(), "resume is not a task");
+
+        let mut discover = json!({"result": {"capabilities": {"tools": {}}}});
+        declare("server/discover", &mut discover);
+        assert_eq!(discover["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"], json!({}));
+        assert!(discover["result"]["capabilities"].get("tasks").is_none(), "the extension, not 2025-11-25's tasks");
 
         let mut error = json!({"error": {"code": -1}});
         declare("initialize", &mut error);
