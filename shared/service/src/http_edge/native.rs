@@ -79,30 +79,8 @@ impl NativeApprovals {
         let options = SealOptions::new().associated_data(&context).ttl(self.ttl);
         let state = State { execution_id: id.clone(), step: pending.first().map_or(0, |call| call.step) };
         let sealed = self.codec.seal_with(&self.encrypt(&state, &context), &options);
-        let mut message = match pending.len() {
-            1 => String::from("The code wants to make a call that needs your approval."),
-            n => format!("The code wants to make {n} calls that need your approval; your answer decides all of them."),
-        };
-        // Each call's message names the tool, what it does, its effect and the arguments (secrets redacted).
-        for call in pending {
-            let text = crate::http_edge::visible::escape_invisible(&call.message);
-            message.push_str(&format!("\n\nTool: tools.{}\n{text}", call.path));
-        }
-        let tools: Vec<String> = pending.iter().map(|call| format!("tools.{}", call.path)).collect();
-        let remember = EnumSchema::builder(vec!["once".into(), "always".into()])
-            .enum_titles(vec!["Only this call".into(), format!("Always allow {}", tools.join(", "))])
-            .and_then(|b| b.with_default("once"))
-            .expect("the default is one of the values")
-            .title("Remember this approval?")
-            .description("\"always\" runs later calls of the same tool without asking, until you revoke it")
-            .build();
-        let schema = ElicitationSchema::builder()
-            .property(REMEMBER, PrimitiveSchemaDefinition::Enum(remember))
-            .build()
-            .expect("a one-field form is a valid schema");
-        let params = ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema: schema };
         let mut requests = InputRequests::new();
-        requests.insert(APPROVAL.into(), InputRequest::Elicitation(ElicitRequest::new(params)));
+        requests.insert(APPROVAL.into(), InputRequest::Elicitation(approval_form(pending)));
         InputRequiredResult::new(Some(requests), Some(sealed))
     }
 
@@ -152,6 +130,34 @@ impl NativeApprovals {
         let plain = self.cipher.open_in_place(nonce, ring::aead::Aad::from(context), &mut body).ok()?;
         serde_json::from_slice(plain).ok()
     }
+}
+
+/// The elicitation that asks the person about `pending` (every call of the
+/// pause): what each call does, and whether to remember the approval.
+pub(crate) fn approval_form(pending: &[PendingCall]) -> ElicitRequest {
+    let mut message = match pending.len() {
+        1 => String::from("The code wants to make a call that needs your approval."),
+        n => format!("The code wants to make {n} calls that need your approval; your answer decides all of them."),
+    };
+    // Each call's message names the tool, what it does, its effect and the arguments (secrets redacted).
+    for call in pending {
+        let text = crate::http_edge::visible::escape_invisible(&call.message);
+        message.push_str(&format!("\n\nTool: tools.{}\n{text}", call.path));
+    }
+    let tools: Vec<String> = pending.iter().map(|call| format!("tools.{}", call.path)).collect();
+    let remember = EnumSchema::builder(vec!["once".into(), "always".into()])
+        .enum_titles(vec!["Only this call".into(), format!("Always allow {}", tools.join(", "))])
+        .and_then(|b| b.with_default("once"))
+        .expect("the default is one of the values")
+        .title("Remember this approval?")
+        .description("\"always\" runs later calls of the same tool without asking, until you revoke it")
+        .build();
+    let schema = ElicitationSchema::builder()
+        .property(REMEMBER, PrimitiveSchemaDefinition::Enum(remember))
+        .build()
+        .expect("a one-field form is a valid schema");
+    let params = ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema: schema };
+    ElicitRequest::new(params)
 }
 
 /// Binds a state to its owner: another principal's retry cannot open it.

@@ -12,15 +12,16 @@
 //! `tasks/cancel` stops the run at its next step.
 
 use bytes::Bytes;
-use executor_core::{ApprovalAction, ElicitationMode, Execution, ExecutionId, ExecutionState, Principal, Remember};
+use executor_core::{ApprovalAction, ElicitationMode, Execution, ExecutionId, ExecutionState, Remember};
 use http::{HeaderMap, Response, StatusCode, header};
-use rmcp::model::CallToolResponse;
+use rmcp::model::{CallToolResponse, InputRequest};
 use serde_json::{Map, Value, json};
 use tracing::Instrument;
 
 use super::{Caller, McpServer};
 use crate::application::executions::{ExecutionResult, ResumeError};
 use crate::application::sessions::STATELESS_VERSION;
+use crate::http_edge::native::approval_form;
 use crate::http_edge::responses::json_response;
 use crate::http_edge::results;
 
@@ -170,7 +171,7 @@ impl McpServer {
             }
             ExecutionState::Paused { .. } => {
                 task["status"] = "input_required".into();
-                let requests = self.input_requests(&caller.owner, &execution);
+                let requests = self.input_requests(&execution);
                 if requests.is_empty() {
                     task["statusMessage"] =
                         "waiting for a decision this client cannot give (a connection, or another approval channel): \
@@ -198,17 +199,13 @@ impl McpServer {
     /// The approval of a native pause as the client's elicitation, keyed by
     /// the pause id (the step of its first pending call); none for a pause
     /// the client cannot answer.
-    fn input_requests(&self, owner: &Principal, execution: &Execution) -> Map<String, Value> {
+    fn input_requests(&self, execution: &Execution) -> Map<String, Value> {
         let pending = &execution.journal.pending;
-        let (Some(first), Some(native)) = (pending.first(), &self.native) else { return Map::new() };
+        let (Some(first), Some(_)) = (pending.first(), &self.native) else { return Map::new() };
         if execution.mode != ElicitationMode::Native || first.connect.is_some() {
             return Map::new();
         }
-        let asked = native.ask(owner, &execution.id, pending);
-        let request = serde_json::to_value(asked.input_requests).ok().and_then(|mut requests| {
-            let requests = requests.as_object_mut()?;
-            requests.values_mut().next().map(Value::take)
-        });
+        let request = serde_json::to_value(InputRequest::Elicitation(approval_form(pending))).ok();
         request.map(|request| Map::from_iter([(first.step.to_string(), request)])).unwrap_or_default()
     }
 
