@@ -26,6 +26,21 @@ struct Server {
     stderr: Arc<Mutex<String>>,
 }
 
+impl Server {
+    /// Its stderr once it holds `text`: a line logged while a request is
+    /// answered may reach the pipe's reader after the answer. At most 10 s.
+    fn logs_with(&self, text: &str) -> String {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let logs = self.stderr.lock().unwrap().clone();
+            if logs.contains(text) || std::time::Instant::now() >= until {
+                return logs;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
 /// A test that fails leaves no server behind.
 impl Drop for Server {
     fn drop(&mut self) {
@@ -119,7 +134,7 @@ async fn first_start_prints_a_working_key_and_restarts_keep_it() {
     assert_eq!(health.status(), 200);
     assert_eq!(initialize(&server.url, &token).await, 200);
     // Logs go to a pipe here: plain text, no terminal colour codes.
-    let logs = server.stderr.lock().unwrap().clone();
+    let logs = server.logs_with("session created");
     assert!(logs.contains("session created"), "{logs}");
     assert!(!logs.contains('\u{1b}'), "colour codes in piped logs: {logs:?}");
     interrupt(server);
