@@ -22,17 +22,6 @@ use crate::audit::entry_fields;
 pub const DEFAULT_LIMIT: usize = 50;
 pub const MAX_LIMIT: usize = 1000;
 
-/// Every status, in the order the lifecycle goes through them.
-const STATUSES: [ExecutionStatus; 7] = [
-    ExecutionStatus::Running,
-    ExecutionStatus::Paused,
-    ExecutionStatus::Resuming,
-    ExecutionStatus::Completed,
-    ExecutionStatus::Failed,
-    ExecutionStatus::Declined,
-    ExecutionStatus::Expired,
-];
-
 #[derive(Debug, thiserror::Error)]
 pub enum ExecutionsError {
     #[error("invalid --owner: {0}")]
@@ -135,7 +124,7 @@ pub async fn run(store: &impl HistoryStore, command: Command, now: Timestamp) ->
 
 fn parse_status(given: &str) -> Result<ExecutionStatus, ExecutionsError> {
     let wanted = given.trim().to_ascii_lowercase();
-    STATUSES.into_iter().find(|s| s.as_str() == wanted).ok_or_else(|| ExecutionsError::Status(given.to_owned()))
+    ExecutionStatus::parse(&wanted).ok_or_else(|| ExecutionsError::Status(given.to_owned()))
 }
 
 struct Filter {

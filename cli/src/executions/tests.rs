@@ -174,7 +174,7 @@ async fn bad_flags_say_what_is_accepted() {
     assert!(unknown.starts_with("no execution has the id \"nope\" in the history"), "{unknown}");
     let invalid = error(Command::ExecutionsShow { id: "a/b".into() }).await;
     assert!(invalid.starts_with("invalid execution id: ") && invalid.contains("executions list"), "{invalid}");
-    for status in STATUSES {
+    for status in ExecutionStatus::ALL {
         assert_eq!(parse_status(status.as_str()).unwrap(), status);
     }
 }

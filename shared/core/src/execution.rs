@@ -143,6 +143,15 @@ pub enum ExecutionStatus {
 }
 
 impl ExecutionStatus {
+    /// Every status, in the order the lifecycle goes through them.
+    pub const ALL: [ExecutionStatus; 7] =
+        [Self::Running, Self::Paused, Self::Resuming, Self::Completed, Self::Failed, Self::Declined, Self::Expired];
+
+    /// The status named `name` (as [`ExecutionStatus::as_str`] writes it).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|status| status.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Running => "running",

@@ -3,15 +3,7 @@ use serde_json::json;
 use super::*;
 use crate::{LinkStatus, PendingCall, TokenHash};
 
-const ALL: [ExecutionStatus; 7] = [
-    ExecutionStatus::Running,
-    ExecutionStatus::Paused,
-    ExecutionStatus::Resuming,
-    ExecutionStatus::Completed,
-    ExecutionStatus::Failed,
-    ExecutionStatus::Declined,
-    ExecutionStatus::Expired,
-];
+const ALL: [ExecutionStatus; 7] = ExecutionStatus::ALL;
 
 fn failure() -> ExecutionFailure {
     ExecutionFailure { code: "c".into(), message: "m".into(), retry_after_ms: None }

@@ -92,17 +92,8 @@ fn listing(query: Option<&str>) -> Result<Listing, String> {
 }
 
 fn status(value: &str) -> Result<ExecutionStatus, String> {
-    const ALL: [ExecutionStatus; 7] = [
-        ExecutionStatus::Running,
-        ExecutionStatus::Paused,
-        ExecutionStatus::Resuming,
-        ExecutionStatus::Completed,
-        ExecutionStatus::Failed,
-        ExecutionStatus::Declined,
-        ExecutionStatus::Expired,
-    ];
-    ALL.into_iter().find(|status| status.as_str() == value).ok_or_else(|| {
-        let names: Vec<&str> = ALL.iter().map(|status| status.as_str()).collect();
+    ExecutionStatus::parse(value).ok_or_else(|| {
+        let names: Vec<&str> = ExecutionStatus::ALL.iter().map(|status| status.as_str()).collect();
         format!("`status` must be one of {}, not {value:?}", names.join(", "))
     })
 }
