@@ -11,5 +11,6 @@ pub mod executions;
 pub mod grants;
 pub mod health;
 pub mod keys;
+pub mod policy;
 pub mod serve;
 pub mod since;

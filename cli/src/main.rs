@@ -3,8 +3,9 @@
 //! OAuth connections of the store; `executions` and `audit export` read the
 //! audit trail (each through the running server when it holds the embedded
 //! store: `executor_cli::admin`); `catalog build` writes the catalog index of
-//! the sources' OpenAPI documents; `health` asks a running server whether it
-//! is ready.
+//! the sources' OpenAPI documents; `policy` prints the Cedar schema or checks
+//! what the policies decide for a call; `health` asks a running server
+//! whether it is ready.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -18,7 +19,7 @@ use executor_catalog::Catalog;
 #[cfg(unix)]
 use executor_cli::admin;
 use executor_cli::args::{AuditCommand, ConnectionsCommand, ExecutionsCommand, GrantsCommand, KeysCommand};
-use executor_cli::{audit, commands, data_dir, health, keys, serve};
+use executor_cli::{audit, commands, data_dir, health, keys, policy, serve};
 use executor_core::{Clock, SystemClock};
 use executor_store::{DynamoStore, EmbeddedStore, Store};
 
@@ -208,6 +209,12 @@ enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Cedar policies (`[policy] cedar` in the sources file): print their schema, or check what they decide
+    /// for a call. The policy alone; the owner's grants are not read, and no tool is called.
+    Policy {
+        #[command(subcommand)]
+        command: policy::PolicyCommand,
+    },
     /// Whether a running server is ready: exit 0 when GET /readyz answers 200, else 1 with the reason
     /// (a server without /readyz is asked /healthz). For container health checks.
     Health {
@@ -264,6 +271,7 @@ async fn run(command: Command) -> Result<(), String> {
         Command::Audit { command, store } => {
             export(command.resolve(SystemClock.now()).map_err(|e| e.to_string())?, &store).await
         }
+        Command::Policy { command } => policy::run(command).await.map_err(|e| e.to_string()),
         Command::Health { url } => {
             let healthy = health::check(&url).await.map_err(|e| e.to_string())?;
             println!("{healthy}");

@@ -920,7 +920,7 @@ export function bootstrapDir(assetDir: string, binary: string, architecture: 'ar
 
 /**
  * The sources file and the local files it names (OpenAPI specs, GraphQL
- * schemas, the catalog index), as a layer under /opt/executor. A layer keeps
+ * schemas, the catalog index, Cedar policies), as a layer under /opt/executor. A layer keeps
  * each function's code exactly the cargo-lambda output (the same asset
  * whatever the sources), is shared by the MCP and approval functions, and
  * changing the sources publishes a new layer version without rebuilding

@@ -25,9 +25,12 @@ export interface ExecutorOptions {
   /**
    * The sources file (TOML, see executor.example.toml). It ships as a Lambda
    * layer with the local files it names (OpenAPI specs, GraphQL schemas, the
-   * catalog index: paths below its directory);
+   * catalog index, the Cedar policies of `[policy] cedar` and of each
+   * toolkit's `cedar`: paths below its directory);
    * `EXECUTOR_CONFIG` points at it inside the layer. Every Secrets Manager ARN
-   * it names must be in `secretArns`.
+   * it names must be in `secretArns`. The Cedar policies are checked at synth
+   * as the functions check them at start (syntax, unique `@id`s, the schema
+   * shared/catalog/src/cedar/executor.cedarschema; lib/cedar.ts).
    * @default - no sources
    */
   readonly config?: string;

@@ -1,16 +1,19 @@
 // The sources file (EXECUTOR_CONFIG): what must ship with it, and which
 // Secrets Manager secrets it names. Read at synth time so that a mistake
-// (a spec file that is not there, a secret nobody may read) fails the deploy
-// instead of the first request.
+// (a spec file that is not there, a secret nobody may read, a Cedar policy
+// the functions would refuse) fails the deploy instead of the first request.
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parse } from 'smol-toml';
 
+import { checkCedar } from './cedar';
+
 export interface Sources {
   /**
    * The files to ship, relative to the sources file's directory: the file
-   * itself and every local file it names (`FILE_FIELDS`, `index`).
+   * itself and every local file it names (`FILE_FIELDS`, `index`, the Cedar
+   * policies of `[policy] cedar` and of each `[[toolkits]] cedar`).
    */
   files: string[];
   /** Every `arn:...:secretsmanager:...` value in the file (auth, headers). */
@@ -24,6 +27,11 @@ export interface Sources {
  */
 export const FILE_FIELDS: Record<string, boolean> = { spec: true, schema: false };
 
+/**
+ * The sources file `file` in `dir`: what ships with it and the secrets it
+ * names. Throws (`config: ...`) when a file it names is missing or not below
+ * `dir`, or when its Cedar policies would not load (lib/cedar.ts).
+ */
 export function readSources(dir: string, file: string): Sources {
   const where = path.join(dir, file);
   if (!fs.statSync(where, { throwIfNoEntry: false })?.isFile()) {
@@ -49,6 +57,7 @@ export function readSources(dir: string, file: string): Sources {
       throw new Error(`config: ${what} file ${path.join(dir, relative)} does not exist`);
     }
     files.push(relative);
+    return relative;
   };
   const sources = Array.isArray(toml.sources) ? (toml.sources as Record<string, unknown>[]) : [];
   for (const source of sources) {
@@ -62,6 +71,23 @@ export function readSources(dir: string, file: string): Sources {
   // functions load it instead of parsing the specs, and refuse it if stale.
   if (typeof toml.index === 'string') {
     shipped('catalog index', toml.index, '');
+  }
+  // Cedar policies (shared/catalog/src/config/load.rs): the executor's, and
+  // each toolkit's. Checked as the functions check them at start.
+  const cedar = (what: string, value: unknown) => {
+    if (value === undefined) return;
+    if (typeof value !== 'string') {
+      throw new Error(`config: ${what}: expected the path of a Cedar policy file, relative to the sources file`);
+    }
+    checkCedar(path.join(dir, shipped(what, value, '')));
+  };
+  const policy = toml.policy;
+  if (policy && typeof policy === 'object' && !Array.isArray(policy)) {
+    cedar('[policy] cedar', (policy as Record<string, unknown>).cedar);
+  }
+  const toolkits = Array.isArray(toml.toolkits) ? (toml.toolkits as Record<string, unknown>[]) : [];
+  for (const toolkit of toolkits) {
+    cedar(`toolkit ${String(toolkit.name)}: cedar`, toolkit.cedar);
   }
   const secretRefs = new Set<string>();
   const collect = (value: unknown) => {

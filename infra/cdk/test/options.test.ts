@@ -223,13 +223,30 @@ base_url = "https://billing.example/api"
     }
   });
 
-  test('the example sources file', () => {
-    const example = fs.readFileSync(path.join(PROJECT_DIR, '..', '..', 'executor.example.toml'), 'utf8');
-    const config = sourcesDir(example, { 'specs/github.yaml': '', 'specs/crm.yaml': '', 'schemas/tracker.json': '' });
-    assert.deepEqual(readSources(path.dirname(config), 'executor.toml'), {
-      // The GraphQL source's `schema` ships too: without it the functions would introspect instead.
-      files: ['executor.toml', 'specs/github.yaml', 'schemas/tracker.json', 'specs/crm.yaml'],
-      secretRefs: ['arn:aws:secretsmanager:eu-west-1:123456789012:secret:billing-AbCdEf'],
+  test('the example sources file, with its Cedar lines commented out and in', () => {
+    const root = path.join(PROJECT_DIR, '..', '..');
+    const example = fs.readFileSync(path.join(root, 'executor.example.toml'), 'utf8');
+    const placeholders = { 'specs/github.yaml': '', 'specs/crm.yaml': '', 'schemas/tracker.json': '' };
+    // The Cedar files it names (relative to the repository root, where it is): the repository's examples.
+    const withPolicies = (toml: string) => {
+      const named = [...toml.matchAll(/^cedar = "(.*)"$/gm)].map((m) => m[1]);
+      const files = Object.fromEntries(named.map((name) => [name, fs.readFileSync(path.join(root, name), 'utf8')]));
+      return { config: sourcesDir(toml, { ...placeholders, ...files }), named };
+    };
+    // The GraphQL source's `schema` ships too: without it the functions would introspect instead.
+    const shipped = ['executor.toml', 'specs/github.yaml', 'schemas/tracker.json', 'specs/crm.yaml'];
+    const secretRefs = ['arn:aws:secretsmanager:eu-west-1:123456789012:secret:billing-AbCdEf'];
+    const asIs = withPolicies(example);
+    assert.deepEqual(readSources(path.dirname(asIs.config), 'executor.toml'), {
+      files: [...shipped, ...asIs.named],
+      secretRefs,
+    });
+    const uncommented = example.replace(/^# (\[policy\]|cedar = ".*")$/gm, '$1');
+    const cedar = withPolicies(uncommented);
+    assert.deepEqual(cedar.named, ['examples/policies/github.cedar', 'examples/policies/sandbox-toolkit.cedar']);
+    assert.deepEqual(readSources(path.dirname(cedar.config), 'executor.toml'), {
+      files: [...shipped, ...cedar.named],
+      secretRefs,
     });
   });
 
@@ -291,16 +308,149 @@ schema = "schemas/tracker.json"
         if (name.endsWith('.rs') && name !== 'tests.rs') files.push(path.join(root, 'config', name));
       }
     }
-    const joins = files
-      .flatMap((file) => fs.readFileSync(file, 'utf8').split('\n'))
-      .filter((line) => line.includes('base_dir.join(') && !line.trim().startsWith('//'));
-    const named = joins.map((line) => line.match(/\b(spec|schema|index)\b/)?.[1] ?? `unknown: ${line.trim()}`);
-    // `index` is top-level (shipped as the catalog index); the others are the sources' FILE_FIELDS.
+    const lines = files.flatMap((file) => fs.readFileSync(file, 'utf8').split('\n'));
+    // Each join names its field, or sits in a closure that does (`let read_cedar = |...| {`).
+    const field = /(?:\b|_)(spec|schema|index|cedar)\b/;
+    const named = lines.flatMap((line, i) =>
+      line.includes('base_dir.join(') && !line.trim().startsWith('//')
+        ? [(line.match(field) ?? lines[i - 1]?.match(field))?.[1] ?? `unknown: ${line.trim()}`]
+        : [],
+    );
+    // `index` is top-level (shipped as the catalog index), `cedar` the Cedar
+    // policies (`[policy] cedar` and each toolkit's); the others are the sources' FILE_FIELDS.
     assert.deepEqual(
       named.sort(),
-      ['index', ...Object.keys(FILE_FIELDS)].sort(),
+      ['cedar', 'index', ...Object.keys(FILE_FIELDS)].sort(),
       'a field that names a file must be shipped: add it to FILE_FIELDS in lib/sources.ts',
     );
+  });
+
+  describe('Cedar policies', () => {
+    const EXAMPLES = path.join(PROJECT_DIR, '..', '..', 'examples', 'policies');
+    const WITH_CEDAR = `
+[policy]
+cedar = "policies/github.cedar"
+${GITHUB}
+[[toolkits]]
+name = "sandbox"
+tools = ["github.*"]
+cedar = "policies/sandbox.cedar"
+`;
+    const examples = () => ({
+      'specs/github.yaml': 'openapi: 3.0.0\n',
+      'policies/github.cedar': fs.readFileSync(path.join(EXAMPLES, 'github.cedar'), 'utf8'),
+      'policies/sandbox.cedar': fs.readFileSync(path.join(EXAMPLES, 'sandbox-toolkit.cedar'), 'utf8'),
+      'policies/unused.cedar': 'not shipped',
+    });
+    const OK = '@id("ok")\npermit(principal, action, resource);\n';
+    /** The sources dir of WITH_CEDAR with `policies/github.cedar` replaced by `text`. */
+    const withPolicy = (text: string, file = 'policies/github.cedar') =>
+      path.dirname(sourcesDir(WITH_CEDAR, { ...examples(), [file]: text }));
+
+    test('`[policy] cedar` and each toolkit\'s `cedar` ship with the sources file', () => {
+      const config = sourcesDir(WITH_CEDAR, examples());
+      assert.deepEqual(readSources(path.dirname(config), 'executor.toml').files, [
+        'executor.toml',
+        'specs/github.yaml',
+        'policies/github.cedar',
+        'policies/sandbox.cedar',
+      ]);
+      const { stack, outdir } = synth({ config, secretArns: [SECRET] });
+      const asset = stack.configLayer!.node.findChild('Code') as Asset;
+      assert.deepEqual(listFiles(path.join(outdir, asset.assetPath)), [
+        'executor/executor.toml',
+        'executor/policies/github.cedar',
+        'executor/policies/sandbox.cedar',
+        'executor/specs/github.yaml',
+      ]);
+    });
+
+    test('a policy the schema refuses fails the synth, naming the file, the line and the policy', () => {
+      const dir = withPolicy(`${OK}@id("kinds")\npermit(principal, action, resource)\nwhen { resource.knd == "read" };\n`);
+      assert.throws(
+        () => synth({ config: path.join(dir, 'executor.toml'), secretArns: [SECRET] }),
+        (e: Error) => {
+          assert.equal(
+            e.message,
+            `config: ${path.join(dir, 'policies', 'github.cedar')}:5: policy \`kinds\`: ` +
+              'attribute `knd` on entity type `Executor::Tool` not found (did you mean `kind`?)',
+          );
+          return true;
+        },
+      );
+      // A toolkit's policies are checked too; without @id a policy is named `<file name>:<line>`.
+      const toolkit = withPolicy(`${OK}\npermit(principal, action, resource)\nwhen { context.execution.writes == "3" };`, 'policies/sandbox.cedar');
+      assert.throws(
+        () => readSources(toolkit, 'executor.toml'),
+        /^Error: config: .*policies\/sandbox\.cedar:5: policy `sandbox\.cedar:4`: the types Long and String are not compatible/,
+      );
+    });
+
+    test('each mistake the functions would refuse at start fails the synth at its line', () => {
+      // Each case follows a valid policy of two lines: its line 1 is the file's line 3.
+      const cases: [string, number, RegExp][] = [
+        ['permit(principal, action, resource)\n', 1, /: unexpected end of input/],
+        ['permit(principal, action, resource)\nwhen { resource.kind == "read" ', 2, /: unexpected end of input/],
+        ['permit(principal, action, resource)\nwhen { context.args has id && resource.knd == "x" };', 2, /policy `github.cedar:3`: attribute `knd`/],
+        ['permit(principal, action == Executor::Action::"cal", resource);', 1, /unrecognized action `Executor::Action::"cal"`/],
+        ['permit(principal, action, resource == Executor::Tol::"x");', 1, /unrecognized entity type `Executor::Tol`/],
+        ['permit(principal, action, resource) when { context.args < 3 };', 1, /policy `github.cedar:3`: unexpected type/],
+        ['@id("a")\npermit(principal, action, resource);\n@id("a")\nforbid(principal, action, resource);', 3, /: two policies have the id `a`; give each its own @id\("..."\)$/],
+        ['@id("ok")\nforbid(principal, action, resource);', 1, /: two policies have the id `ok`/],
+        ['permit(principal == ?principal, action, resource);', 1, /: policy templates \(`\?principal`, `\?resource`\) are not supported/],
+        // Lines count in the file, whatever its comments hold.
+        ['// é; "😀\n@id("x;y")\npermit(principal, action, resource)\nwhen { context.args has "é" && context.args["é"] == 1 &&\n  resource.knd == 1 };', 5, /policy `x;y`: attribute `knd`/],
+      ];
+      for (const [text, line, message] of cases) {
+        const dir = withPolicy(`${OK}${text}`);
+        const where = `config: ${path.join(dir, 'policies', 'github.cedar')}:${line + 2}: `;
+        assert.throws(
+          () => readSources(dir, 'executor.toml'),
+          (e: Error) => e.message.startsWith(where) && message.test(e.message),
+          `${text}\n wanted ${where}... ${message}`,
+        );
+      }
+    });
+
+    test('arguments stay open: `context.args` accesses are not errors', () => {
+      for (const when of [
+        'context.args has id && context.args.id == 7',
+        'context.args.ref like "heads/*"',
+        'context.args has body && context.args.body.state == "closed"',
+        'context.args has body.state && context.args.body.state == "closed" && resource.kind == "write"',
+        '!(context.args has owner && context.args["owner"] == "acme-sandbox")',
+      ]) {
+        assert.doesNotThrow(() => readSources(withPolicy(`${OK}permit(principal, action, resource) when { ${when} };\n`), 'executor.toml'), when);
+      }
+      // An empty file is a set of no policies.
+      assert.doesNotThrow(() => readSources(withPolicy('// nothing yet\n'), 'executor.toml'));
+    });
+
+    test('a Cedar file that is missing, outside the directory or not a path fails the synth', () => {
+      const files = examples();
+      delete (files as Record<string, string>)['policies/sandbox.cedar'];
+      assert.throws(
+        () => synth({ config: sourcesDir(WITH_CEDAR, files), secretArns: [SECRET] }),
+        /^Error: config: toolkit sandbox: cedar file .*policies\/sandbox\.cedar does not exist$/,
+      );
+      assert.throws(
+        () => readSources(path.dirname(sourcesDir(WITH_CEDAR.replace('cedar = "policies/github.cedar"', 'cedar = "nowhere.cedar"'), examples())), 'executor.toml'),
+        /^Error: config: \[policy\] cedar file .*nowhere\.cedar does not exist$/,
+      );
+      for (const outside of ['../policies.cedar', '/etc/policies.cedar']) {
+        const config = sourcesDir(WITH_CEDAR.replace('policies/github.cedar', outside), examples());
+        assert.throws(
+          () => readSources(path.dirname(config), 'executor.toml'),
+          /^Error: config: \[policy\] cedar ".*" must be a path below .* to be deployed with the sources file$/,
+        );
+      }
+      const toolkitOutside = sourcesDir(WITH_CEDAR.replace('policies/sandbox.cedar', '../sandbox.cedar'), examples());
+      assert.throws(() => readSources(path.dirname(toolkitOutside), 'executor.toml'), /config: toolkit sandbox: cedar "\.\.\/sandbox\.cedar" must be a path below/);
+      assert.throws(
+        () => readSources(path.dirname(sourcesDir(WITH_CEDAR.replace('"policies/github.cedar"', '7'), examples())), 'executor.toml'),
+        /config: \[policy\] cedar: expected the path of a Cedar policy file/,
+      );
+    });
   });
 });
 

@@ -20,7 +20,8 @@
 //! retries the sources that failed and says how each stands; `tools.rs` is
 //! the sandbox's `Tools`; `http_upstream.rs` and `graphql_upstream.rs` call
 //! OpenAPI and GraphQL sources through `endpoint.rs` (MCP sources are
-//! `mcp_source.rs`); `tool_errors.rs` words the errors a call answers with.
+//! `mcp_source.rs`); `tool_errors.rs` words the errors a call answers with;
+//! `ui_resources.rs` finds and reads the MCP servers' `ui://` resources (MCP Apps).
 
 mod availability;
 mod connect;
@@ -30,11 +31,12 @@ mod graphql_upstream;
 mod http_upstream;
 mod tool_errors;
 mod tools;
+mod ui_resources;
 
-use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use executor_core::{ClientSite, SourcePolicy, Toolkit};
+use executor_core::{ClientSite, SourcePolicy, Toolkit, ToolkitName};
 use executor_sandbox::{ToolError, Tools};
 use serde::Serialize;
 
@@ -44,6 +46,7 @@ use crate::catalog::connect::ConnectContext;
 use crate::catalog::graphql_upstream::GraphqlUpstream;
 use crate::catalog::http_upstream::HttpUpstream;
 use crate::catalog::tool_errors::{needs_connection, unavailable};
+use crate::cedar::{CedarDecision, CedarError, CedarPolicies};
 use crate::config::ConfigError;
 use crate::connections::{OwnerTokens, TokenKey};
 use crate::mcp_source::{McpUpstream, OwnerMcp};
@@ -66,6 +69,8 @@ pub enum CatalogError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Index(#[from] IndexError),
+    #[error(transparent)]
+    Cedar(#[from] CedarError),
 }
 
 /// What MCP authorization needs of the deployment: where client
@@ -104,6 +109,12 @@ pub struct Catalog {
     owners: Option<Arc<OwnerTokens>>,
     /// What connecting a source uses, kept for the retries of those that failed.
     context: ConnectContext,
+    /// `[policy] cedar`: decides every call in place of the sources' rules.
+    cedar: Option<Arc<CedarPolicies>>,
+    /// Each toolkit's own Cedar policies, applied by its view.
+    toolkit_cedar: HashMap<ToolkitName, Arc<CedarPolicies>>,
+    /// The `ui://` URIs more than one MCP source names, once logged (`ui_resources.rs`).
+    ui_ambiguity_logged: Mutex<HashSet<String>>,
 }
 
 /// What OAuth sources keep in the deployment's store; see [`Catalog::connect_with`].
@@ -232,7 +243,10 @@ impl Catalog {
         toolkits
             .iter()
             .map(|toolkit| {
-                let view = ToolkitView::new(toolkit.clone(), inner.clone(), &namespaces);
+                let mut view = ToolkitView::new(toolkit.clone(), inner.clone(), &namespaces);
+                if let Some(policies) = catalog.toolkit_cedar.get(&toolkit.name) {
+                    view = view.with_cedar(policies.clone(), catalog.clone());
+                }
                 for warning in view.loosening(catalog.paths()) {
                     tracing::warn!(toolkit = %toolkit.name, "{warning}");
                 }
@@ -304,6 +318,46 @@ impl Catalog {
             None => format!("no tool `{path}`; find tools with tools.search({{query}})"),
         };
         ToolError { code: "unknown_tool".into(), message }
+    }
+
+    /// The Cedar policies read at start: the top-level set and each
+    /// toolkit's, validated against the schema and the tools they name.
+    fn load_policies(&mut self, config: &crate::CatalogConfig) -> Result<(), CedarError> {
+        let load = |source| CedarPolicies::load(source, &|path| self.knows_tool(path)).map(Arc::new);
+        let cedar = config.cedar.as_ref().map(load).transpose()?;
+        let toolkits = config.toolkit_cedar.iter().map(|(name, source)| Ok((name.clone(), load(source)?)));
+        let toolkit_cedar = toolkits.collect::<Result<_, CedarError>>()?;
+        (self.cedar, self.toolkit_cedar) = (cedar, toolkit_cedar);
+        Ok(())
+    }
+
+    /// Whether a tool exists at `path`; `None` when its source cannot tell
+    /// yet (unavailable, or its tools listed only to a connected owner).
+    fn knows_tool(&self, path: &str) -> Option<bool> {
+        let namespace = path.split('.').next().unwrap_or(path);
+        let source = self.source(namespace)?;
+        if source.unavailable().is_some() || self.unlisted(namespace).is_some() {
+            return None;
+        }
+        Some(self.tool(path).is_some())
+    }
+
+    /// What `policies` say of `call`; `None` for a tool the catalog does not have.
+    pub(crate) fn cedar_decide(
+        &self,
+        policies: &CedarPolicies,
+        call: &executor_sandbox::PolicyCall<'_>,
+    ) -> Option<CedarDecision> {
+        let tool = self.tool(call.path)?;
+        let kind = self.source(&tool.namespace).map_or("", |s| s.kind);
+        Some(policies.decide(call, &tool.cedar_facts(kind)))
+    }
+
+    /// The catalog's schema for Cedar policies (`executor policy schema`).
+    pub fn cedar_schema(&self) -> String {
+        let namespaces: Vec<(String, &str, usize)> =
+            self.namespaces().into_iter().map(|n| (n.namespace, n.kind, n.tools)).collect();
+        crate::cedar::schema_text(&namespaces)
     }
 
     /// Every tool's path known at start, in order.

@@ -15,10 +15,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use executor_core::{Principal, QuotaLimits, SourcePolicy, Toolkit};
+use executor_core::{Principal, QuotaLimits, SourcePolicy, Toolkit, ToolkitName};
 use serde::Deserialize;
 use url::Url;
 
+use crate::cedar::CedarSource;
 use crate::secrets::SecretRef;
 
 /// The environment variable naming the sources file when `--config` is not given.
@@ -36,6 +37,11 @@ pub struct CatalogConfig {
     pub sources: Vec<SourceConfig>,
     /// Narrower views served at `/mcp/toolkits/{name}`.
     pub toolkits: Vec<Toolkit>,
+    /// `[policy] cedar`: the Cedar policies that decide every call in place
+    /// of the sources' pattern rules and defaults.
+    pub cedar: Option<CedarSource>,
+    /// `[[toolkits]] cedar`: a toolkit's Cedar policies, which only tighten.
+    pub toolkit_cedar: BTreeMap<ToolkitName, CedarSource>,
     /// `[quotas]`: limits of single owners, over the `EXECUTOR_QUOTA_*` defaults.
     pub quotas: BTreeMap<Principal, QuotaLimits>,
     /// The catalog index to load instead of parsing the OpenAPI documents on
@@ -186,6 +192,10 @@ pub enum ConfigError {
     Invalid { file: PathBuf, source_name: String, field: &'static str, problem: String },
     #[error("{file}: toolkit `{toolkit}`, field `{field}`: {problem}")]
     InvalidToolkit { file: PathBuf, toolkit: String, field: &'static str, problem: String },
+    #[error(
+        "{file}: {section}: cannot read the Cedar policies {policies}: {error} (`cedar` is relative to the sources file)"
+    )]
+    ReadPolicies { file: PathBuf, section: String, policies: PathBuf, error: std::io::Error },
     #[error("{file}: [quotas] owner {owner:?}: {problem}")]
     InvalidQuota { file: PathBuf, owner: String, problem: String },
 }

@@ -50,7 +50,9 @@ pub use crate::tool::indexed::{IndexError, IndexedSource, Span};
 /// Version 2 added parameters' declared types (`Param::kind`): a version 1
 /// index would load without them and check no argument's type, so it is refused.
 /// Version 3 added each tool's summary, which search items show.
-const MAGIC: &[u8] = b"executor-catalog-index 3\n";
+/// Version 4 added each operation's `operationId`, which Cedar policies see,
+/// and path parameters of several segments (`x-multi-segment`).
+const MAGIC: &[u8] = b"executor-catalog-index 4\n";
 /// The longest head length line read: digits and a newline.
 const MAX_LENGTH_LINE: u64 = 24;
 

@@ -17,6 +17,7 @@
 
 mod approval_text;
 mod catalog;
+pub mod cedar;
 pub mod config;
 mod connections;
 mod graphql;

@@ -1,5 +1,6 @@
 //! The part of an MCP client the catalog needs, over Streamable HTTP: the
-//! handshake, `tools/list` (every page) and `tools/call`.
+//! handshake, `tools/list` (every page) and `tools/call`; for MCP Apps,
+//! `resources/list` (its `ui://` entries) and `resources/read`.
 //!
 //! Our own rather than rmcp's client: rmcp's (SSE reconnection, a worker task
 //! per connection, its whole client model) added about 0.4 MB zipped to every
@@ -80,6 +81,9 @@ pub struct ListedTool {
     pub input_schema: Map<String, Value>,
     pub output_schema: Option<Map<String, Value>>,
     pub annotations: Option<ToolAnnotations>,
+    /// Where MCP Apps link the tool's view (`_meta.ui`).
+    #[serde(rename = "_meta")]
+    pub meta: Option<Map<String, Value>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -122,6 +126,14 @@ struct ToolsPage {
     next_cursor: Option<String>,
 }
 
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResourcesPage {
+    #[serde(default)]
+    resources: Vec<Value>,
+    next_cursor: Option<String>,
+}
+
 /// The session the server gave us, and the version it agreed to (none
 /// while `initialize` is under way).
 #[derive(Debug, Clone, Default)]
@@ -130,6 +142,8 @@ struct Handshake {
     version: Option<String>,
     /// The session is gone (or its replacement failed): start a new one first.
     renew: bool,
+    /// The server declared the `resources` capability.
+    resources: bool,
 }
 
 pub struct McpClient {
@@ -178,6 +192,39 @@ impl McpClient {
         Err(McpClientError::Protocol(format!("tools/list went on for more than {MAX_PAGES} pages")))
     }
 
+    /// Whether the server declared resources at the handshake (else it is not asked for them).
+    pub fn declares_resources(&self) -> bool {
+        self.handshake.lock().expect("handshake lock").resources
+    }
+
+    /// The `ui://` entries of `resources/list`, following `nextCursor`, at
+    /// most `max` of them (the rest is left unread, and logged).
+    pub async fn list_ui_resources(&self, max: usize) -> Result<Vec<Value>, McpClientError> {
+        let mut found = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let params = cursor.as_ref().map_or_else(|| json!({}), |c| json!({ "cursor": c }));
+            let page: ResourcesPage = parse(self.request("resources/list", params, Delivery::Repeatable).await?)?;
+            let ui = page.resources.into_iter().filter(|r| r["uri"].as_str().is_some_and(executor_sandbox::is_ui_uri));
+            found.extend(ui);
+            if found.len() > max {
+                tracing::warn!(url = %crate::redact::display_url(&self.url), max, "more UI resources than are passed on; the rest are left out");
+                found.truncate(max);
+                return Ok(found);
+            }
+            match page.next_cursor {
+                Some(next) if !next.is_empty() => cursor = Some(next),
+                _ => return Ok(found),
+            }
+        }
+        Err(McpClientError::Protocol(format!("resources/list went on for more than {MAX_PAGES} pages")))
+    }
+
+    /// `resources/read` of `uri`: the result as the server gave it.
+    pub async fn read_resource(&self, uri: &str) -> Result<Value, McpClientError> {
+        self.request("resources/read", json!({ "uri": uri }), Delivery::Repeatable).await
+    }
+
     pub async fn call_tool(
         &self,
         name: &str,
@@ -211,8 +258,9 @@ impl McpClient {
         if !SUPPORTED_VERSIONS.contains(&version) {
             return Err(McpClientError::Protocol(format!("the server wants protocol version {version:?}")));
         }
+        let resources = result["capabilities"].get("resources").is_some_and(Value::is_object);
         *self.handshake.lock().expect("handshake lock") =
-            Handshake { session, version: Some(version.to_owned()), renew: false };
+            Handshake { session, version: Some(version.to_owned()), renew: false, resources };
         let notification = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
         let response = self.outbound.open(self.post(&notification)).await?;
         match response.status().as_u16() {

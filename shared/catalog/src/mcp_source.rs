@@ -5,6 +5,12 @@
 //! ([`McpInput`], `tool/mcp.rs`) before its policy is asked and again before it is sent.
 //! Arguments travel only as JSON in the request body: the URL and headers
 //! are the source's own. The catalog redacts what comes back.
+//!
+//! MCP Apps: a tool's `_meta.ui` is kept on its definition; a server that
+//! declares resources is asked for its `ui://` ones once per instance, as
+//! its tools are listed (at the same time, so nothing waits longer; a list
+//! that fails is asked again on first need), and each is read when a client
+//! reads it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,7 +27,7 @@ use crate::naming::{deduplicate, sanitize};
 use crate::outbound::Outbound;
 use crate::redact::Redactor;
 use crate::search::SearchIndex;
-use crate::tool::mcp::McpInput;
+use crate::tool::mcp::{McpInput, McpUi};
 use crate::tool::{Schemas, Target, ToolDef, first_sentence};
 
 /// Why an upstream MCP server could not be connected.
@@ -37,7 +43,12 @@ pub enum McpConnectError {
 
 pub struct McpUpstream {
     client: McpClient,
+    /// Its `ui://` resources, once listed.
+    ui: tokio::sync::OnceCell<Vec<Value>>,
 }
+
+/// At most this many `ui://` resources are taken from one server's list.
+pub(crate) const MAX_LISTED_UI: usize = 100;
 
 impl McpUpstream {
     /// Connect and list the tools. `redactor` is for the
@@ -57,15 +68,50 @@ impl McpUpstream {
             }
             Err(e) => return Err(McpConnectError::Failed(format!("MCP handshake failed: {e}"))),
         };
-        let listed =
-            client.list_tools().await.map_err(|e| McpConnectError::Failed(format!("tools/list failed: {e}")))?;
-        Ok((Self { client }, tool_defs(namespace, listed)))
+        let (listed, ui) = futures_util::future::join(client.list_tools(), list_ui_now(&client)).await;
+        let listed = listed.map_err(|e| McpConnectError::Failed(format!("tools/list failed: {e}")))?;
+        Ok((Self { client, ui: listed_ui(namespace, ui) }, tool_defs(namespace, listed)))
+    }
+
+    /// Its `ui://` resources as far as listed already (none asked for).
+    pub fn ui_listed(&self) -> &[Value] {
+        self.ui.get().map_or(&[], Vec::as_slice)
+    }
+
+    /// Its `ui://` resources, listed now if not yet (a failure is tried again next time).
+    pub async fn list_ui(&self) -> Result<&[Value], McpClientError> {
+        self.ui.get_or_try_init(|| list_ui_now(&self.client)).await.map(Vec::as_slice)
+    }
+
+    /// `resources/read` of `uri`.
+    pub async fn read(&self, uri: &str) -> Result<Value, McpClientError> {
+        self.client.read_resource(uri).await
     }
 
     pub async fn call(&self, name: &str, args: Value) -> ToolOutcome {
         match self.client.call_tool(name, arguments(args)?).await {
             Ok(result) => outcome(result),
             Err(e) => Err(ToolError { code: "upstream_error".into(), message: e.to_string() }),
+        }
+    }
+}
+
+/// A server's `ui://` resources, asked for when it declares resources.
+async fn list_ui_now(client: &McpClient) -> Result<Vec<Value>, McpClientError> {
+    match client.declares_resources() {
+        true => client.list_ui_resources(MAX_LISTED_UI).await,
+        false => Ok(Vec::new()),
+    }
+}
+
+/// What [`list_ui_now`] found, kept; a failure is logged and leaves it to be asked again.
+fn listed_ui(namespace: &str, listed: Result<Vec<Value>, McpClientError>) -> tokio::sync::OnceCell<Vec<Value>> {
+    match listed {
+        Ok(listed) => tokio::sync::OnceCell::new_with(Some(listed)),
+        Err(error) => {
+            // The client's excerpts of the server's answers are redacted already.
+            tracing::warn!(%namespace, %error, "UI resources could not be listed; asked again on first need");
+            tokio::sync::OnceCell::new()
         }
     }
 }
@@ -84,6 +130,7 @@ fn tool_defs(namespace: &str, mut listed: Vec<ListedTool>) -> Vec<ToolDef> {
                 target: Target::Mcp {
                     hints: tool.annotations.as_ref().map(|a| a.hints()).unwrap_or_default(),
                     input: Arc::new(McpInput::from_schema(&tool.input_schema)),
+                    ui: McpUi::from_meta(tool.meta.as_ref()).map(Arc::new),
                     name: tool.name,
                 },
                 path,
@@ -129,6 +176,8 @@ pub struct OwnerMcp {
     /// The source's own secrets (the registered client's secret).
     redactor: Redactor,
     listed: tokio::sync::OnceCell<Listed>,
+    /// Its `ui://` resources, once listed with a connected owner's token.
+    ui: tokio::sync::OnceCell<Vec<Value>>,
     sessions: Mutex<HashMap<Principal, Session>>,
     /// Where owners authorize, for the operator and the model.
     authorization: String,
@@ -186,6 +235,7 @@ impl OwnerMcp {
             owners,
             redactor,
             listed: tokio::sync::OnceCell::new(),
+            ui: tokio::sync::OnceCell::new(),
             sessions: Mutex::default(),
             authorization,
         }
@@ -207,8 +257,11 @@ impl OwnerMcp {
         self.listed
             .get_or_try_init(|| async {
                 let (client, token) = self.session(owner).await?;
-                let listed = client.list_tools().await;
+                let (listed, ui) = futures_util::future::join(client.list_tools(), list_ui_now(&client)).await;
                 let listed = self.answered(owner, &token, listed).await?;
+                if let Some(ui) = listed_ui(&self.namespace, ui).into_inner() {
+                    let _ = self.ui.set(ui);
+                }
                 let tools = tool_defs(&self.namespace, listed);
                 tracing::info!(namespace = %self.namespace, tools = tools.len(), "tools listed with an owner's token");
                 Ok(Listed { index: SearchIndex::build(&tools), tools })
@@ -222,6 +275,27 @@ impl OwnerMcp {
         let (client, token) = self.session(owner).await.map_err(OwnerMcpError::into_tool_error)?;
         let result = client.call_tool(name, arguments).await;
         outcome(self.answered(owner, &token, result).await.map_err(OwnerMcpError::into_tool_error)?)
+    }
+
+    /// Its `ui://` resources as far as listed already (none asked for).
+    pub fn ui_listed(&self) -> &[Value] {
+        self.ui.get().map_or(&[], Vec::as_slice)
+    }
+
+    /// Its `ui://` resources for `owner`, who must have connected: listed
+    /// with their token if this instance has not yet (once, as the tools).
+    pub async fn list_ui(&self, owner: &Principal) -> Result<&[Value], OwnerMcpError> {
+        let (client, token) = self.session(owner).await?;
+        let listed =
+            self.ui.get_or_try_init(|| async { self.answered(owner, &token, list_ui_now(&client).await).await });
+        listed.await.map(Vec::as_slice)
+    }
+
+    /// `resources/read` of `uri` with `owner`'s token.
+    pub async fn read(&self, owner: &Principal, uri: &str) -> Result<Value, OwnerMcpError> {
+        let (client, token) = self.session(owner).await?;
+        let result = client.read_resource(uri).await;
+        self.answered(owner, &token, result).await
     }
 
     /// `owner`'s session with their current token: the one kept, or a new

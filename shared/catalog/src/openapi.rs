@@ -203,23 +203,10 @@ fn build_tool(
     operation: &Value,
 ) -> ToolDef {
     let doc = &**root;
-    // Operation parameters override path-item ones with the same name and location.
-    let declared = |v: &Value| v.get("parameters").and_then(Value::as_array).cloned().unwrap_or_default();
-    let mut raw: Vec<&Value> = Vec::new();
-    let (item_params, op_params) = (declared(item), declared(operation));
-    let op_params: Vec<&Value> = op_params.iter().filter_map(|p| resolve(doc, p)).collect();
-    for param in item_params.iter().filter_map(|p| resolve(doc, p)) {
-        let same = |o: &&Value| o.get("name") == param.get("name") && o.get("in") == param.get("in");
-        if !op_params.iter().any(same) {
-            raw.push(param);
-        }
-    }
-    raw.extend(op_params.iter().copied());
-
     let mut properties = Map::new();
     let mut required = Vec::new();
     let mut params = Vec::new();
-    for param in raw {
+    for param in declared_params(doc, item, operation) {
         let (Some(name), Some(location)) = (
             param.get("name").and_then(Value::as_str),
             param.get("in").and_then(Value::as_str).and_then(ParamLocation::parse),
@@ -244,7 +231,8 @@ fn build_tool(
         if is_required {
             required.push(Value::String(argument.clone()));
         }
-        params.push(Param { name: name.to_owned(), argument, location, required: is_required, kind });
+        let multi_segment = location == ParamLocation::Path && param.get("x-multi-segment") == Some(&Value::Bool(true));
+        params.push(Param { name: name.to_owned(), argument, location, required: is_required, kind, multi_segment });
     }
 
     let body = operation.get("requestBody").and_then(|b| resolve(doc, b));
@@ -287,10 +275,24 @@ fn build_tool(
         target: Target::Http(Arc::new(HttpOperation {
             method: method_upper,
             path: path.to_owned(),
+            operation_id: operation.get("operationId").and_then(Value::as_str).unwrap_or_default().to_owned(),
             params,
             body: body_required,
         })),
     }
+}
+
+/// The operation's parameters: the path item's, then the operation's, which
+/// override path-item ones of the same name and location.
+fn declared_params<'a>(doc: &'a Value, item: &'a Value, operation: &'a Value) -> Vec<&'a Value> {
+    let declared = |v: &'a Value| v.get("parameters").and_then(Value::as_array).into_iter().flatten();
+    let op_params: Vec<&Value> = declared(operation).filter_map(|p| resolve(doc, p)).collect();
+    let mut params: Vec<&Value> = declared(item)
+        .filter_map(|p| resolve(doc, p))
+        .filter(|param| !op_params.iter().any(|o| o.get("name") == param.get("name") && o.get("in") == param.get("in")))
+        .collect();
+    params.extend(op_params);
+    params
 }
 
 fn success_response<'a>(doc: &'a Value, operation: &'a Value) -> Option<&'a Value> {
@@ -422,7 +424,8 @@ components:
         let ts = tools[0].typescript().unwrap();
         assert!(ts.contains("type Input = {};"), "{ts}");
         let ts = tools[1].typescript().unwrap();
-        assert!(ts.contains("labels?: string[]; owner: string; repo: string;"), "{ts}");
+        // In the document's order.
+        assert!(ts.contains("owner: string; repo: string; state?: \"open\" | \"closed\"; labels?: string[];"), "{ts}");
     }
 
     #[test]

@@ -418,7 +418,7 @@ mod tests {
             summary: description.into(),
             effect: Effect::Read,
             schemas: Schemas::Text { input: "{}".into(), output: None, root: None },
-            target: Target::Mcp { name: path.into(), hints: Vec::new(), input: Default::default() },
+            target: Target::Mcp { name: path.into(), hints: Vec::new(), input: Default::default(), ui: None },
         }
     }
 

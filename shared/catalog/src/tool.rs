@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::tool::graphql::GraphqlOperation;
 use crate::tool::http::HttpOperation;
 use crate::tool::indexed::{IndexError, IndexedSource, Span};
-use crate::tool::mcp::McpInput;
+use crate::tool::mcp::{McpInput, McpUi};
 use crate::typescript::{self, Refs, SchemaIn};
 
 #[derive(Debug, Clone)]
@@ -98,11 +98,13 @@ pub enum Target {
     Http(Arc<HttpOperation>),
     /// The upstream MCP tool's own name, the annotations it declared
     /// (e.g. `("destructiveHint", true)`), shown to whoever approves a call,
-    /// and what its `inputSchema` requires of a call's arguments.
+    /// what its `inputSchema` requires of a call's arguments, and its MCP
+    /// Apps link (`_meta.ui`) when it has one.
     Mcp {
         name: String,
         hints: Vec<(&'static str, bool)>,
         input: Arc<McpInput>,
+        ui: Option<Arc<McpUi>>,
     },
     Graphql(Arc<GraphqlOperation>),
 }
@@ -113,8 +115,19 @@ impl ToolDef {
         self.path.rsplit('.').next().unwrap_or(&self.path)
     }
 
+    /// The MCP Apps link of an MCP tool that has one (`_meta.ui`).
+    pub fn ui(&self) -> Option<&McpUi> {
+        match &self.target {
+            Target::Mcp { ui, .. } => ui.as_deref(),
+            _ => None,
+        }
+    }
+
     /// The TypeScript declarations `describe` answers with. Fails only when
-    /// the schemas are in a catalog index that cannot be read any more.
+    /// the schemas are in a catalog index that cannot be read any more. An
+    /// MCP Apps tool's doc comment ends with its `@ui` line: text, like the
+    /// rest of the answer, so describe's shape stays a string that agents
+    /// and clients read alike (the object itself is in search items).
     pub fn typescript(&self) -> Result<String, IndexError> {
         let parse = |text: &str| serde_json::from_str(text).unwrap_or(Value::Null);
         let (input, output, root): (Value, Option<Value>, Option<&dyn Refs>) = match &self.schemas {
@@ -129,7 +142,11 @@ impl ToolDef {
         let input = SchemaIn { schema: &input, root: root.unwrap_or(&input) };
         let output = output.as_ref().map(|schema| SchemaIn { schema, root: root.unwrap_or(schema) });
         let http = matches!(self.target, Target::Http(_));
-        Ok(typescript::declarations(&format!("tools.{}", self.path), &self.description, input, output, http))
+        let description = match self.ui().and_then(McpUi::doc_line) {
+            Some(line) => format!("{}\n{line}", self.description.trim()).trim_start().to_owned(),
+            None => self.description.clone(),
+        };
+        Ok(typescript::declarations(&format!("tools.{}", self.path), &description, input, output, http))
     }
 }
 

@@ -8,8 +8,14 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use executor_core::{Effect, PolicyAction, Principal, Toolkit, ToolkitName};
-use executor_sandbox::{CallContext, PathFilter, Policy, Readiness, ToolError, ToolOutcome, ToolSuccess, Tools};
+use executor_core::{Effect, PolicyAction, Principal, Toolkit, ToolkitName, strictness};
+use executor_sandbox::{
+    CallContext, PathFilter, Policy, PolicyCall, Readiness, ToolError, ToolOutcome, ToolSuccess, Tools, UiResource,
+    UiResourceError,
+};
+
+use crate::Catalog;
+use crate::cedar::{CedarPolicies, NO_POLICY_ID};
 use serde_json::Value;
 
 pub struct ToolkitView {
@@ -17,13 +23,20 @@ pub struct ToolkitView {
     inner: Arc<dyn Tools>,
     /// The namespaces that may hold the toolkit's tools, for `execute`'s description.
     namespaces: Vec<String>,
+    /// The toolkit's Cedar policies, and the catalog that says what each tool is.
+    cedar: Option<(Arc<CedarPolicies>, Arc<Catalog>)>,
 }
 
 impl ToolkitView {
     /// `toolkit` over `inner`, whose namespaces are `namespaces`.
     pub fn new(toolkit: Toolkit, inner: Arc<dyn Tools>, namespaces: &[String]) -> Self {
         let namespaces = namespaces.iter().filter(|n| toolkit.may_include_namespace(n)).cloned().collect();
-        Self { toolkit, inner, namespaces }
+        Self { toolkit, inner, namespaces, cedar: None }
+    }
+
+    /// With the toolkit's own Cedar `policies`, over the tools of `catalog`.
+    pub fn with_cedar(self, policies: Arc<CedarPolicies>, catalog: Arc<Catalog>) -> Self {
+        Self { cedar: Some((policies, catalog)), ..self }
     }
 
     pub fn name(&self) -> &ToolkitName {
@@ -40,7 +53,7 @@ impl ToolkitView {
     pub fn loosening<'a>(&self, paths: impl IntoIterator<Item = &'a str>) -> Vec<String> {
         let mut warnings: Vec<String> = Vec::new();
         for path in paths.into_iter().filter(|p| self.toolkit.includes(p)) {
-            let source = action(&self.inner.policy(path, &Value::Null));
+            let source = action(&self.inner.policy(&PolicyCall::new(path, &Value::Null)));
             let Some(own) = self.toolkit.would_loosen(path, source) else { continue };
             let prefix = format!("toolkit `{}` {own} ", self.toolkit.name);
             // One line per rule: the first tool it would loosen is example enough.
@@ -57,6 +70,25 @@ impl ToolkitView {
         warnings
     }
 
+    /// The toolkit's own decision on `call` (its rules, then its Cedar
+    /// policies), when it is stricter than `source`; `None` when that stands.
+    fn tightens(&self, call: &PolicyCall<'_>, source: PolicyAction) -> Option<Tightened> {
+        let name = &self.toolkit.name;
+        let rules = self.toolkit.tightens(call.path, source);
+        let mut own = rules.map(|d| Tightened { action: d.action, why: d.to_string(), rule: d.id(name) });
+        if let Some((policies, catalog)) = &self.cedar
+            && let Some(decision) = catalog.cedar_decide(policies, call)
+            && strictness(decision.action) > strictness(own.as_ref().map_or(source, |own| own.action))
+        {
+            let rule = match decision.policies.is_empty() {
+                true => format!("toolkit:{name}:{NO_POLICY_ID}"),
+                false => decision.id(),
+            };
+            own = Some(Tightened { action: decision.action, why: decision.reason(), rule });
+        }
+        own
+    }
+
     /// What a tool outside the toolkit, or missing, looks like.
     fn unknown(path: &str) -> ToolError {
         ToolError {
@@ -70,6 +102,29 @@ impl ToolkitView {
     fn hide<T>(path: &str, outcome: Result<T, ToolError>) -> Result<T, ToolError> {
         outcome.map_err(|error| if error.code == "unknown_tool" { Self::unknown(path) } else { error })
     }
+}
+
+impl ToolkitView {
+    /// MCP Apps: a UI resource is the toolkit's when one of its tools links
+    /// it, or, linked by no tool, when a source the toolkit may include lists
+    /// it. The linking tools outside the toolkit are not named.
+    fn ui_visible(&self, mut resource: UiResource) -> Option<UiResource> {
+        if !self.namespaces.contains(&resource.namespace) {
+            return None;
+        }
+        if resource.tools.is_empty() {
+            return Some(resource);
+        }
+        resource.tools.retain(|path| self.toolkit.includes(path));
+        (!resource.tools.is_empty()).then_some(resource)
+    }
+}
+
+/// A toolkit's decision stricter than its source's: why, and the id of what decided.
+struct Tightened {
+    action: PolicyAction,
+    why: String,
+    rule: String,
 }
 
 fn action(policy: &Policy) -> PolicyAction {
@@ -100,21 +155,22 @@ impl Tools for ToolkitView {
         }
     }
 
-    fn policy(&self, path: &str, args: &Value) -> Policy {
+    fn policy(&self, call: &PolicyCall<'_>) -> Policy {
+        let path = call.path;
         // Like an unknown path: the call then says the tool does not exist.
         if !self.toolkit.includes(path) {
             return Policy::run_by_default();
         }
-        let source = self.inner.policy(path, args);
-        let Some(own) = self.toolkit.tightens(path, action(&source)) else { return source };
+        let call = PolicyCall { toolkit: Some(&self.toolkit.name), ..*call };
+        let source = self.inner.policy(&call);
         let name = &self.toolkit.name;
-        let rule = own.id(name);
-        match own.action {
+        let Some(Tightened { action, why, rule }) = self.tightens(&call, action(&source)) else { return source };
+        match action {
             PolicyAction::Approve => {
-                Policy::NeedsApproval { message: format!("tools.{path} needs approval: toolkit `{name}` {own}"), rule }
+                Policy::NeedsApproval { message: format!("tools.{path} needs approval: toolkit `{name}` {why}"), rule }
             }
             PolicyAction::Block => {
-                Policy::Blocked { reason: format!("tools.{path} is blocked by toolkit `{name}` {own}"), rule }
+                Policy::Blocked { reason: format!("tools.{path} is blocked by toolkit `{name}` {why}"), rule }
             }
             PolicyAction::Run => unreachable!("run is never stricter than another action"),
         }
@@ -169,8 +225,8 @@ impl Tools for ToolkitView {
     /// The toolkit's rules stay on top: what `wrap` loosens (the owner's
     /// grants) never loosens the toolkit's own `approve` or `block`.
     fn beneath(&self, wrap: &dyn Fn(Arc<dyn Tools>) -> Arc<dyn Tools>) -> Option<Arc<dyn Tools>> {
-        let (toolkit, namespaces) = (self.toolkit.clone(), self.namespaces.clone());
-        Some(Arc::new(Self { toolkit, inner: wrap(self.inner.clone()), namespaces }))
+        let (toolkit, namespaces, cedar) = (self.toolkit.clone(), self.namespaces.clone(), self.cedar.clone());
+        Some(Arc::new(Self { toolkit, inner: wrap(self.inner.clone()), namespaces, cedar }))
     }
 
     async fn prepare_approvals(&self) {
@@ -198,7 +254,9 @@ impl Tools for ToolkitView {
             else {
                 continue;
             };
-            if let Some(own) = self.toolkit.tightens(&path, source) {
+            let no_args = Value::Object(Default::default());
+            let call = PolicyCall { toolkit: Some(&self.toolkit.name), ..PolicyCall::new(&path, &no_args) };
+            if let Some(own) = self.tightens(&call, source) {
                 item["approval"] = name(own.action).into();
             }
         }
@@ -215,5 +273,27 @@ impl Tools for ToolkitView {
             }
         }
         Ok(found)
+    }
+
+    fn known_ui_resources(&self) -> Vec<UiResource> {
+        self.inner.known_ui_resources().into_iter().filter_map(|r| self.ui_visible(r)).collect()
+    }
+
+    async fn ui_resources(&self, owner: &Principal) -> Vec<UiResource> {
+        self.inner.ui_resources(owner).await.into_iter().filter_map(|r| self.ui_visible(r)).collect()
+    }
+
+    /// Only a resource of the toolkit's is read; any other is not found, as a
+    /// tool outside the toolkit is unknown.
+    async fn read_ui_resource(&self, owner: &Principal, uri: &str) -> Result<Value, UiResourceError> {
+        // Known covers the resources of a per-owner source `owner` has not connected (the read says so).
+        let mut visible = self.known_ui_resources().into_iter().any(|r| r.uri == uri);
+        if !visible {
+            visible = self.ui_resources(owner).await.into_iter().any(|r| r.uri == uri);
+        }
+        match visible {
+            true => self.inner.read_ui_resource(owner, uri).await,
+            false => Err(UiResourceError::NotFound { uri: uri.to_owned() }),
+        }
     }
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 use axum::response::IntoResponse;
 use executor_catalog::{Catalog, CatalogConfig, CatalogError, IndexError, index};
 use executor_core::ExecutionId;
-use executor_sandbox::{CallContext, Tools};
+use executor_sandbox::{CallContext, PolicyCall, Tools};
 use executor_tests::big_spec;
 use serde_json::{Value, json};
 use support::recording::{Seen, start_replying};
@@ -35,7 +35,7 @@ fn config(dir: &Path, name: &str, text: &str) -> CatalogConfig {
 
 /// Everything a tool gives the code, compared between the two catalogs.
 async fn observe(catalog: &Catalog, seen: impl Fn() -> Vec<Seen>) -> Vec<Value> {
-    let ctx = CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step: 1, owner: None };
+    let ctx = CallContext::new(ExecutionId::parse("exec-1").unwrap(), 1);
     let mut out = vec![json!(catalog.namespaces())];
     for path in catalog.paths().map(str::to_owned).collect::<Vec<_>>() {
         let described = catalog.describe(json!(path)).await;
@@ -53,7 +53,7 @@ async fn observe(catalog: &Catalog, seen: impl Fn() -> Vec<Seen>) -> Vec<Value> 
             args.insert(argument.to_owned(), value);
         }
         let args = Value::Object(args);
-        let policy = format!("{:?}", catalog.policy(&path, &args));
+        let policy = format!("{:?}", catalog.policy(&PolicyCall::new(&path, &args)));
         let before = seen().len();
         let called = catalog.call(&path, args.clone(), &ctx).await;
         let sent: Vec<Value> = seen()[before..]

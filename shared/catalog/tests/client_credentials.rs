@@ -18,7 +18,7 @@ use support::oauth::{
 };
 
 fn ctx(step: u32) -> CallContext {
-    CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step, owner: None }
+    CallContext::new(ExecutionId::parse("exec-1").unwrap(), step)
 }
 
 async fn fifty_reads(catalog: &Catalog) {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use executor_catalog::{Catalog, CatalogConfig};
 use executor_cli::{keys, serve};
 use executor_core::{ExecutionId, GrantedBy, Principal, SystemClock};
-use executor_sandbox::{Allowance, CallContext, Policy, Tools};
+use executor_sandbox::{Allowance, CallContext, Policy, PolicyCall, Tools};
 use executor_service::{Grants, HostConfig};
 use executor_store::EmbeddedStore;
 use rmcp::ServiceExt;
@@ -29,7 +29,7 @@ use support::TOKEN;
 use support::graphql::{GraphqlServer, tracker};
 
 fn ctx(step: u32) -> CallContext {
-    CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step, owner: None }
+    CallContext::new(ExecutionId::parse("exec-1").unwrap(), step)
 }
 
 /// `select`s for `createIssue` that close its selection early to reach
@@ -112,7 +112,11 @@ async fn query_tools_run_with_the_default_or_a_chosen_selection() {
     );
     let closed = catalog.call("tracker.query.issues", json!({"state": "CLOSED"}), &ctx(2)).await.unwrap();
     assert_eq!(closed, json!([]));
-    assert_eq!(catalog.policy("tracker.query.issues", &json!({})), Policy::run_by_default(), "queries are reads");
+    assert_eq!(
+        catalog.policy(&PolicyCall::new("tracker.query.issues", &json!({}))),
+        Policy::run_by_default(),
+        "queries are reads"
+    );
 
     // The service's own messages: a resolver's error, and a document it refuses.
     let broken = catalog.call("tracker.query.broken", json!({}), &ctx(3)).await.unwrap_err();
@@ -218,10 +222,13 @@ async fn a_blocked_mutation_never_runs_through_an_allowed_ones_select() {
             { pattern = "tracker.mutation.createIssue", action = "run" },
         ] }"#;
     let (catalog, _dir) = tracker(&server, rules).await;
-    let Policy::Blocked { reason, .. } = catalog.policy("tracker.mutation.deleteAll", &json!({})) else { panic!() };
+    let Policy::Blocked { reason, .. } = catalog.policy(&PolicyCall::new("tracker.mutation.deleteAll", &json!({})))
+    else {
+        panic!()
+    };
     assert!(reason.contains("blocked by"), "{reason}");
     assert_eq!(
-        catalog.policy("tracker.mutation.createIssue", &json!({"title": "x", "select": SMUGGLED[0]})),
+        catalog.policy(&PolicyCall::new("tracker.mutation.createIssue", &json!({"title": "x", "select": SMUGGLED[0]}))),
         Policy::run_by("source:tracker:rule:tracker.mutation.createIssue")
     );
     let before = stats(&server).await;
@@ -268,10 +275,15 @@ async fn an_always_allow_grant_for_create_issue_does_not_run_delete_all() {
     let granted = grants.tools_for(&alice, None, catalog.clone());
     granted.prepare_approvals().await;
     let args = json!({"title": "x", "select": SMUGGLED[0]});
-    let by_grant =
-        matches!(granted.policy("tracker.mutation.createIssue", &args), Policy::Run { by: Allowance::Grant(_) });
+    let by_grant = matches!(
+        granted.policy(&PolicyCall::new("tracker.mutation.createIssue", &args)),
+        Policy::Run { by: Allowance::Grant(_) }
+    );
     assert!(by_grant, "granted");
-    assert!(matches!(granted.policy("tracker.mutation.deleteAll", &json!({})), Policy::NeedsApproval { .. }));
+    assert!(matches!(
+        granted.policy(&PolicyCall::new("tracker.mutation.deleteAll", &json!({}))),
+        Policy::NeedsApproval { .. }
+    ));
     let before = stats(&server).await;
 
     refused(&*granted, "tracker.mutation.createIssue", json!({"title": "x"}), &SMUGGLED).await;
@@ -283,7 +295,7 @@ async fn a_query_tool_does_not_send_a_blocked_query_field() {
     let server = GraphqlServer::start(TOKEN);
     let (catalog, _dir) =
         tracker(&server, r#"policy = { rules = [{ pattern = "tracker.query.secret", action = "block" }] }"#).await;
-    assert!(matches!(catalog.policy("tracker.query.secret", &json!({})), Policy::Blocked { .. }));
+    assert!(matches!(catalog.policy(&PolicyCall::new("tracker.query.secret", &json!({}))), Policy::Blocked { .. }));
     let before = stats(&server).await;
 
     let selects = [

@@ -261,7 +261,7 @@ async fn before_its_tools_are_listed_any_path_in_the_namespace_may_be_one_and_to
     assert_eq!(found["needsConnection"][0]["namespace"], "docs", "{found}");
     let described = catalog.describe(json!({"path": "docs.search_docs"})).await.unwrap_err();
     assert_eq!(described.code, "connection_required", "{described:?}");
-    let ctx = CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step: 0, owner: None };
+    let ctx = CallContext::new(ExecutionId::parse("exec-1").unwrap(), 0);
     let called = catalog.call("docs.search_docs", json!({}), &ctx).await.unwrap_err();
     assert_eq!(called.code, "auth_error", "{called:?}");
     assert_eq!((calls(&fixture), fixture.recorded.lists.load(Ordering::SeqCst)), (0, 0));

@@ -118,7 +118,7 @@ async fn catalog(url: &str) -> Catalog {
 }
 
 fn ctx(step: u32) -> CallContext {
-    CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step, owner: None }
+    CallContext::new(ExecutionId::parse("exec-1").unwrap(), step)
 }
 
 async fn listed(catalog: &Catalog) -> Vec<String> {

@@ -111,7 +111,7 @@ async fn setup(extra: &str) -> Setup {
 }
 
 fn ctx(step: u32) -> CallContext {
-    CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step, owner: None }
+    CallContext::new(ExecutionId::parse("exec-1").unwrap(), step)
 }
 
 #[tokio::test(flavor = "multi_thread")]

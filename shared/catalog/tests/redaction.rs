@@ -235,7 +235,7 @@ fn forbidden() -> Vec<(String, String)> {
 }
 
 fn ctx(step: u32) -> CallContext {
-    CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step, owner: None }
+    CallContext::new(ExecutionId::parse("exec-1").unwrap(), step)
 }
 
 #[test]

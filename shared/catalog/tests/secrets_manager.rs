@@ -40,7 +40,7 @@ async fn an_arn_is_resolved_through_secrets_manager_and_redacted() {
     let config = CatalogConfig::from_toml_str(&config, &dir.path().join("executor.toml")).unwrap();
     let catalog = Catalog::connect(&config).await.unwrap();
 
-    let ctx = CallContext { execution_id: ExecutionId::parse("exec-sm").unwrap(), step: 0, owner: None };
+    let ctx = CallContext::new(ExecutionId::parse("exec-sm").unwrap(), 0);
     catalog.call("shop.items.listItems", json!({}), &ctx).await.unwrap();
     assert_eq!(*shop.recorded.authorization.lock().unwrap(), [format!("Bearer {TOKEN}")]);
     let echoed = catalog.call("shop.debug.echoAuth", json!({}), &ctx).await.unwrap_err();

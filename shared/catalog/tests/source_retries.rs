@@ -20,7 +20,7 @@ use axum::routing::get;
 use executor_catalog::{Catalog, CatalogConfig};
 use executor_cli::{keys, serve};
 use executor_core::{Clock, ExecutionId, ManualClock, Timestamp};
-use executor_sandbox::{CallContext, Policy, Readiness, SourceReadiness, Tools};
+use executor_sandbox::{CallContext, Policy, PolicyCall, Readiness, SourceReadiness, Tools};
 use executor_service::HostConfig;
 use executor_store::EmbeddedStore;
 use serde_json::{Value, json};
@@ -84,7 +84,7 @@ fn shop_config(dir: &std::path::Path, spec: &str, base_url: &str) -> CatalogConf
 }
 
 fn ctx() -> CallContext {
-    CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step: 0, owner: None }
+    CallContext::new(ExecutionId::parse("exec-1").unwrap(), 0)
 }
 
 fn outage(readiness: &Readiness, namespace: &str) -> (String, Timestamp, Timestamp) {
@@ -165,7 +165,7 @@ async fn a_source_down_at_start_connects_on_a_due_retry_and_its_tools_appear_wit
     let described = catalog.describe(json!("shop.items.listItems")).await.unwrap();
     assert!(described.as_str().unwrap().contains("listItems"), "{described}");
     assert!(matches!(
-        catalog.policy("shop.items.createItem", &json!({"body": {"name": "x"}})),
+        catalog.policy(&PolicyCall::new("shop.items.createItem", &json!({"body": {"name": "x"}}))),
         Policy::NeedsApproval { .. }
     ));
 
@@ -197,8 +197,8 @@ async fn the_first_use_after_a_due_retry_connects_it_and_blind_plans_are_decided
 
     // Planned while unavailable: unknown tools, which run to be told why.
     let create = json!({"body": {"name": "chair"}});
-    assert_eq!(catalog.policy("shop.items.createItem", &create), Policy::run_by_default());
-    assert_eq!(catalog.policy("shop.items.listItems", &json!({})), Policy::run_by_default());
+    assert_eq!(catalog.policy(&PolicyCall::new("shop.items.createItem", &create)), Policy::run_by_default());
+    assert_eq!(catalog.policy(&PolicyCall::new("shop.items.listItems", &json!({}))), Policy::run_by_default());
     spec.bring_up();
     clock.advance(Duration::from_secs(2));
     // The read connects the source and runs: its policy says run.
@@ -211,7 +211,7 @@ async fn the_first_use_after_a_due_retry_connects_it_and_blind_plans_are_decided
     assert!(refused.message.contains("run the code again to be asked"), "{}", refused.message);
     assert_eq!(Recorded::count(&shop.recorded.posts), 0, "nothing was sent");
     // Planned again now, it needs approval as any write; approved, it is made.
-    assert!(matches!(catalog.policy("shop.items.createItem", &create), Policy::NeedsApproval { .. }));
+    assert!(matches!(catalog.policy(&PolicyCall::new("shop.items.createItem", &create)), Policy::NeedsApproval { .. }));
     let made = catalog.call("shop.items.createItem", create, &ctx()).await.unwrap();
     assert_eq!(made["name"], "chair");
     assert_eq!(Recorded::count(&shop.recorded.posts), 1);

@@ -7,12 +7,12 @@ use std::path::Path;
 
 use executor_catalog::{Catalog, CatalogConfig, REDACTED};
 use executor_core::ExecutionId;
-use executor_sandbox::{CallContext, Policy, Tools};
+use executor_sandbox::{CallContext, Policy, PolicyCall, Tools};
 use serde_json::{Value, json};
 use support::{MCP_KEY, Recorded, TOKEN, world};
 
 fn ctx(step: u32) -> CallContext {
-    CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step, owner: None }
+    CallContext::new(ExecutionId::parse("exec-1").unwrap(), step)
 }
 
 async fn search(catalog: &Catalog, request: Value) -> Vec<String> {
@@ -85,8 +85,8 @@ async fn mcp_tools_are_listed_called_and_their_hints_feed_the_policy() {
     let docs = search(&w.catalog, json!({"query": "", "namespace": "docs"})).await;
     assert_eq!(docs, ["docs.delete_doc", "docs.leaky", "docs.search_docs"]);
 
-    assert_eq!(w.catalog.policy("docs.search_docs", &json!({})), Policy::run_by_default());
-    assert!(matches!(w.catalog.policy("docs.delete_doc", &json!({})), Policy::NeedsApproval { .. }));
+    assert_eq!(w.catalog.policy(&PolicyCall::new("docs.search_docs", &json!({}))), Policy::run_by_default());
+    assert!(matches!(w.catalog.policy(&PolicyCall::new("docs.delete_doc", &json!({}))), Policy::NeedsApproval { .. }));
 
     let found = w.catalog.call("docs.search_docs", json!({"query": "start"}), &ctx(0)).await.unwrap();
     assert_eq!(found, json!({"hits": [{"title": "Getting started", "query": "start"}]}));
@@ -107,11 +107,11 @@ async fn policy_defaults_and_rules() {
         ] }"#,
     )
     .await;
-    let policy = |path: &str| w.catalog.policy(path, &json!({}));
+    let policy = |path: &str| w.catalog.policy(&PolicyCall::new(path, &json!({})));
     // Each decision names the rule that made it, as the audit trail records it.
     assert_eq!(policy("shop.items.getItem"), Policy::run_by("source:shop:rule:shop.items.getItem"));
     assert_eq!(policy("shop.debug.big"), Policy::run_by_default(), "no rule: a GET reads");
-    let asked = |path: &str, args: Value| match w.catalog.policy(path, &args) {
+    let asked = |path: &str, args: Value| match w.catalog.policy(&PolicyCall::new(path, &args)) {
         Policy::NeedsApproval { message, rule } => (message, rule),
         other => panic!("{path} needs approval, not {other:?}"),
     };
@@ -166,9 +166,9 @@ async fn search_ranks_and_describe_writes_typescript() {
         described,
         "// tools.shop.items.listItems(input: Input): Promise<{ ok: true; data: Output; http: { status: number } } | { ok: false; error: { code: string; message: string } }>\n\
          /** List items in the shop\nGET /items */\n\
-         type Input = { \"X-Request-Tag\"?: string; /** Text to look for */ q?: string; tag?: string[] };\n\
+         type Input = { /** Text to look for */ q?: string; tag?: string[]; \"X-Request-Tag\"?: string };\n\
          type Output = Item[];\n\
-         type Item = { id: number; name: string; parent?: Item; status?: \"new\" | \"sold\"; tags?: string[] | null };\n"
+         type Item = { id: number; name: string; status?: \"new\" | \"sold\"; parent?: Item; tags?: string[] | null };\n"
     );
     let mcp = w.catalog.describe(json!("tools.docs.search_docs")).await.unwrap();
     assert!(mcp.as_str().unwrap().contains("type Input = { query: string };"), "{mcp}");

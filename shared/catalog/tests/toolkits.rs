@@ -7,7 +7,7 @@ use std::path::Path;
 
 use executor_catalog::{Catalog, CatalogConfig, ToolkitView};
 use executor_core::ExecutionId;
-use executor_sandbox::{CallContext, Policy, Tools};
+use executor_sandbox::{CallContext, Policy, PolicyCall, Tools};
 use serde_json::json;
 use support::{Recorded, world};
 
@@ -23,7 +23,7 @@ policy = { rules = [
 "#;
 
 fn ctx() -> CallContext {
-    CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step: 0, owner: None }
+    CallContext::new(ExecutionId::parse("exec-1").unwrap(), 0)
 }
 
 async fn view(catalog: &std::sync::Arc<Catalog>) -> ToolkitView {
@@ -68,16 +68,19 @@ async fn a_toolkit_shows_only_its_tools() {
 async fn a_toolkit_only_tightens_and_says_where_it_would_loosen() {
     let w = world("").await;
     let items = view(&w.catalog).await;
-    let policy = |path: &str| items.policy(path, &json!({}));
+    let policy = |path: &str| items.policy(&PolicyCall::new(path, &json!({})));
     // Tighter: the read the source runs needs approval here; the write is blocked.
-    assert_eq!(w.catalog.policy("shop.items.getItem", &json!({})), Policy::run_by_default());
+    assert_eq!(w.catalog.policy(&PolicyCall::new("shop.items.getItem", &json!({}))), Policy::run_by_default());
     let Policy::NeedsApproval { message, rule } = policy("shop.items.getItem") else { panic!() };
     assert!(message.contains("toolkit `items` rule `shop.items.getItem`"), "{message}");
     assert_eq!(rule, "toolkit:items:rule:shop.items.getItem");
     let Policy::Blocked { reason, .. } = policy("shop.items.deleteItem") else { panic!() };
     assert!(reason.contains("blocked by toolkit `items`"), "{reason}");
     // Looser: `run` on a write the source asks about changes nothing.
-    assert_eq!(policy("shop.items.createItem"), w.catalog.policy("shop.items.createItem", &json!({})));
+    assert_eq!(
+        policy("shop.items.createItem"),
+        w.catalog.policy(&PolicyCall::new("shop.items.createItem", &json!({})))
+    );
     assert!(matches!(policy("shop.items.createItem"), Policy::NeedsApproval { .. }));
     assert_eq!(policy("shop.items.listItems"), Policy::run_by_default());
 

@@ -112,7 +112,7 @@ async fn failing_sources_are_named_with_the_reason_in_search_describe_and_calls(
     let search = catalog.search(json!({"query": "", "namespace": "tracker"})).await.unwrap_err();
     assert_eq!(search.code, "source_unavailable");
     assert!(search.message.contains("a valid bearer token is required"), "{}", search.message);
-    let ctx = CallContext { execution_id: ExecutionId::parse("exec-1").unwrap(), step: 0, owner: None };
+    let ctx = CallContext::new(ExecutionId::parse("exec-1").unwrap(), 0);
     let call = catalog.call("broken.items.listItems", json!({}), &ctx).await.unwrap_err();
     assert_eq!(call.code, "source_unavailable");
     assert!(

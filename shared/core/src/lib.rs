@@ -54,4 +54,4 @@ pub use quota::{QuotaExceeded, QuotaLimit, QuotaLimits, Quotas};
 pub use session::{ClientInfo, ElicitationMode, Session, SessionError, SessionStatus};
 pub use text::{REDACTED, cut_text, redact_secret_fields};
 pub use time::Timestamp;
-pub use toolkit::{Toolkit, ToolkitDecision, ToolkitName, ToolkitNameError};
+pub use toolkit::{Toolkit, ToolkitDecision, ToolkitName, ToolkitNameError, strictness};

@@ -17,6 +17,7 @@ mod run;
 mod source;
 mod stop;
 mod tools;
+mod ui_resources;
 
 use std::sync::Arc;
 
@@ -33,9 +34,10 @@ pub use run::{Outcome, Segment, Snapshot};
 pub use source::SyntaxError;
 pub use stop::Stop;
 pub use tools::{
-    Allowance, CallContext, DESCRIBE_PATH, PathFilter, Policy, Readiness, SEARCH_PATH, SourceReadiness, ToolError,
-    ToolOutcome, ToolSuccess, Tools,
+    Allowance, CallContext, CallCounts, DESCRIBE_PATH, PathFilter, Policy, PolicyCall, Readiness, SEARCH_PATH,
+    SourceReadiness, ToolError, ToolOutcome, ToolSuccess, Tools,
 };
+pub use ui_resources::{UI_SCHEME, UiResource, UiResourceError, is_ui_uri};
 
 /// Runs segments of executions under one set of limits.
 #[derive(Clone)]

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use executor_core::{ApprovalAction, Clock, ExecutionId, Journal, Timestamp};
+use executor_core::{ApprovalAction, Clock, ExecutionId, Journal, Principal, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::Span;
@@ -53,6 +53,8 @@ pub struct Segment {
     pub stop: Stop,
     /// Where the run reports each call it makes, for the audit trail.
     pub calls: CallLog,
+    /// Whose code it is: the policy is told, and every call carries it.
+    pub owner: Option<Principal>,
 }
 
 impl Segment {
@@ -66,6 +68,7 @@ impl Segment {
             max_tool_calls: None,
             stop: Stop::default(),
             calls: CallLog::default(),
+            owner: None,
         }
     }
 
@@ -80,7 +83,14 @@ impl Segment {
             max_tool_calls: None,
             stop: Stop::default(),
             calls: CallLog::default(),
+            owner: None,
         }
+    }
+
+    /// `owner`'s code.
+    pub fn owned_by(mut self, owner: Principal) -> Self {
+        self.owner = Some(owner);
+        self
     }
 
     /// At most `max` tool calls in the whole execution (replayed ones included).

@@ -8,6 +8,8 @@ use async_trait::async_trait;
 use executor_core::{DEFAULT_RULE, Effect, ExecutionId, Principal, Timestamp, ToolkitName};
 use serde_json::Value;
 
+use crate::ui_resources::{UiResource, UiResourceError};
+
 /// Reserved paths handled by [`Tools::search`] and [`Tools::describe`].
 pub const SEARCH_PATH: &str = "search";
 pub const DESCRIBE_PATH: &str = "describe.tool";
@@ -86,6 +88,39 @@ impl ToolSuccess {
     }
 }
 
+/// What an execution called before one of its calls: every tool call its
+/// code issued at an earlier step (`tools.search` and `tools.describe.tool`
+/// aside), whatever became of it (made, waiting, declined, blocked), so a
+/// replay of the same code counts the same.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallCounts {
+    pub calls: u32,
+    /// Those of them whose tool writes.
+    pub writes: u32,
+    /// Those of them to the same tool as this call.
+    pub calls_to_tool: u32,
+}
+
+/// One call as [`Tools::policy`] is asked about it.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyCall<'a> {
+    pub path: &'a str,
+    pub args: &'a Value,
+    /// Whose code makes it; `None` where nobody is known (what a search item says).
+    pub owner: Option<&'a Principal>,
+    /// The toolkit whose view it is made in, set by that view.
+    pub toolkit: Option<&'a ToolkitName>,
+    /// What the execution called before it.
+    pub before: CallCounts,
+}
+
+impl<'a> PolicyCall<'a> {
+    /// A call of `path` with `args`, by nobody known, first of its execution.
+    pub fn new(path: &'a str, args: &'a Value) -> Self {
+        Self { path, args, owner: None, toolkit: None, before: CallCounts::default() }
+    }
+}
+
 /// Which call this is, for logs and idempotency.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallContext {
@@ -93,9 +128,21 @@ pub struct CallContext {
     pub step: u32,
     /// Whose code makes the call: per-owner sources use that owner's tokens.
     pub owner: Option<Principal>,
+    /// What the execution called before this call, for a policy asked again as it is made.
+    pub before: CallCounts,
 }
 
 impl CallContext {
+    /// Step `step` of `execution_id`, by nobody known, first of its execution.
+    pub fn new(execution_id: ExecutionId, step: u32) -> Self {
+        Self { execution_id, step, owner: None, before: CallCounts::default() }
+    }
+
+    /// The call as a policy is asked about it again when it is made.
+    pub fn policy_call<'a>(&'a self, path: &'a str, args: &'a Value) -> PolicyCall<'a> {
+        PolicyCall { owner: self.owner.as_ref(), before: self.before, ..PolicyCall::new(path, args) }
+    }
+
     /// `<executionId>:<step>`: the same for every attempt at this call, so an
     /// upstream that honours idempotency keys never applies it twice.
     pub fn idempotency_key(&self) -> String {
@@ -141,7 +188,7 @@ pub trait Tools: Send + Sync {
     fn validate(&self, path: &str, args: &Value) -> Result<(), String>;
 
     /// Decide whether a call may run, before it is made (after [`Tools::validate`]).
-    fn policy(&self, path: &str, args: &Value) -> Policy;
+    fn policy(&self, call: &PolicyCall<'_>) -> Policy;
 
     /// Whether the tool at `path` reads or writes, as its source describes it
     /// (`None`: no such tool here), for the audit trail. No default, like
@@ -216,5 +263,31 @@ pub trait Tools: Send + Sync {
             found["total"] = total.into();
         }
         Ok(found)
+    }
+
+    /// The `ui://` resources (MCP Apps) of the upstream MCP servers this
+    /// view shows, as far as they are known without asking anyone: those
+    /// its tools link (`_meta.ui.resourceUri`) and those listed already.
+    /// The MCP host declares the `io.modelcontextprotocol/ui` extension when
+    /// there are any. Views that hide tools hide their resources; the
+    /// default (no MCP sources) has none.
+    fn known_ui_resources(&self) -> Vec<UiResource> {
+        Vec::new()
+    }
+
+    /// The `ui://` resources `owner` may read through this view, for
+    /// `resources/list`: the upstreams that declare resources are asked
+    /// (once per instance), a per-owner server with `owner`'s token (and
+    /// only when they have connected it). Views forward it, hiding what they hide.
+    async fn ui_resources(&self, _owner: &Principal) -> Vec<UiResource> {
+        Vec::new()
+    }
+
+    /// `resources/read` of the `ui://` resource `uri` from the upstream that
+    /// serves it, with `owner`'s credentials where the server is per owner:
+    /// the upstream's result (`contents`, each with its `_meta.ui`). Any
+    /// other URI, or one this view hides, is [`UiResourceError::NotFound`].
+    async fn read_ui_resource(&self, _owner: &Principal, uri: &str) -> Result<Value, UiResourceError> {
+        Err(UiResourceError::NotFound { uri: uri.to_owned() })
     }
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use executor_sandbox::{CallContext, Limits, Outcome, Policy, Sandbox, ToolOutcome, Tools};
+use executor_sandbox::{CallContext, Limits, Outcome, Policy, PolicyCall, Sandbox, ToolOutcome, Tools};
 use serde_json::{Value, json};
 use support::{TestTools, completed, error_code, segment};
 use tokio::runtime::Runtime;
@@ -33,7 +33,7 @@ impl Tools for Ticks {
     fn validate(&self, _: &str, _: &Value) -> Result<(), String> {
         Ok(())
     }
-    fn policy(&self, _: &str, _: &Value) -> Policy {
+    fn policy(&self, _: &PolicyCall<'_>) -> Policy {
         Policy::run_by_default()
     }
     fn effect(&self, _: &str) -> Option<executor_core::Effect> {

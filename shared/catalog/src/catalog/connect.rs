@@ -100,7 +100,20 @@ impl Catalog {
             .zip(&sources)
             .any(|(config, source)| source.retrying().is_some() && may_connect_per_owner(config));
         let owners = context.owners.clone().filter(|owners| owners.has_sources() || retried_per_owner);
-        let catalog = Self { tools, by_path, index: OnceLock::new(), sources, owners, context };
+        let (cedar, toolkit_cedar) = (None, std::collections::HashMap::new());
+        let ui_ambiguity_logged = Default::default();
+        let mut catalog = Self {
+            tools,
+            by_path,
+            index: OnceLock::new(),
+            sources,
+            owners,
+            context,
+            cedar,
+            toolkit_cedar,
+            ui_ambiguity_logged,
+        };
+        catalog.load_policies(config)?;
         executor_telemetry::level(Metric::SourcesUnavailable, catalog.unavailable_count() as u64);
         Ok(catalog)
     }

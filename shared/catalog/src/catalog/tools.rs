@@ -3,7 +3,10 @@
 
 use async_trait::async_trait;
 use executor_core::{Effect, PolicyAction, Principal};
-use executor_sandbox::{CallContext, PathFilter, Policy, Readiness, ToolError, ToolOutcome, ToolSuccess, Tools};
+use executor_sandbox::{
+    CallContext, PathFilter, Policy, PolicyCall, Readiness, ToolError, ToolOutcome, ToolSuccess, Tools, UiResource,
+    UiResourceError,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -42,6 +45,13 @@ fn request<T: for<'de> Deserialize<'de>>(request: Value, key: &str, usage: &str)
     serde_json::from_value(request).map_err(|e| invalid(format!("{e}; usage: {usage}")))
 }
 
+/// A decision of the catalog's policy, and why, in words and as the audit trail's id.
+struct Decided {
+    action: PolicyAction,
+    reason: String,
+    id: String,
+}
+
 #[async_trait]
 impl Tools for Catalog {
     /// The checks that making the call would make, so a call that could not be
@@ -61,7 +71,8 @@ impl Tools for Catalog {
         checked.map_err(|message| connection.redactor().redact(&message))
     }
 
-    fn policy(&self, path: &str, args: &Value) -> Policy {
+    fn policy(&self, call: &PolicyCall<'_>) -> Policy {
+        let (path, args) = (call.path, call.args);
         // Unknown paths run: the call itself then explains what exists. In a
         // source not connected yet, the call is decided again if it connects
         // meanwhile (`decide_again`).
@@ -73,8 +84,8 @@ impl Tools for Catalog {
             return Policy::run_by_default();
         };
         let Some(source) = self.source(&tool.namespace) else { return Policy::run_by_default() };
-        let decision = source.policy.decide(path, tool.effect);
-        let rule = decision.reason.id(&tool.namespace);
+        let decision = self.decide(source, tool, call);
+        let rule = decision.id;
         let what = match &tool.target {
             Target::Http(op) => format!("{} {}", op.method, op.path),
             Target::Mcp { name, .. } => format!("MCP tool `{name}`"),
@@ -117,7 +128,7 @@ impl Tools for Catalog {
         let namespace = path.split('.').next().unwrap_or(path);
         // Its first use once a retry is due.
         self.heal_namespace(namespace).await;
-        self.decide_again(path, &args)?;
+        self.decide_again(&ctx.policy_call(path, &args))?;
         if let Some(mcp) = self.owner_mcp(namespace) {
             return self.call_owner_mcp(mcp, path, args, ctx).await;
         }
@@ -202,6 +213,18 @@ impl Tools for Catalog {
             None => Err(self.unknown_tool(path)),
         }
     }
+
+    fn known_ui_resources(&self) -> Vec<UiResource> {
+        self.known_ui()
+    }
+
+    async fn ui_resources(&self, owner: &Principal) -> Vec<UiResource> {
+        self.list_ui(owner).await
+    }
+
+    async fn read_ui_resource(&self, owner: &Principal, uri: &str) -> Result<Value, UiResourceError> {
+        self.read_ui(owner, uri).await
+    }
 }
 
 impl Catalog {
@@ -229,7 +252,7 @@ impl Catalog {
         input.check(&args).map_err(|e| redact(invalid(e.to_string())))?;
         // Listed only now (listing at planning failed): the policy the call was
         // planned with did not know the tool, so only one that runs unasked goes on.
-        if !listed_before && !matches!(self.policy(path, &args), Policy::Run { .. }) {
+        if !listed_before && !matches!(self.policy(&ctx.policy_call(path, &args)), Policy::Run { .. }) {
             let message = format!(
                 "tools.{path} needs a decision, and `{namespace}`'s tools were only listed as it was called; run the \
                  code again to be asked"
@@ -248,7 +271,8 @@ impl Catalog {
     /// tool, so it is decided now, before it is made. Only one that runs
     /// unasked goes on; the others are run again to be decided as usual (the
     /// views above this one, a toolkit's rules, applied by path at planning).
-    fn decide_again(&self, path: &str, args: &Value) -> Result<(), ToolError> {
+    fn decide_again(&self, call: &PolicyCall<'_>) -> Result<(), ToolError> {
+        let (path, args) = (call.path, call.args);
         let namespace = path.split('.').next().unwrap_or(path);
         let Some(retrying) = self.source(namespace).and_then(Source::retrying) else { return Ok(()) };
         // Taken connected or not: a call of a source still unavailable is answered so.
@@ -256,7 +280,7 @@ impl Catalog {
             return Ok(());
         }
         self.validate(path, args).map_err(invalid)?;
-        match self.policy(path, args) {
+        match self.policy(call) {
             Policy::Run { .. } => Ok(()),
             Policy::Blocked { reason, .. } => Err(ToolError { code: "blocked".into(), message: reason }),
             Policy::NeedsApproval { .. } | Policy::NeedsConnect { .. } => {
@@ -269,10 +293,28 @@ impl Catalog {
         }
     }
 
-    /// What the source's policy does with a call of `tool` before any
-    /// argument is known (toolkits tighten it in their view; `approval` of a search item).
+    /// What the policy does with `call` of `tool` in `source`: the Cedar
+    /// policies when configured, else the source's rules and default.
+    fn decide(&self, source: &Source, tool: &ToolDef, call: &PolicyCall<'_>) -> Decided {
+        if let Some(cedar) = &self.cedar {
+            let decision = cedar.decide(call, &tool.cedar_facts(source.kind));
+            return Decided { action: decision.action, reason: decision.reason(), id: decision.id() };
+        }
+        let decision = source.policy.decide(&tool.path, tool.effect);
+        Decided {
+            action: decision.action,
+            reason: decision.reason.to_string(),
+            id: decision.reason.id(&tool.namespace),
+        }
+    }
+
+    /// What the policy does with a call of `tool` before any argument or
+    /// caller is known (toolkits tighten it in their view; `approval` of a search item).
     fn approval(&self, tool: &ToolDef) -> PolicyAction {
-        self.source(&tool.namespace).map_or(PolicyAction::Run, |s| s.policy.decide(&tool.path, tool.effect).action)
+        let no_args = Value::Object(Default::default());
+        self.source(&tool.namespace).map_or(PolicyAction::Run, |source| {
+            self.decide(source, tool, &PolicyCall::new(&tool.path, &no_args)).action
+        })
     }
 
     /// `tools.search`: the matching tools `visible` lets through, a page of
@@ -300,14 +342,19 @@ impl Catalog {
             .skip(request.offset.unwrap_or(0))
             .take(limit)
             .map(|tool| {
-                json!({
+                let mut item = json!({
                     "path": tool.path,
                     "description": tool.summary,
                     "namespace": tool.namespace,
                     // `read` or `write`; `run`, `approve` or `block`.
                     "kind": tool.effect,
                     "approval": self.approval(tool),
-                })
+                });
+                // An MCP Apps tool's `_meta.ui`, as its server sent it.
+                if let Some(ui) = tool.ui() {
+                    item["ui"] = Value::Object(ui.raw().clone());
+                }
+                item
             })
             .collect();
         // Sources that failed to load are named with the reason, so a search

@@ -8,6 +8,7 @@ use std::time::Duration;
 use executor_core::{Principal, QuotaLimits, SourcePolicy, ToolPattern, Toolkit, ToolkitName};
 use serde::Deserialize;
 
+use crate::cedar::CedarSource;
 use crate::config::source::{FieldProblem, RawSource, validate_source};
 use crate::config::{CONFIG_ENV, CatalogConfig, ConfigError, INDEX_ENV, OutboundConfig, SourceConfig};
 
@@ -26,6 +27,15 @@ struct RawConfig {
     #[serde(default)]
     quotas: BTreeMap<String, QuotaLimits>,
     index: Option<PathBuf>,
+    #[serde(default)]
+    policy: RawPolicy,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    /// Cedar policies, relative to the sources file.
+    cedar: Option<PathBuf>,
 }
 
 // Fields are checked one by one (not by serde), so an error names the toolkit.
@@ -35,6 +45,7 @@ struct RawToolkit {
     name: String,
     tools: Vec<String>,
     policy: Option<toml::Value>,
+    cedar: Option<PathBuf>,
 }
 
 #[derive(Default, Deserialize)]
@@ -63,6 +74,8 @@ impl CatalogConfig {
                 toolkits: Vec::new(),
                 quotas: BTreeMap::new(),
                 index: None,
+                cedar: None,
+                toolkit_cedar: BTreeMap::new(),
             },
         };
         if let Some(index) = std::env::var_os(INDEX_ENV).filter(|v| !v.is_empty()) {
@@ -103,7 +116,18 @@ impl CatalogConfig {
             }
             sources.push(validated);
         }
+        let read_cedar = |section: String, relative: &Path| {
+            let policies = base_dir.join(relative);
+            CedarSource::read(&policies).map_err(|error| ConfigError::ReadPolicies {
+                file: file.into(),
+                section,
+                policies,
+                error,
+            })
+        };
+        let cedar = raw.policy.cedar.as_deref().map(|path| read_cedar("[policy] cedar".into(), path)).transpose()?;
         let mut toolkits: Vec<Toolkit> = Vec::new();
+        let mut toolkit_cedar = BTreeMap::new();
         for raw in raw.toolkits {
             let invalid = |field: &'static str, problem: String| ConfigError::InvalidToolkit {
                 file: file.into(),
@@ -114,6 +138,10 @@ impl CatalogConfig {
             let toolkit = validate_toolkit(&raw).map_err(|(field, problem)| invalid(field, problem))?;
             if toolkits.iter().any(|t| t.name == toolkit.name) {
                 return Err(invalid("name", "another toolkit already has this name".into()));
+            }
+            if let Some(path) = &raw.cedar {
+                let section = format!("toolkit `{}`, field `cedar`", toolkit.name);
+                toolkit_cedar.insert(toolkit.name.clone(), read_cedar(section, path)?);
             }
             toolkits.push(toolkit);
         }
@@ -128,7 +156,7 @@ impl CatalogConfig {
         }
         // Relative to the file, as spec paths are.
         let index = raw.index.map(|index| base_dir.join(index));
-        Ok(Self { outbound, sources, toolkits, quotas, index })
+        Ok(Self { outbound, sources, toolkits, quotas, index, cedar, toolkit_cedar })
     }
 }
 

@@ -89,10 +89,11 @@ fn typescript_declares_arguments_and_the_default_selection() {
     let ts = tools.iter().find(|t| t.path == "gh.mutation.createIssue").unwrap().typescript().unwrap();
     assert!(ts.contains("type Input = { input: IssueInput; /** The GraphQL selection set"), "{ts}");
     assert!(ts.contains("type Output = Issue;"), "{ts}");
-    assert!(ts.contains("type IssueInput = { body?: string; title: string };"), "{ts}");
+    // Fields in the schema's order.
+    assert!(ts.contains("type IssueInput = { title: string; body?: string };"), "{ts}");
     assert!(ts.contains(r#"state: State"#) && ts.contains(r#"type State = "OPEN" | "CLOSED";"#), "{ts}");
     let issue = ts.lines().find(|l| l.starts_with("type Issue =")).unwrap();
-    assert_eq!(issue, "type Issue = { createdAt: unknown; id: string; state: State; title: string | null };");
+    assert_eq!(issue, "type Issue = { id: string; title: string | null; state: State; createdAt: unknown };");
     let count = tools.iter().find(|t| t.path == "gh.query.count").unwrap().typescript().unwrap();
     assert!(count.contains("type Output = number;") && !count.contains("select"), "{count}");
     // No arguments and no selection: it takes nothing, and says so.

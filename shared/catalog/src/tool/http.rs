@@ -6,7 +6,9 @@
 //! two locations gets the location as prefix for the second, e.g.
 //! `query_id`), and the request body as `body`. The document (paths,
 //! parameter names) is trusted; argument values are not: a path parameter
-//! must stay one segment ([`path_problem`]), a header value must be visible
+//! must stay one segment ([`path_problem`]; one the document marks
+//! `x-multi-segment: true`, such as GitHub's `heads/main` refs, may hold
+//! several, each checked alike), a header value must be visible
 //! ASCII, and query values are form-encoded. A parameter's value must also
 //! fit the JSON type its schema declares ([`ParamType`]). The same
 //! [`HttpOperation::request`] checks a call before its policy is asked and
@@ -61,6 +63,10 @@ pub struct Param {
     /// The JSON type its schema declares, when it declares one (a type list
     /// counts when it is one type and `null`).
     pub kind: Option<ParamType>,
+    /// A path parameter the document marks `x-multi-segment: true`: its value
+    /// may be several segments joined by `/` (each checked as one).
+    #[serde(default)]
+    pub multi_segment: bool,
 }
 
 /// A parameter's declared JSON type. Parameters travel as text, so a value
@@ -131,6 +137,8 @@ pub struct HttpOperation {
     pub method: String,
     /// As in the document, e.g. `/repos/{owner}/{repo}/issues`.
     pub path: String,
+    /// The document's `operationId` (`""` without one), as Cedar policies see it.
+    pub operation_id: String,
     pub params: Vec<Param>,
     /// `Some(required)` when the operation takes a JSON body.
     pub body: Option<bool>,
@@ -154,6 +162,12 @@ pub enum ArgumentError {
          `.` or `..`, and without `/`, `\\`, control characters or anything that decodes or normalises to them"
     )]
     UnsafePath { argument: String, problem: &'static str },
+    #[error(
+        "argument `{argument}` (path parameter of several segments) has a segment that {problem}; its value is \
+         segments joined by `/`, each not empty, `.` or `..`, and without `\\`, control characters or anything \
+         that decodes or normalises to `/`, `\\` or them"
+    )]
+    UnsafeSegments { argument: String, problem: &'static str },
     #[error("argument `{argument}` (header parameter) may hold only visible ASCII characters, spaces and tabs")]
     UnsafeHeader { argument: String },
     #[error(
@@ -224,6 +238,18 @@ impl HttpOperation {
                 });
             }
             match param.location {
+                ParamLocation::Path if param.multi_segment => {
+                    let value = scalar(value);
+                    let mut encoded = Vec::new();
+                    for segment in value.split('/') {
+                        if let Some(problem) = path_problem(segment) {
+                            return Err(ArgumentError::UnsafeSegments { argument: param.argument.clone(), problem });
+                        }
+                        encoded.push(utf8_percent_encode(segment, VALUE).to_string());
+                    }
+                    // Split into segments of their own by `segments`.
+                    path_values.push((&param.name, encoded.join("/")));
+                }
                 ParamLocation::Path => {
                     let value = scalar(value);
                     if let Some(problem) = path_problem(&value) {
@@ -279,6 +305,8 @@ impl HttpOperation {
                 segment.extend(utf8_percent_encode(rest, LITERAL));
                 segment
             })
+            // Only a multi-segment value holds a `/` here: literals and other values are encoded.
+            .flat_map(|segment| segment.split('/').map(str::to_owned).collect::<Vec<_>>())
             .collect()
     }
 }
@@ -407,6 +435,7 @@ mod tests {
         let op = HttpOperation {
             method: "GET".into(),
             path: "/files/{name}/v{n}.json/{missing}".into(),
+            operation_id: String::new(),
             params: vec![
                 Param {
                     name: "name".into(),
@@ -414,6 +443,7 @@ mod tests {
                     location: ParamLocation::Path,
                     required: true,
                     kind: Some(ParamType::String),
+                    multi_segment: false,
                 },
                 Param {
                     name: "n".into(),
@@ -421,6 +451,7 @@ mod tests {
                     location: ParamLocation::Path,
                     required: true,
                     kind: Some(ParamType::Integer),
+                    multi_segment: false,
                 },
                 Param {
                     name: "q".into(),
@@ -428,6 +459,7 @@ mod tests {
                     location: ParamLocation::Query,
                     required: false,
                     kind: None,
+                    multi_segment: false,
                 },
             ],
             body: None,
@@ -442,6 +474,23 @@ mod tests {
             let parts = op.request(&json!({"name": name, "n": 2, "q": "x&y=z#w"})).unwrap();
             let url = parts.url(&Url::parse(base).unwrap(), &credentials, &op.path).unwrap();
             assert_eq!(url.as_str(), format!("{expected}?key=k%26%3D%23&q=x%26y%3Dz%23w"));
+        }
+        // A multi-segment parameter (`x-multi-segment`): several segments, each checked as one.
+        let mut refs = HttpOperation { path: "/git/refs/{ref}".into(), ..op.clone() };
+        refs.params =
+            vec![Param { multi_segment: true, name: "ref".into(), argument: "ref".into(), ..op.params[0].clone() }];
+        let base = Url::parse("https://h.test/api").unwrap();
+        let kept = [
+            ("heads/main", "https://h.test/api/git/refs/heads/main"),
+            ("tags/v1 b", "https://h.test/api/git/refs/tags/v1%20b"),
+        ];
+        for (value, expected) in kept {
+            let parts = refs.request(&json!({"ref": value})).unwrap();
+            assert_eq!(parts.url(&base, &[], &refs.path).unwrap().as_str(), expected, "{value}");
+        }
+        for value in ["heads/../main", "heads//main", "/heads", "heads/", "heads/%2e%2e", "a\\b", "heads/%2F", ".."] {
+            let error = refs.request(&json!({"ref": value})).unwrap_err();
+            assert!(matches!(error, ArgumentError::UnsafeSegments { .. }), "{value:?} is refused: {error:?}");
         }
         // A dot segment in the document itself is caught when the URL is built.
         let dotted = HttpOperation { path: "/a/../b".into(), params: vec![], ..op };

@@ -1,6 +1,7 @@
 //! An upstream MCP tool's call: what its `inputSchema` requires of the
 //! arguments ([`McpInput`]), checked before its policy is asked and again
-//! before it is sent. The server's tools are listed in `mcp_source.rs`.
+//! before it is sent; and its MCP Apps link ([`McpUi`]). The server's tools
+//! are listed in `mcp_source.rs`.
 
 use serde_json::{Map, Value};
 
@@ -152,6 +153,78 @@ impl McpInput {
     }
 }
 
+/// The most of a tool's `_meta.ui` kept whole, as JSON; past it only
+/// `resourceUri` and `visibility` are kept.
+const MAX_UI_META_BYTES: usize = 4096;
+
+/// An MCP Apps tool's `_meta.ui` (SEP-1865, `io.modelcontextprotocol/ui`):
+/// the view its results are shown in (`resourceUri`, a `ui://` resource of
+/// the same server) and who may call it (`visibility`: `model`, `app`).
+/// Kept as the server sent it, for search items and the gateway; describe
+/// shows it as an `@ui` line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpUi {
+    raw: Map<String, Value>,
+}
+
+impl McpUi {
+    /// From a listed tool's `_meta`: its `ui` object, or the deprecated flat
+    /// `ui/resourceUri` as `{resourceUri}`. `None` when it has neither.
+    pub fn from_meta(meta: Option<&Map<String, Value>>) -> Option<Self> {
+        let meta = meta?;
+        let mut raw = match meta.get("ui") {
+            Some(Value::Object(ui)) => ui.clone(),
+            _ => Map::new(),
+        };
+        if !raw.contains_key("resourceUri")
+            && let Some(Value::String(uri)) = meta.get("ui/resourceUri")
+        {
+            raw.insert("resourceUri".into(), Value::String(uri.clone()));
+        }
+        if raw.is_empty() {
+            return None;
+        }
+        if Value::Object(raw.clone()).to_string().len() > MAX_UI_META_BYTES {
+            raw.retain(|key, _| key == "resourceUri" || key == "visibility");
+            if Value::Object(raw.clone()).to_string().len() > MAX_UI_META_BYTES {
+                raw.retain(|key, value| {
+                    key == "resourceUri" && value.as_str().is_some_and(executor_sandbox::is_ui_uri)
+                });
+            }
+        }
+        Some(Self { raw })
+    }
+
+    /// `_meta.ui` as the server sent it (capped).
+    pub fn raw(&self) -> &Map<String, Value> {
+        &self.raw
+    }
+
+    /// The `ui://` resource of the tool's view, when it names a valid one.
+    pub fn resource_uri(&self) -> Option<&str> {
+        self.raw.get("resourceUri").and_then(Value::as_str).filter(|uri| executor_sandbox::is_ui_uri(uri))
+    }
+
+    /// Who may call the tool, when the server said (`model`, `app`; others left out).
+    pub fn visibility(&self) -> Option<Vec<&str>> {
+        let listed = self.raw.get("visibility")?.as_array()?;
+        Some(listed.iter().filter_map(Value::as_str).filter(|v| matches!(*v, "model" | "app")).collect())
+    }
+
+    /// The line `describe` adds to the tool's doc comment:
+    /// `@ui ui://weather/view.html (visibility: model, app)`.
+    pub fn doc_line(&self) -> Option<String> {
+        let uri = self.resource_uri();
+        let visibility = self.visibility().map(|v| format!("visibility: {}", v.join(", ")));
+        match (uri, visibility) {
+            (Some(uri), Some(visibility)) => Some(format!("@ui {uri} ({visibility})")),
+            (Some(uri), None) => Some(format!("@ui {uri}")),
+            (None, Some(visibility)) => Some(format!("@ui ({visibility})")),
+            (None, None) => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -182,7 +255,7 @@ mod tests {
         for (input, args) in fits {
             assert_eq!(input.check(&args), Ok(()), "{args}");
         }
-        let takes = "any, id, n".to_owned();
+        let takes = "id, n, any".to_owned();
         let refused = [
             (&open, json!({}), McpArgumentError::Missing { argument: "id".into(), takes: takes.clone() }),
             (&open, json!([1]), McpArgumentError::NotAnObject { takes: takes.clone() }),
@@ -210,6 +283,35 @@ mod tests {
             assert_eq!(input.check(&args), Err(expected), "{args}");
         }
         let message = open.check(&json!({})).unwrap_err().to_string();
-        assert_eq!(message, "missing required argument `id`; this tool takes: any, id, n");
+        assert_eq!(message, "missing required argument `id`; this tool takes: id, n, any");
+    }
+
+    #[test]
+    fn a_tools_ui_link_is_kept_and_shown_as_an_ui_line() {
+        let meta = |value: Value| value.as_object().cloned();
+        let big = "x".repeat(MAX_UI_META_BYTES);
+        let cases = [
+            (
+                json!({"ui": {"resourceUri": "ui://w/view.html", "visibility": ["model", "app"]}}),
+                Some("@ui ui://w/view.html (visibility: model, app)"),
+            ),
+            (json!({"ui": {"resourceUri": "ui://w/view.html"}}), Some("@ui ui://w/view.html")),
+            (json!({"ui": {"visibility": ["app", "else"]}}), Some("@ui (visibility: app)")),
+            // The deprecated flat key.
+            (json!({"ui/resourceUri": "ui://w/old.html"}), Some("@ui ui://w/old.html")),
+            // Not a UI resource, or a line break that would forge another tag: kept raw, never shown.
+            (json!({"ui": {"resourceUri": "https://w.example/view.html"}}), None),
+            (json!({"ui": {"resourceUri": "ui://a\n@ui ui://b"}}), None),
+            (json!({"ui": {"resourceUri": "ui://w/v.html", "csp": big}}), Some("@ui ui://w/v.html")),
+        ];
+        for (given, line) in cases {
+            let ui = McpUi::from_meta(meta(given.clone()).as_ref()).unwrap();
+            assert_eq!(ui.doc_line().as_deref(), line, "{given}");
+            assert!(Value::Object(ui.raw().clone()).to_string().len() <= MAX_UI_META_BYTES, "{given}");
+        }
+        assert_eq!(McpUi::from_meta(meta(json!({"other": 1})).as_ref()), None);
+        assert_eq!(McpUi::from_meta(None), None);
+        let kept = McpUi::from_meta(meta(json!({"ui": {"resourceUri": "ui://w", "prefersBorder": true}})).as_ref());
+        assert_eq!(kept.unwrap().raw()["prefersBorder"], true, "unknown fields are kept");
     }
 }

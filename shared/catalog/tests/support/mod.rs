@@ -21,8 +21,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use executor_catalog::{Catalog, CatalogConfig};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListResourcesResult, ListToolsResult,
+    MetaObject, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -60,6 +61,8 @@ pub struct Recorded {
     pub authorization: Mutex<Vec<String>>,
     /// The `Authorization` header of each `tools/call` (MCP), `none` without one.
     pub bearers: Mutex<Vec<String>>,
+    /// The `Authorization` header of each `resources/read` (MCP Apps), `none` without one.
+    pub ui_reads: Mutex<Vec<String>>,
     pub queries: Mutex<Vec<String>>,
     pub header_params: Mutex<Vec<String>>,
     pub idempotency_keys: Mutex<Vec<String>>,
@@ -228,15 +231,52 @@ async fn spec_behind_auth(headers: HeaderMap) -> Response {
 }
 
 /// An MCP server: `search_docs` (read-only), `delete_doc` (destructive, not read-only),
-/// `leaky` (an error that echoes the caller's key).
+/// `leaky` (an error that echoes the caller's key); and one MCP Apps view,
+/// [`DOCS_VIEW`], listed among its resources (no tool links it).
 #[derive(Clone)]
 pub struct Docs {
     recorded: Arc<Recorded>,
 }
 
+/// The docs server's UI resource (MCP Apps).
+pub const DOCS_VIEW: &str = "ui://docs/viewer.html";
+
+fn docs_view_meta() -> MetaObject {
+    MetaObject(json!({"ui": {"prefersBorder": false}}).as_object().unwrap().clone())
+}
+
 impl ServerHandler for Docs {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let view = Resource::new(DOCS_VIEW, "docs_viewer")
+            .with_mime_type("text/html;profile=mcp-app")
+            .with_meta(docs_view_meta());
+        let plain = Resource::new("file:///docs/index.txt", "index").with_mime_type("text/plain");
+        Ok(ListResourcesResult::with_all_items(vec![view, plain]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let headers = context.extensions.get::<axum::http::request::Parts>().map(|p| p.headers.clone());
+        let bearer = headers.as_ref().and_then(|h| h.get("authorization")).and_then(|v| v.to_str().ok());
+        self.recorded.ui_reads.lock().unwrap().push(bearer.unwrap_or("none").to_owned());
+        if request.uri != DOCS_VIEW {
+            return Err(ErrorData::resource_not_found(format!("no resource {}", request.uri), None));
+        }
+        let html = ResourceContents::text("<!DOCTYPE html><html><body>docs viewer</body></html>", DOCS_VIEW)
+            .with_mime_type("text/html;profile=mcp-app")
+            .with_meta(docs_view_meta());
+        Ok(ReadResourceResult::new(vec![html]).into())
     }
 
     async fn list_tools(

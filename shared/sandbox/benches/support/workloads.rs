@@ -2,7 +2,7 @@
 //! example (which callgrind counts): one copy of what is measured.
 
 use async_trait::async_trait;
-use executor_sandbox::{CallContext, Policy, ToolOutcome, Tools};
+use executor_sandbox::{CallContext, Policy, PolicyCall, ToolOutcome, Tools};
 use serde_json::Value;
 
 /// A host tool that returns its arguments; `w.*` needs approval.
@@ -13,8 +13,8 @@ impl Tools for Echo {
     fn validate(&self, _: &str, _: &Value) -> Result<(), String> {
         Ok(())
     }
-    fn policy(&self, path: &str, _: &Value) -> Policy {
-        if path.starts_with("w.") {
+    fn policy(&self, call: &PolicyCall<'_>) -> Policy {
+        if call.path.starts_with("w.") {
             Policy::NeedsApproval { message: "write?".into(), rule: "writes".into() }
         } else {
             Policy::run_by_default()

@@ -10,18 +10,22 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use executor_core::{AllowedBy, CallOutcome, Called, Journal, JournalStep, PendingCall, StepOutcome, Timestamp};
+use executor_core::{
+    AllowedBy, CallOutcome, Called, Effect, Journal, JournalStep, PendingCall, StepOutcome, Timestamp,
+};
 use futures_util::FutureExt;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
-use super::plan::{Action, Allowed, is_builtin, plan};
+use super::plan::{Action, Allowed, counts_before, is_builtin, plan};
 use super::spans::{record_call, tool_span};
 use super::{Env, Outcome, Relocate, Segment, Snapshot, Steps};
 use crate::SandboxError;
 use crate::engine::{Delivery, Engine, IssuedCall, MainState};
 use crate::source;
-use crate::tools::{Allowance, CallContext, DESCRIBE_PATH, Policy, SEARCH_PATH, ToolError, ToolSuccess, Tools};
+use crate::tools::{
+    Allowance, CallContext, CallCounts, DESCRIBE_PATH, Policy, PolicyCall, SEARCH_PATH, ToolError, ToolSuccess, Tools,
+};
 
 /// Where a run is. Each phase does one thing and names the next.
 #[derive(Debug)]
@@ -61,6 +65,8 @@ pub(super) enum Exit {
 pub(super) struct Batch {
     calls: Vec<IssuedCall>,
     actions: Vec<Action>,
+    /// What the execution called before each of `calls`.
+    counts: Vec<CallCounts>,
 }
 
 /// What the calls of a batch that were made answered (and how long each
@@ -158,8 +164,10 @@ impl<'a> Driver<'a> {
     /// whose arguments only then can be checked.
     fn plan(&self, calls: Vec<IssuedCall>) -> Phase {
         let Env { tools, runtime, .. } = self.env;
-        let decide = |path: &str, args: &Value| {
-            let decide = || tools.validate(path, args).map(|()| tools.policy(path, args));
+        let owner = self.segment.owner.as_ref();
+        let decide = |path: &str, args: &Value, before: CallCounts| {
+            let call = PolicyCall { owner, before, ..PolicyCall::new(path, args) };
+            let decide = || tools.validate(path, args).map(|()| tools.policy(&call));
             match decide() {
                 Ok(Policy::NeedsApproval { .. } | Policy::NeedsConnect { .. }) if !self.prepared.replace(true) => {
                     wait(runtime, tools.prepare_approvals());
@@ -168,17 +176,22 @@ impl<'a> Driver<'a> {
                 decision => decision,
             }
         };
-        plan_batch(&self.segment, calls, decide)
+        let counts = counts_before(&self.segment.journal, &calls, |path| tools.effect(path) == Some(Effect::Write));
+        plan_batch(&self.segment, calls, counts, decide)
     }
 
     /// Calling: the runnable calls, concurrently; CPU time is not counted meanwhile.
     fn call(&mut self, batch: Batch) -> Phase {
         let env = self.env;
         self.steps.replayed += batch.actions.iter().filter(|a| matches!(a, Action::Replay(_))).count();
-        let runnable = batch.calls.iter().zip(&batch.actions).filter(|(_, a)| matches!(a, Action::Call(_)));
-        let calls = runnable.map(|(call, _)| {
+        let runnable = batch.calls.iter().zip(&batch.actions).zip(&batch.counts);
+        let calls = runnable.filter(|((_, a), _)| matches!(a, Action::Call(_))).map(|((call, _), before)| {
             self.steps.called += 1;
-            let ctx = CallContext { execution_id: self.segment.execution_id.clone(), step: call.step, owner: None };
+            let ctx = CallContext {
+                owner: self.segment.owner.clone(),
+                before: *before,
+                ..CallContext::new(self.segment.execution_id.clone(), call.step)
+            };
             make(env.tools.clone(), ctx, call.clone())
         });
         let mut all = futures_util::future::join_all(calls);
@@ -267,7 +280,8 @@ fn completed(json: String, limit: usize) -> Exit {
 fn plan_batch(
     segment: &Segment,
     calls: Vec<IssuedCall>,
-    decide: impl Fn(&str, &Value) -> Result<Policy, String>,
+    counts: Vec<CallCounts>,
+    decide: impl Fn(&str, &Value, CallCounts) -> Result<Policy, String>,
 ) -> Phase {
     if segment.stop.is_requested() {
         return Phase::Exit(Exit::Failed(SandboxError::Stopped));
@@ -276,10 +290,10 @@ fn plan_batch(
     if segment.stop.is_hand_off() && segment.journal.pending.is_empty() {
         return Phase::Exit(Exit::HandedOff);
     }
-    match plan(&segment.journal, &segment.decisions, &calls, segment.max_tool_calls, decide) {
+    match plan(&segment.journal, &segment.decisions, &calls, &counts, segment.max_tool_calls, decide) {
         Err(error) => Phase::Exit(Exit::Failed(error)),
         Ok(actions) if actions.contains(&Action::Cancel) => Phase::Exit(Exit::Failed(SandboxError::Cancelled)),
-        Ok(actions) => Phase::Calling(Batch { calls, actions }),
+        Ok(actions) => Phase::Calling(Batch { calls, actions, counts }),
     }
 }
 

@@ -2,14 +2,14 @@
 //! the whole batch before any call is made, from the journal, the decisions
 //! and, for a new call, its arguments and the policy.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use executor_core::{ApprovalAction, Journal, QuotaExceeded, QuotaLimit, Replay, StepOutcome};
 use serde_json::Value;
 
 use crate::SandboxError;
 use crate::engine::IssuedCall;
-use crate::tools::{Allowance, DESCRIBE_PATH, Policy, SEARCH_PATH};
+use crate::tools::{Allowance, CallCounts, DESCRIBE_PATH, Policy, SEARCH_PATH};
 
 /// Why a call is made, for the audit trail.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,19 +86,46 @@ fn planned(decision: Result<Policy, String>, ahead: Option<ApprovalAction>) -> A
     }
 }
 
+/// What the execution called before each call of `batch` (see
+/// [`CallCounts`]), `writes` saying which tools write. Every earlier step is
+/// in the journal (made, refused or waiting) or earlier in the batch, and the
+/// same code issues the same calls on every replay, so the counts are stable.
+pub(super) fn counts_before(journal: &Journal, batch: &[IssuedCall], writes: impl Fn(&str) -> bool) -> Vec<CallCounts> {
+    let mut issued: BTreeMap<u32, &str> = journal.steps.iter().map(|s| (s.step, s.path.as_str())).collect();
+    issued.extend(journal.pending.iter().map(|p| (p.step, p.path.as_str())));
+    issued.extend(batch.iter().map(|c| (c.step, c.path.as_str())));
+    let (mut running, mut per_tool) = (CallCounts::default(), HashMap::<&str, u32>::new());
+    let mut before: HashMap<u32, CallCounts> = HashMap::with_capacity(batch.len());
+    for (step, path) in issued.range(..=batch.iter().map(|c| c.step).max().unwrap_or(0)) {
+        if batch.iter().any(|c| c.step == *step) {
+            before.insert(*step, CallCounts { calls_to_tool: per_tool.get(path).copied().unwrap_or(0), ..running });
+        }
+        if !is_builtin(path) {
+            running.calls += 1;
+            running.writes += u32::from(writes(path));
+            *per_tool.entry(path).or_default() += 1;
+        }
+    }
+    batch.iter().map(|c| before.get(&c.step).copied().unwrap_or_default()).collect()
+}
+
 /// Decide every call of a batch before any is made. `decide` checks a new
 /// call's arguments, then asks the policy ([`Tools::validate`](crate::Tools::validate), [`Tools::policy`](crate::Tools::policy));
 /// journaled calls are never asked again, so a replay is what the first run was.
+/// `counts` are [`counts_before`] the batch's calls, handed to `decide`.
 pub(super) fn plan(
     journal: &Journal,
     decisions: &BTreeMap<u32, ApprovalAction>,
     batch: &[IssuedCall],
+    counts: &[CallCounts],
     max_calls: Option<u32>,
-    decide: impl Fn(&str, &Value) -> Result<Policy, String>,
+    decide: impl Fn(&str, &Value, CallCounts) -> Result<Policy, String>,
 ) -> Result<Vec<Action>, SandboxError> {
     batch
         .iter()
-        .map(|call| {
+        .zip(counts)
+        .map(|(call, before)| {
+            let decide = || decide(&call.path, &call.args, *before);
             let replay = journal.check(call.step, &call.path, &call.args_hash)?;
             // Steps count every call from 0, so a new call at step `max` is one too many.
             if let (Replay::New, Some(max)) = (&replay, max_calls)
@@ -113,9 +140,7 @@ pub(super) fn plan(
                     // while the owner has none, it waits again. Once connected, the
                     // call is planned as new (its arguments checked against the tools
                     // the connection listed; a write still asks for its approval).
-                    Some(ApprovalAction::Accept) if pending.connect.is_some() => {
-                        planned(decide(&call.path, &call.args), None)
-                    }
+                    Some(ApprovalAction::Accept) if pending.connect.is_some() => planned(decide(), None),
                     Some(action) => decided(*action),
                     None => Action::Await {
                         message: pending.message.clone(),
@@ -125,7 +150,7 @@ pub(super) fn plan(
                 },
                 Replay::New if is_builtin(&call.path) => Action::Call(Allowed::Builtin),
                 // A decision made ahead of time (by step) applies without pausing.
-                Replay::New => planned(decide(&call.path, &call.args), decisions.get(&call.step).copied()),
+                Replay::New => planned(decide(), decisions.get(&call.step).copied()),
             })
         })
         .collect()
@@ -140,6 +165,50 @@ mod tests {
 
     fn call(step: u32, path: &str, args: Value) -> IssuedCall {
         IssuedCall::new(step, path, args)
+    }
+
+    /// [`plan`] with no quota, its policy told nothing of earlier calls.
+    fn uncounted(
+        journal: &Journal,
+        decisions: &BTreeMap<u32, ApprovalAction>,
+        batch: &[IssuedCall],
+        decide: impl Fn(&str, &Value) -> Result<Policy, String>,
+    ) -> Result<Vec<Action>, SandboxError> {
+        let counts = vec![CallCounts::default(); batch.len()];
+        plan(journal, decisions, batch, &counts, None, |path, args, _| decide(path, args))
+    }
+
+    #[test]
+    fn counts_before_each_call() {
+        let mut journal = Journal::new(Timestamp::from_millis(0), 1);
+        let done = |step: u32, path: &str| JournalStep {
+            step,
+            path: path.into(),
+            args_hash: ArgsHash::of(&json!({})),
+            outcome: StepOutcome::Err { code: "blocked".into(), message: "no".into() },
+            completed_at: Timestamp::from_millis(5),
+        };
+        // Made or refused, waiting, a search: all issued before the batch.
+        journal.record(done(0, "gh.create"));
+        journal.record(done(1, "search"));
+        journal.record(done(2, "gh.list"));
+        journal.add_pending(PendingCall::new(3, "gh.create", json!({}), "create?"));
+        let batch = [call(4, "gh.create", json!({})), call(5, "gh.delete", json!({})), call(6, "gh.create", json!({}))];
+        let writes = |path: &str| path != "gh.list";
+        let counts = counts_before(&journal, &batch, writes);
+        let expected = [
+            CallCounts { calls: 3, writes: 2, calls_to_tool: 2 },
+            CallCounts { calls: 4, writes: 3, calls_to_tool: 0 },
+            CallCounts { calls: 5, writes: 4, calls_to_tool: 3 },
+        ];
+        assert_eq!(counts, expected);
+        // A replay of the same code counts the same, whatever was decided meanwhile.
+        journal.record(done(4, "gh.create"));
+        assert_eq!(counts_before(&journal, &batch, writes), expected);
+        assert_eq!(
+            counts_before(&Journal::new(Timestamp::from_millis(0), 1), &batch[..1], writes),
+            [CallCounts::default()]
+        );
     }
 
     #[test]
@@ -173,7 +242,7 @@ mod tests {
             call(6, "gh.get", json!({})),
             call(7, "search", json!({"query": "x"})),
         ];
-        let actions = plan(&journal, &decisions, &batch, None, policy).unwrap();
+        let actions = uncounted(&journal, &decisions, &batch, policy).unwrap();
         assert_eq!(
             actions,
             [
@@ -189,12 +258,12 @@ mod tests {
             ]
         );
 
-        let diverged = plan(&journal, &decisions, &[call(0, "gh.get", json!({}))], None, policy);
+        let diverged = uncounted(&journal, &decisions, &[call(0, "gh.get", json!({}))], policy);
         assert!(matches!(diverged, Err(SandboxError::NonDeterministic(_))));
-        let cancelled = plan(&journal, &BTreeMap::from([(1, ApprovalAction::Cancel)]), &batch[1..2], None, policy);
+        let cancelled = uncounted(&journal, &BTreeMap::from([(1, ApprovalAction::Cancel)]), &batch[1..2], policy);
         assert_eq!(cancelled.unwrap(), [Action::Cancel]);
         let ahead = BTreeMap::from([(4, ApprovalAction::Accept), (5, ApprovalAction::Accept)]);
-        let planned = plan(&journal, &ahead, &batch[4..6], None, policy).unwrap();
+        let planned = uncounted(&journal, &ahead, &batch[4..6], policy).unwrap();
         let blocked = Action::Block { reason: "deletes are off".into(), rule: "r2".into() };
         assert_eq!(planned, [Action::Call(Allowed::Decision), blocked], "a decision never unblocks");
     }
@@ -208,28 +277,28 @@ mod tests {
         let accepted = BTreeMap::from([(0, ApprovalAction::Accept)]);
         // New: it waits, and a decision ahead of time does not connect anything.
         assert_eq!(
-            plan(&fresh, &BTreeMap::new(), &batch, None, |_, _| connect()).unwrap(),
+            uncounted(&fresh, &BTreeMap::new(), &batch, |_, _| connect()).unwrap(),
             std::slice::from_ref(&waits)
         );
-        assert_eq!(plan(&fresh, &accepted, &batch, None, |_, _| connect()).unwrap(), std::slice::from_ref(&waits));
+        assert_eq!(uncounted(&fresh, &accepted, &batch, |_, _| connect()).unwrap(), std::slice::from_ref(&waits));
         // Pending: accepted while still not connected, it waits again; once
         // connected it is planned by the policy, so a write still asks for approval.
         let mut journal = Journal::new(Timestamp::from_millis(0), 1);
         journal.add_pending(PendingCall::connect(0, "crm.list", json!({}), "connect crm", "crm"));
         assert_eq!(
-            plan(&journal, &BTreeMap::new(), &batch, None, |_, _| Ok(Policy::run_by_default())).unwrap(),
+            uncounted(&journal, &BTreeMap::new(), &batch, |_, _| Ok(Policy::run_by_default())).unwrap(),
             std::slice::from_ref(&waits)
         );
-        assert_eq!(plan(&journal, &accepted, &batch, None, |_, _| connect()).unwrap(), [waits]);
+        assert_eq!(uncounted(&journal, &accepted, &batch, |_, _| connect()).unwrap(), [waits]);
         assert_eq!(
-            plan(&journal, &accepted, &batch, None, |_, _| Ok(Policy::run_by_default())).unwrap(),
+            uncounted(&journal, &accepted, &batch, |_, _| Ok(Policy::run_by_default())).unwrap(),
             [Action::Call(Allowed::By(Allowance::Rule(DEFAULT_RULE.into())))]
         );
         let approve = |_: &str, _: &Value| Ok(Policy::NeedsApproval { message: "write?".into(), rule: "w".into() });
         let asks = Action::Await { message: "write?".into(), connect: None, rule: Some("w".into()) };
-        assert_eq!(plan(&journal, &accepted, &batch, None, approve).unwrap(), [asks]);
+        assert_eq!(uncounted(&journal, &accepted, &batch, approve).unwrap(), [asks]);
         let declined = BTreeMap::from([(0, ApprovalAction::Decline)]);
-        assert_eq!(plan(&journal, &declined, &batch, None, |_, _| connect()).unwrap(), [Action::Decline]);
+        assert_eq!(uncounted(&journal, &declined, &batch, |_, _| connect()).unwrap(), [Action::Decline]);
     }
 
     #[test]
@@ -283,7 +352,7 @@ mod tests {
         ];
         let batch = [call(0, "gh.create", json!({})), call(1, "gh.create", json!({"title": "t"}))];
         for (case, journal, decisions, first) in cases {
-            let planned = plan(journal, decisions, &batch, None, decide).unwrap();
+            let planned = uncounted(journal, decisions, &batch, decide).unwrap();
             assert_eq!(planned, [first, asks.clone()], "{case}: the valid write still asks");
         }
     }

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use executor_core::{Clock, ExecutionId, Timestamp};
-use executor_sandbox::{CallContext, Limits, Outcome, Policy, Sandbox, Segment, ToolError, ToolOutcome, Tools};
+use executor_sandbox::{
+    CallContext, Limits, Outcome, Policy, PolicyCall, Sandbox, Segment, ToolError, ToolOutcome, Tools,
+};
 use serde_json::{Value, json};
 
 pub const START: u64 = 1_700_000_000_000;
@@ -41,7 +43,8 @@ impl Tools for TestTools {
         }
     }
 
-    fn policy(&self, path: &str, _args: &Value) -> Policy {
+    fn policy(&self, call: &PolicyCall<'_>) -> Policy {
+        let path = call.path;
         if path.starts_with("w.") {
             Policy::NeedsApproval { message: format!("{path} wants to write"), rule: "writes".into() }
         } else if path.starts_with("x.") {

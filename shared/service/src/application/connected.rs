@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use executor_core::{Principal, ToolkitName};
-use executor_sandbox::{CallContext, Connections, PathFilter, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
+use executor_sandbox::{
+    CallContext, Connections, PathFilter, Policy, PolicyCall, ToolError, ToolOutcome, ToolSuccess, Tools, UiResource,
+    UiResourceError,
+};
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
@@ -38,7 +41,8 @@ impl Tools for Connected {
         self.inner.validate(path, args)
     }
 
-    fn policy(&self, path: &str, args: &Value) -> Policy {
+    fn policy(&self, call: &PolicyCall<'_>) -> Policy {
+        let path = call.path;
         // Only for a tool this view has: a hidden or unknown one answers as if it did not exist.
         if let Some(source) = self.connections.source_of(path)
             && self.inner.offers(path)
@@ -50,7 +54,7 @@ impl Tools for Connected {
             );
             return Policy::NeedsConnect { source, message };
         }
-        self.inner.policy(path, args)
+        self.inner.policy(call)
     }
 
     fn effect(&self, path: &str) -> Option<executor_core::Effect> {
@@ -105,5 +109,17 @@ impl Tools for Connected {
     async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {
         self.inner.prepare_for(&self.owner).await;
         self.inner.search_visible(request, visible).await
+    }
+
+    fn known_ui_resources(&self) -> Vec<UiResource> {
+        self.inner.known_ui_resources()
+    }
+
+    async fn ui_resources(&self, owner: &Principal) -> Vec<UiResource> {
+        self.inner.ui_resources(owner).await
+    }
+
+    async fn read_ui_resource(&self, owner: &Principal, uri: &str) -> Result<Value, UiResourceError> {
+        self.inner.read_ui_resource(owner, uri).await
     }
 }

@@ -14,7 +14,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use executor_core::Effect;
 use executor_core::{Clock, Grant, GrantId, GrantedBy, Principal, ToolkitName};
-use executor_sandbox::{Allowance, CallContext, PathFilter, Policy, ToolError, ToolOutcome, ToolSuccess, Tools};
+use executor_sandbox::{
+    Allowance, CallContext, PathFilter, Policy, PolicyCall, ToolError, ToolOutcome, ToolSuccess, Tools, UiResource,
+    UiResourceError,
+};
 use executor_store::{Access, GrantStore, StoreError};
 use serde_json::Value;
 use tokio::sync::OnceCell;
@@ -120,9 +123,9 @@ impl Tools for Granted {
         self.inner.validate(path, args)
     }
 
-    fn policy(&self, path: &str, args: &Value) -> Policy {
-        let grant = self.granted.get().and_then(|tools| tools.get(path));
-        with_grant(self.inner.policy(path, args), grant)
+    fn policy(&self, call: &PolicyCall<'_>) -> Policy {
+        let grant = self.granted.get().and_then(|tools| tools.get(call.path));
+        with_grant(self.inner.policy(call), grant)
     }
 
     fn effect(&self, path: &str) -> Option<Effect> {
@@ -180,6 +183,18 @@ impl Tools for Granted {
     async fn search_visible(&self, request: Value, visible: &PathFilter<'_>) -> ToolOutcome {
         self.inner.search_visible(request, visible).await
     }
+
+    fn known_ui_resources(&self) -> Vec<UiResource> {
+        self.inner.known_ui_resources()
+    }
+
+    async fn ui_resources(&self, owner: &Principal) -> Vec<UiResource> {
+        self.inner.ui_resources(owner).await
+    }
+
+    async fn read_ui_resource(&self, owner: &Principal, uri: &str) -> Result<Value, UiResourceError> {
+        self.inner.read_ui_resource(owner, uri).await
+    }
 }
 
 #[cfg(test)]
@@ -199,8 +214,8 @@ mod tests {
             if args.get("bad").is_some() { Err("unknown argument `bad`".into()) } else { Ok(()) }
         }
 
-        fn policy(&self, path: &str, _: &Value) -> Policy {
-            Policy::NeedsApproval { message: format!("{path}?"), rule: "strict".into() }
+        fn policy(&self, call: &PolicyCall<'_>) -> Policy {
+            Policy::NeedsApproval { message: format!("{}?", call.path), rule: "strict".into() }
         }
 
         fn effect(&self, _: &str) -> Option<Effect> {
@@ -238,9 +253,9 @@ mod tests {
         // Its executions are the toolkit's: they continue in its view.
         assert_eq!(tools.toolkit(), Some(&strict));
         let asks = Policy::NeedsApproval { message: "w.create?".into(), rule: "strict".into() };
-        assert_eq!(tools.policy("w.create", &json!({})), asks);
+        assert_eq!(tools.policy(&PolicyCall::new("w.create", &json!({}))), asks);
         tools.prepare_approvals().await;
-        let by_grant = |tools: &Arc<dyn Tools>, path: &str| match tools.policy(path, &json!({})) {
+        let by_grant = |tools: &Arc<dyn Tools>, path: &str| match tools.policy(&PolicyCall::new(path, &json!({}))) {
             Policy::Run { by: Allowance::Grant(id) } => Some(id),
             _ => None,
         };
@@ -254,12 +269,18 @@ mod tests {
         let invalid = tools.validate("w.create", &json!({"bad": 1}));
         assert_eq!(invalid, Err("unknown argument `bad`".into()), "a grant skips the question, never the check");
         assert_eq!(by_grant(&tools, "w.update").as_ref(), ids.get("w.update"), "granted on this toolkit");
-        assert!(matches!(tools.policy("w.delete", &json!({})), Policy::NeedsApproval { .. }), "another toolkit's");
+        assert!(
+            matches!(tools.policy(&PolicyCall::new("w.delete", &json!({}))), Policy::NeedsApproval { .. }),
+            "another toolkit's"
+        );
         // On /mcp, only the grant given there applies.
         let mcp = grants.tools_for(&owner, None, Arc::new(Strict(strict.clone())));
         mcp.prepare_approvals().await;
         assert_eq!(by_grant(&mcp, "w.create").as_ref(), ids.get("w.create"));
-        assert!(matches!(mcp.policy("w.update", &json!({})), Policy::NeedsApproval { .. }), "a toolkit's grant");
+        assert!(
+            matches!(mcp.policy(&PolicyCall::new("w.update", &json!({}))), Policy::NeedsApproval { .. }),
+            "a toolkit's grant"
+        );
     }
 
     #[test]

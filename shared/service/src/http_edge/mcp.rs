@@ -3,8 +3,9 @@
 //! scoped to a toolkit works on its endpoint only), the body is capped and
 //! parsed, the session named by `Mcp-Session-Id` checked, the elicitation
 //! mode chosen; MCP task messages (2025-11-25 and the 2026-07-28 extension)
-//! are answered before rmcp, everything else by rmcp and the `execute` and
-//! `resume` tools (`mcp_tools`).
+//! and the upstreams' UI resources (MCP Apps: `resources/*`, where there are
+//! any) are answered before rmcp, everything else by rmcp and the `execute` and `resume` tools
+//! (`mcp_tools`).
 //!
 //! Stateless rather than rmcp's session mode with its `SessionStore`: rmcp's
 //! session mode keeps a live worker per session in memory, answers with SSE
@@ -29,7 +30,7 @@ use crate::application::sessions::{STATELESS_VERSION, Sessions};
 use crate::compose::Services;
 use crate::config::{HostConfig, parse_mode};
 use crate::http_edge::auth::{Authenticated, Authenticator, rpc_refusal, scoped_elsewhere};
-use crate::http_edge::mcp_tools::{Caller, McpServer, tasks_extension};
+use crate::http_edge::mcp_tools::{Caller, McpServer, tasks_extension, ui_resources};
 use crate::http_edge::native::NativeApprovals;
 use crate::http_edge::responses::{json_response, preflight, rpc_error};
 use crate::http_edge::sessions::{self, SESSION_HEADER};
@@ -180,12 +181,17 @@ impl McpEdge {
         if crate::http_edge::mcp_tools::is_task_message(&message) {
             return json_response(StatusCode::OK, &endpoint.server.answer_task_message(&caller, &message).await);
         }
+        if ui_resources::answers(&message, endpoint.server.tools()) {
+            return endpoint.server.answer_resources(&caller, &parts.headers, &message).await;
+        }
         // A 2026-07-28 execute that declares the tasks extension: `running` may become a task.
         let task_caller = tasks_extension::may_become_task(&message, &parts.headers).then(|| caller.clone());
         parts.extensions.insert(caller);
         let response = forward(&endpoint.http, Request::from_parts(parts, body)).await;
         let response = match message.get("method").and_then(Value::as_str) {
-            Some(method @ ("initialize" | "tools/list" | "server/discover")) => with_task_support(method, response),
+            Some(method @ ("initialize" | "tools/list" | "server/discover")) => {
+                with_declarations(method, response, &endpoint.server)
+            }
             _ => response,
         };
         let response = match task_caller {
@@ -227,13 +233,15 @@ fn rmcp_config(config: &HostConfig) -> StreamableHttpServerConfig {
 }
 
 /// rmcp's answer to `method`, declaring what [`crate::http_edge::mcp_tools`] adds: MCP tasks
-/// (and, in `server/discover`, the tasks extension).
-fn with_task_support(method: &str, response: Response<Bytes>) -> Response<Bytes> {
+/// (and, in `server/discover`, the tasks extension), and MCP Apps when the
+/// endpoint has UI resources.
+fn with_declarations(method: &str, response: Response<Bytes>, server: &McpServer) -> Response<Bytes> {
     let (parts, body) = response.into_parts();
     let Ok(mut message) = serde_json::from_slice::<Value>(&body) else {
         return Response::from_parts(parts, body);
     };
     crate::http_edge::mcp_tools::declare_tasks(method, &mut message);
+    ui_resources::declare(method, &mut message, server.tools());
     let mut response = json_response(parts.status, &message);
     for (name, value) in &parts.headers {
         if name != header::CONTENT_LENGTH {

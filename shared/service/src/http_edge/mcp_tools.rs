@@ -6,6 +6,7 @@
 
 mod tasks;
 pub(crate) mod tasks_extension;
+pub(crate) mod ui_resources;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,6 +69,11 @@ impl McpServer {
         #[cfg(feature = "conformance")]
         let declared = crate::http_edge::conformance::with_fixtures(declared);
         Self { executions, tools, declared, native }
+    }
+
+    /// The tools this endpoint serves.
+    pub(crate) fn tools(&self) -> &dyn Tools {
+        &*self.tools
     }
 
     async fn execute(&self, caller: &Caller, args: &JsonObject) -> CallToolResponse {
@@ -342,6 +348,49 @@ impl ServerHandler for McpServer {
         };
         Ok(response)
     }
+}
+
+/// JSON-RPC's "invalid params".
+const INVALID_PARAMS: i64 = -32602;
+
+/// A JSON-RPC error answer to a message answered before rmcp (the tasks
+/// extension, MCP Apps resources), with its HTTP status.
+#[derive(Debug, PartialEq)]
+struct Refusal {
+    status: http::StatusCode,
+    code: i64,
+    message: String,
+    data: Option<Value>,
+}
+
+impl Refusal {
+    fn new(code: i64, message: impl Into<String>) -> Self {
+        Self { status: http::StatusCode::OK, code, message: message.into(), data: None }
+    }
+
+    fn invalid(message: impl Into<String>) -> Self {
+        Self::new(INVALID_PARAMS, message)
+    }
+}
+
+/// The JSON-RPC answer with `id` to a message answered before rmcp.
+fn json_rpc_answer(id: Value, answered: Result<Value, Refusal>) -> http::Response<bytes::Bytes> {
+    use crate::http_edge::responses::json_response;
+    match answered {
+        Ok(result) => json_response(http::StatusCode::OK, &json!({ "jsonrpc": "2.0", "id": id, "result": result })),
+        Err(Refusal { status, code, message, data }) => {
+            let mut error = json!({ "code": code, "message": message });
+            if let Some(data) = data {
+                error["data"] = data;
+            }
+            json_response(status, &json!({ "jsonrpc": "2.0", "id": id, "error": error }))
+        }
+    }
+}
+
+/// The request's `MCP-Protocol-Version` (empty without one).
+fn protocol_version(headers: &http::HeaderMap) -> &str {
+    headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok()).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -17,8 +17,8 @@ impl Tools for Echo {
     fn validate(&self, _: &str, args: &Value) -> Result<(), String> {
         if args.get("bad").is_some() { Err("no argument `bad`".into()) } else { Ok(()) }
     }
-    fn policy(&self, path: &str, _: &Value) -> Policy {
-        match path.split('.').next() {
+    fn policy(&self, call: &PolicyCall<'_>) -> Policy {
+        match call.path.split('.').next() {
             Some("w") => Policy::NeedsApproval { message: "write?".into(), rule: "w-asks".into() },
             Some("x") => Policy::Blocked { reason: "off".into(), rule: "x-off".into() },
             _ => Policy::run_by_default(),
@@ -69,7 +69,8 @@ fn planned(phase: Phase) -> Result<Vec<Action>, &'static str> {
 #[test]
 fn planning_stops_at_the_safe_point_or_plans_the_whole_batch() {
     let calls = [call(0, "a.read", json!({})), call(1, "w.write", json!({}))];
-    let decide = |path: &str, args: &Value| Echo.validate(path, args).map(|()| Echo.policy(path, args));
+    let decide =
+        |path: &str, args: &Value, _| Echo.validate(path, args).map(|()| Echo.policy(&PolicyCall::new(path, args)));
     let asks = Action::Await { message: "write?".into(), connect: None, rule: Some("w-asks".into()) };
     let run = || Action::Call(Allowed::By(Allowance::Rule(DEFAULT_RULE.into())));
     let decided = || Action::Call(Allowed::Decision);
@@ -120,7 +121,11 @@ fn planning_stops_at_the_safe_point_or_plans_the_whole_batch() {
         ),
     ];
     for (case, segment, expected) in cases {
-        assert_eq!(planned(plan_batch(&segment, calls.to_vec(), decide)), expected, "{case}");
+        assert_eq!(
+            planned(plan_batch(&segment, calls.to_vec(), vec![CallCounts::default(); calls.len()], decide)),
+            expected,
+            "{case}"
+        );
     }
 }
 
@@ -156,7 +161,7 @@ fn journaling_records_every_call_and_counts_the_pending() {
         (Ok(ToolSuccess { data: json!(2), http_status: Some(201) }), ms(5)),
         (Err(failed), ms(6)),
     ];
-    let batch = Batch { calls: calls.to_vec(), actions };
+    let batch = Batch { calls: calls.to_vec(), actions, counts: vec![CallCounts::default(); calls.len()] };
     let mut journal = Journal::new(Timestamp::from_millis(1), 7);
     let mut audited = Vec::new();
     let log = |call: &IssuedCall, action: &Action, made: Option<&(Result<ToolSuccess, ToolError>, Duration)>| {

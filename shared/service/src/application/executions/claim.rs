@@ -77,7 +77,9 @@ impl Executions {
         let snapshot = Snapshot { code: execution.code.clone(), journal: execution.journal.clone() };
         executor_telemetry::add(Metric::ReplaySteps, snapshot.journal.steps.len() as u64);
         let max_tool_calls = self.runner.max_tool_calls(&execution.owner);
-        let segment = Segment::resume(execution.id.clone(), snapshot, action).with_max_tool_calls(max_tool_calls);
+        let segment = Segment::resume(execution.id.clone(), snapshot, action)
+            .with_max_tool_calls(max_tool_calls)
+            .owned_by(execution.owner.clone());
         self.runner.run(execution, true, segment, view, Held { slot, quota: None }).await
     }
 
@@ -157,7 +159,8 @@ impl Executions {
         let snapshot = Snapshot { code: execution.code.clone(), journal: execution.journal.clone() };
         executor_telemetry::add(Metric::ReplaySteps, snapshot.journal.steps.len() as u64);
         let segment = Segment::resume(id.clone(), snapshot, ApprovalAction::Accept)
-            .with_max_tool_calls(self.runner.max_tool_calls(&execution.owner));
+            .with_max_tool_calls(self.runner.max_tool_calls(&execution.owner))
+            .owned_by(execution.owner.clone());
         // Nobody waits for an answer here: the run goes on to its end (its
         // wall clock ends it first), and is never handed on again.
         let runner = Runner { budget: self.runner.run_limit(), continuations: None, ..self.runner.clone() };

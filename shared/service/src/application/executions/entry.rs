@@ -101,7 +101,9 @@ impl Executions {
     ) -> Result<(Execution, Segment), StoreError> {
         let (id, now) = (admitted.id.clone(), self.runner.clock.now());
         let seed = crate::application::random::seed().map_err(no_randomness)?;
-        let segment = Segment::start(id.clone(), code.clone(), now, seed).with_max_tool_calls(admitted.max_tool_calls);
+        let segment = Segment::start(id.clone(), code.clone(), now, seed)
+            .with_max_tool_calls(admitted.max_tool_calls)
+            .owned_by(owner.clone());
         count(Metric::ExecutionsStarted);
         let mut execution =
             Execution::start(id, owner.clone(), session.cloned(), mode, code, segment.journal.clone(), now);

@@ -18,7 +18,7 @@ use rmcp::model::{CallToolResponse, InputRequest};
 use serde_json::{Map, Value, json};
 use tracing::Instrument;
 
-use super::{Caller, McpServer};
+use super::{Caller, McpServer, Refusal, json_rpc_answer, protocol_version};
 use crate::application::executions::{ExecutionResult, ResumeError};
 use crate::application::sessions::STATELESS_VERSION;
 use crate::http_edge::native::approval_form;
@@ -34,7 +34,6 @@ const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// JSON-RPC error codes of 2026-07-28.
 const HEADER_MISMATCH: i64 = -32020;
 const MISSING_CAPABILITY: i64 = -32021;
-const INVALID_PARAMS: i64 = -32602;
 
 /// The `Mcp-Name` header: for `tasks/*`, the task id (SEP-2243).
 const MCP_NAME: &str = "mcp-name";
@@ -69,29 +68,6 @@ pub(crate) fn may_become_task(message: &Value, headers: &HeaderMap) -> bool {
         && declares_extension(message)
 }
 
-fn protocol_version(headers: &HeaderMap) -> &str {
-    headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok()).unwrap_or_default()
-}
-
-/// A JSON-RPC error answer, with its HTTP status.
-#[derive(Debug)]
-struct Refusal {
-    status: StatusCode,
-    code: i64,
-    message: String,
-    data: Option<Value>,
-}
-
-impl Refusal {
-    fn new(code: i64, message: impl Into<String>) -> Self {
-        Self { status: StatusCode::OK, code, message: message.into(), data: None }
-    }
-
-    fn invalid(message: impl Into<String>) -> Self {
-        Self::new(INVALID_PARAMS, message)
-    }
-}
-
 impl From<ResumeError> for Refusal {
     fn from(error: ResumeError) -> Self {
         match error {
@@ -113,16 +89,7 @@ impl McpServer {
     ) -> Response<Bytes> {
         let id = message.get("id").cloned().unwrap_or(Value::Null);
         let answered = self.tasks_extension(caller, headers, message).instrument(caller.span.clone()).await;
-        match answered {
-            Ok(result) => json_response(StatusCode::OK, &json!({ "jsonrpc": "2.0", "id": id, "result": result })),
-            Err(Refusal { status, code, message, data }) => {
-                let mut error = json!({ "code": code, "message": message });
-                if let Some(data) = data {
-                    error["data"] = data;
-                }
-                json_response(status, &json!({ "jsonrpc": "2.0", "id": id, "error": error }))
-            }
-        }
+        json_rpc_answer(id, answered)
     }
 
     async fn tasks_extension(&self, caller: &Caller, headers: &HeaderMap, message: &Value) -> Result<Value, Refusal> {
@@ -328,17 +295,22 @@ fn check_name(headers: &HeaderMap, task_id: &str) -> Result<(), Refusal> {
         return Err(mismatch("the Mcp-Name header (the taskId) is required".into()));
     };
     let raw = raw.to_str().map_err(|_| mismatch("the Mcp-Name header is not text".into()))?;
-    let decoded = match raw.strip_prefix("=?base64?").and_then(|inner| inner.strip_suffix("?=")) {
+    match decoded(raw) {
+        Some(name) if name == task_id => Ok(()),
+        _ => Err(mismatch(format!("the Mcp-Name header does not match params.taskId `{task_id}`"))),
+    }
+}
+
+/// A header value of 2026-07-28 (SEP-2243), which may be Base64-wrapped as
+/// `=?base64?…?=`; `None` when the wrapping does not decode to text.
+pub(super) fn decoded(raw: &str) -> Option<String> {
+    match raw.strip_prefix("=?base64?").and_then(|inner| inner.strip_suffix("?=")) {
         Some(inner) => {
             use base64::Engine;
             let bytes = base64::engine::general_purpose::STANDARD.decode(inner).ok();
             bytes.and_then(|bytes| String::from_utf8(bytes).ok())
         }
         None => Some(raw.to_owned()),
-    };
-    match decoded {
-        Some(name) if name == task_id => Ok(()),
-        _ => Err(mismatch(format!("the Mcp-Name header does not match params.taskId `{task_id}`"))),
     }
 }
 
