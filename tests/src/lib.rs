@@ -134,6 +134,39 @@ pub fn embedded_store() -> (EmbeddedStore, tempfile::TempDir) {
     (store, dir)
 }
 
+/// Where a host under test runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deployment {
+    /// `executor serve`: one process, embedded store, both surfaces on one port.
+    Local,
+    /// The MCP and approval functions behind API Gateway, DynamoDB, Scheduler.
+    Lambda,
+}
+
+/// Each `async fn name(deployment: Deployment)` scenario, once per
+/// deployment: tests `local::name` and `lambda::name`.
+#[macro_export]
+macro_rules! on_both_deployments {
+    ($($scenario:ident),* $(,)?) => {
+        mod local {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario($crate::Deployment::Local).await;
+                }
+            )*
+        }
+        mod lambda {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario($crate::Deployment::Lambda).await;
+                }
+            )*
+        }
+    };
+}
+
 /// Turn `async fn name<S: Store + 'static>(store: Arc<S>)` functions into tests
 /// that run on both adapters, named `embedded::name` and `dynamodb::name`.
 #[macro_export]

@@ -30,6 +30,7 @@ use executor_sandbox::{Limits, Sandbox};
 use executor_scheduler::{EventBridgeScheduler, SchedulerTarget};
 use executor_service::{Host, HostConfig};
 use executor_store::EmbeddedStore;
+use executor_tests::{Deployment, on_both_deployments};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ElicitationAction, Implementation, InitializeRequestParams,
     ProtocolVersion,
@@ -110,36 +111,6 @@ const MIN: Duration = Duration::from_secs(60);
 const SECOND: Duration = Duration::from_secs(1);
 /// The longest a test waits for a background effect (an event's delivery).
 const SETTLE: Duration = Duration::from_secs(30);
-
-#[derive(Debug, Clone, Copy)]
-enum Deployment {
-    /// `executor serve`: one process, embedded store, both surfaces on one port.
-    Local,
-    /// The MCP and approval functions behind API Gateway, DynamoDB, Scheduler.
-    Lambda,
-}
-
-/// Each scenario, once per deployment: `local::name` and `lambda::name`.
-macro_rules! on_both_deployments {
-    ($($scenario:ident),* $(,)?) => {
-        mod local {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    super::$scenario(super::Deployment::Local).await;
-                }
-            )*
-        }
-        mod lambda {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    super::$scenario(super::Deployment::Lambda).await;
-                }
-            )*
-        }
-    };
-}
 
 on_both_deployments!(
     a_decision_by_the_model_is_in_the_history_and_the_event,

@@ -30,6 +30,7 @@ use executor_scheduler::{EventBridgeScheduler, SchedulerTarget};
 use executor_service::{Host, HostConfig, ToolkitEndpoint};
 use executor_store::EmbeddedStore;
 use executor_tests::api_documents::GITHUB;
+use executor_tests::{Deployment, on_both_deployments};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion,
 };
@@ -47,36 +48,6 @@ const SANDBOX_CEDAR: &str =
 /// The longest a test waits for one answer of the host.
 const SETTLE: Duration = Duration::from_secs(120);
 const MIN: Duration = Duration::from_secs(60);
-
-#[derive(Debug, Clone, Copy)]
-enum Deployment {
-    /// `executor serve`: one process, embedded store, both surfaces on one port.
-    Local,
-    /// The MCP and approval functions behind API Gateway, DynamoDB, Scheduler.
-    Lambda,
-}
-
-/// Each scenario, once per deployment: `local::name` and `lambda::name`.
-macro_rules! on_both_deployments {
-    ($($scenario:ident),* $(,)?) => {
-        mod local {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    super::$scenario(super::Deployment::Local).await;
-                }
-            )*
-        }
-        mod lambda {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    super::$scenario(super::Deployment::Lambda).await;
-                }
-            )*
-        }
-    };
-}
 
 on_both_deployments!(
     comments_and_labels_run_and_closing_an_issue_asks,

@@ -22,6 +22,7 @@ use executor_scheduler::{EventBridgeScheduler, SchedulerTarget};
 use executor_service::{Alarms, Host, HostConfig};
 use executor_store::{DynamoStore, EmbeddedStore};
 use executor_tests::raw_mcp;
+use executor_tests::{Deployment, on_both_deployments};
 use quotas::{a_pause_resume_loop_stops_at_the_resume_cap, ten_racing_executes_against_five_an_hour};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, JsonObject, ProtocolVersion,
@@ -37,15 +38,6 @@ use toolkits::{
     a_scoped_key_cannot_reach_past_its_toolkit, a_scoped_key_works_only_on_its_toolkit,
     a_toolkit_sees_only_its_tools_and_only_tightens, a_toolkits_executions_continue_in_its_view_in_every_mode,
 };
-
-/// Where the host under test runs.
-#[derive(Debug, Clone, Copy)]
-enum Deployment {
-    /// `executor serve`: one process, embedded store.
-    Local,
-    /// The MCP and approval functions behind API Gateway, DynamoDB, Scheduler.
-    Lambda,
-}
 
 /// What outlives a host: its data. A restart starts a new host on the same place.
 enum Place {
@@ -218,28 +210,6 @@ async fn connect<C: rmcp::ClientHandler>(
     let client = connected.expect("the client connects");
     assert_eq!(client.peer_info().map(|info| info.protocol_version.clone()), Some(version), "negotiated");
     client
-}
-
-/// Each scenario, once per deployment: `local::name` and `lambda::name`.
-macro_rules! on_both_deployments {
-    ($($scenario:ident),* $(,)?) => {
-        mod local {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    super::$scenario(super::Deployment::Local).await;
-                }
-            )*
-        }
-        mod lambda {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    super::$scenario(super::Deployment::Lambda).await;
-                }
-            )*
-        }
-    };
 }
 
 on_both_deployments!(
