@@ -8,7 +8,7 @@
 
 use std::io::Read;
 use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -119,17 +119,16 @@ fn bounded(mut command: Command, vars: &[(&str, &str)]) -> Ran {
     };
     let stdout = drain(Box::new(child.stdout.take().unwrap()));
     let stderr = drain(Box::new(child.stderr.take().unwrap()));
-    let until = Instant::now() + DEADLINE;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() >= until {
-            let _ = child.kill();
-            let _ = child.wait();
+    // Waited for on a thread of its own, so the deadline bounds the wait without polling.
+    let pid = child.id();
+    let (done, exited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(child.wait()));
+    let status = match exited.recv_timeout(DEADLINE) {
+        Ok(status) => status.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
             panic!("{command:?} still ran after {DEADLINE:?}: {}", stderr.join().unwrap());
         }
-        std::thread::sleep(Duration::from_millis(20));
     };
     Ran { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() }
 }
