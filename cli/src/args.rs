@@ -6,7 +6,7 @@ use clap::Subcommand;
 use executor_core::Timestamp;
 
 use crate::since::{self, SinceError};
-use crate::{audit, commands, connections, executions, grants, keys};
+use crate::{audit, commands, connections, console, executions, grants, keys};
 
 #[derive(Subcommand)]
 pub enum ConnectionsCommand {
@@ -30,6 +30,33 @@ impl From<ConnectionsCommand> for connections::Command {
         match command {
             ConnectionsCommand::List { owner } => Self::ConnectionsList { owner },
             ConnectionsCommand::Disconnect { owner, source } => Self::ConnectionsDisconnect { owner, source },
+        }
+    }
+}
+
+#[derive(Subcommand)]
+pub enum ConsoleCommand {
+    /// Print a one-time link that signs OWNER in to the console (valid 10 minutes, used once).
+    Link {
+        /// Whose console: an API key's owner (or an OIDC identity as the server records it).
+        #[arg(long)]
+        owner: String,
+        /// Where people reach the server: the link's base [default: EXECUTOR_PUBLIC_URL, else the local address].
+        #[arg(long, env = "EXECUTOR_PUBLIC_URL", default_value = crate::health::DEFAULT_URL)]
+        url: String,
+    },
+    /// Sign OWNER out of the console in every browser.
+    Revoke {
+        #[arg(long)]
+        owner: String,
+    },
+}
+
+impl From<ConsoleCommand> for console::Command {
+    fn from(command: ConsoleCommand) -> Self {
+        match command {
+            ConsoleCommand::Link { owner, url } => Self::ConsoleLink { owner, url },
+            ConsoleCommand::Revoke { owner } => Self::ConsoleRevoke { owner },
         }
     }
 }

@@ -1,19 +1,20 @@
 //! The admin commands (`executor keys`, `executor grants`, `executor
-//! connections`, `executor executions`, `executor audit`) as one type, so the
+//! connections`, `executor executions`, `executor audit`, `executor
+//! console`) as one type, so the
 //! same command runs here or in the server that holds the store (`crate::admin`).
 
 use std::fmt;
 
 use executor_core::{Clock, SystemClock, Timestamp};
-use executor_store::{ConnectionStore, GrantStore, HistoryStore, KeyStore};
+use executor_store::{ConnectionStore, ConsoleStore, GrantStore, HistoryStore, KeyStore};
 use serde::{Deserialize, Serialize};
 
-use crate::{audit, connections, executions, grants, keys};
+use crate::{audit, connections, console, executions, grants, keys};
 
 /// What the admin commands need of a store.
-pub trait AdminStore: KeyStore + GrantStore + ConnectionStore + HistoryStore {}
+pub trait AdminStore: KeyStore + GrantStore + ConnectionStore + HistoryStore + ConsoleStore {}
 
-impl<T: KeyStore + GrantStore + ConnectionStore + HistoryStore> AdminStore for T {}
+impl<T: KeyStore + GrantStore + ConnectionStore + HistoryStore + ConsoleStore> AdminStore for T {}
 
 /// A command the socket takes: its `command` tag tells which.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,6 +25,7 @@ pub enum Command {
     Connections(connections::Command),
     Executions(executions::Command),
     Audit(audit::Command),
+    Console(console::Command),
 }
 
 impl Command {
@@ -45,6 +47,7 @@ pub enum Reply {
     Connections(connections::Reply),
     Executions(executions::Reply),
     Audit(audit::Reply),
+    Console(console::Reply),
 }
 
 impl fmt::Display for Reply {
@@ -55,6 +58,7 @@ impl fmt::Display for Reply {
             Self::Connections(reply) => reply.fmt(f),
             Self::Executions(reply) => reply.fmt(f),
             Self::Audit(reply) => reply.fmt(f),
+            Self::Console(reply) => reply.fmt(f),
         }
     }
 }
@@ -76,5 +80,8 @@ pub async fn run_at(store: &impl AdminStore, command: Command, now: Timestamp) -
             executions::run(store, command, now).await.map(Reply::Executions).map_err(|e| e.to_string())
         }
         Command::Audit(command) => audit::run(store, command).await.map(Reply::Audit).map_err(|e| e.to_string()),
+        Command::Console(command) => {
+            console::run(store, command, now).await.map(Reply::Console).map_err(|e| e.to_string())
+        }
     }
 }

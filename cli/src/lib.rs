@@ -6,6 +6,7 @@ pub mod args;
 pub mod audit;
 pub mod commands;
 pub mod connections;
+pub mod console;
 pub mod data_dir;
 pub mod executions;
 pub mod grants;

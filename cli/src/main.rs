@@ -18,7 +18,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 use executor_catalog::Catalog;
 #[cfg(unix)]
 use executor_cli::admin;
-use executor_cli::args::{AuditCommand, ConnectionsCommand, ExecutionsCommand, GrantsCommand, KeysCommand};
+use executor_cli::args::{
+    AuditCommand, ConnectionsCommand, ConsoleCommand, ExecutionsCommand, GrantsCommand, KeysCommand,
+};
 use executor_cli::{audit, commands, data_dir, health, keys, policy, serve};
 use executor_core::{Clock, SystemClock};
 use executor_store::{DynamoStore, EmbeddedStore, Store};
@@ -153,6 +155,8 @@ Environment (checked before anything is created; a bad value names the variable)
   EXECUTOR_OIDC_JWKS_URL              the issuer's keys [default: from its discovery document]
   EXECUTOR_OIDC_OWNER_CLAIM           the claim naming the owner [default: sub]
   EXECUTOR_OIDC_SHARE_KEY_OWNERS      true: the claim's value is a key owner's name [default: false]
+  EXECUTOR_CONSOLE_CLIENT_ID          the console signs in with the OIDC issuer as this public client [default: links only]
+  EXECUTOR_CONSOLE_SESSION_MS         how long a console sign-in lasts [default: 28800000, 8 hours]
   EXECUTOR_HEADER_TIMEOUT_MS, EXECUTOR_BODY_TIMEOUT_MS, EXECUTOR_IDLE_TIMEOUT_MS, EXECUTOR_MAX_CONNECTIONS
                                       as their options above
   EXECUTOR_EVENT_WEBHOOK              POST lifecycle events here (https, or http on loopback) [default: none]
@@ -199,6 +203,13 @@ enum Command {
     Executions {
         #[command(subcommand)]
         command: ExecutionsCommand,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// The approver's console (/console): a one-time sign-in link, or signing an owner out everywhere.
+    Console {
+        #[command(subcommand)]
+        command: ConsoleCommand,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -261,6 +272,7 @@ async fn run(command: Command) -> Result<(), String> {
         Command::Serve(args) => serve_command(args).await,
         Command::Keys { command, store } => run_admin(commands::Command::Keys(command.into()), &store).await,
         Command::Grants { command, store } => run_admin(commands::Command::Grants(command.into()), &store).await,
+        Command::Console { command, store } => run_admin(commands::Command::Console(command.into()), &store).await,
         Command::Catalog { command: CatalogCommand::Build { config, out } } => build_index(&config, &out),
         Command::Connections { command, store } => {
             run_admin(commands::Command::Connections(command.into()), &store).await

@@ -22,13 +22,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use executor_core::{
-    ApiKey, Event, Execution, ExecutionId, ExecutionRecord, Grant, GrantId, HistoryAppend, HistoryEntry, OAuthClient,
-    OAuthState, Principal, Session, SessionId, SourceConnection, Timestamp, TokenHash,
+    ApiKey, ConsoleSecret, ConsoleSecretKind, Event, Execution, ExecutionId, ExecutionRecord, Grant, GrantId,
+    HistoryAppend, HistoryEntry, OAuthClient, OAuthState, Principal, Session, SessionId, SourceConnection, Timestamp,
+    TokenHash,
 };
 use executor_scheduler::AlarmScheduler;
 use executor_store::{
-    Access, AuditLine, ConnectionStore, Emitted, ExecutionStore, GrantStore, HistoryStore, KeyStore, OAuthClientStore,
-    OutboxStore, Page, QuotaOutcome, QuotaStore, QuotaTake, SessionStore, StoreError,
+    Access, AuditLine, ConnectionStore, ConsoleStore, Emitted, ExecutionStore, GrantStore, HistoryStore, KeyStore,
+    OAuthClientStore, OutboxStore, Page, QuotaOutcome, QuotaStore, QuotaTake, SessionStore, StoreError,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -212,6 +213,11 @@ fn phrase(operation: &'static str) -> &'static str {
         "release_slot" => "release a quota slot",
         "pending_events" => "list undelivered events",
         "delete_event" => "delete a delivered event",
+        "put_console_secret" => "store a console secret",
+        "take_console_secret" => "take a console secret",
+        "get_console_secret" => "read a console secret",
+        "delete_console_secret" => "delete a console secret",
+        "revoke_console_sessions" => "revoke console sessions",
         "schedule" => "schedule a session alarm",
         "cancel" => "cancel a session alarm",
         other => other,
@@ -409,6 +415,33 @@ impl<T: OAuthClientStore> OAuthClientStore for Faulty<T> {
 
     async fn put_oauth_client(&self, client: &mut OAuthClient) -> Result<(), StoreError> {
         self.faults.run("put_oauth_client", self.inner.put_oauth_client(client)).await
+    }
+}
+
+#[async_trait]
+impl<T: ConsoleStore> ConsoleStore for Faulty<T> {
+    async fn put_console_secret(&self, secret: &ConsoleSecret) -> Result<(), StoreError> {
+        self.faults.run("put_console_secret", self.inner.put_console_secret(secret)).await
+    }
+
+    async fn take_console_secret(
+        &self,
+        kind: ConsoleSecretKind,
+        hash: &TokenHash,
+    ) -> Result<ConsoleSecret, StoreError> {
+        self.faults.run("take_console_secret", self.inner.take_console_secret(kind, hash)).await
+    }
+
+    async fn get_console_secret(&self, kind: ConsoleSecretKind, hash: &TokenHash) -> Result<ConsoleSecret, StoreError> {
+        self.faults.run("get_console_secret", self.inner.get_console_secret(kind, hash)).await
+    }
+
+    async fn delete_console_secret(&self, hash: &TokenHash) -> Result<(), StoreError> {
+        self.faults.run("delete_console_secret", self.inner.delete_console_secret(hash)).await
+    }
+
+    async fn revoke_console_sessions(&self, owner: &Principal) -> Result<usize, StoreError> {
+        self.faults.run("revoke_console_sessions", self.inner.revoke_console_sessions(owner)).await
     }
 }
 

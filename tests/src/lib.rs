@@ -14,6 +14,7 @@ pub mod counting;
 pub mod faults;
 pub mod lambda;
 pub mod mcp_client;
+pub mod oidc_provider;
 pub mod raw_mcp;
 pub mod stand_in;
 

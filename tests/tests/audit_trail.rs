@@ -25,9 +25,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use executor_catalog::{Catalog, CatalogConfig};
 use executor_cli::{keys, serve};
-use executor_core::{Clock, ManualClock, Timestamp};
-use executor_sandbox::{Limits, Sandbox};
-use executor_scheduler::{EventBridgeScheduler, SchedulerTarget};
+use executor_core::{ManualClock, Timestamp};
 use executor_service::{Host, HostConfig};
 use executor_store::EmbeddedStore;
 use executor_tests::{Deployment, on_both_deployments};
@@ -601,25 +599,10 @@ async fn start_lambda(catalog: Arc<Catalog>, clock: &Arc<ManualClock>, config: H
     let store = Arc::new(store.with_clock(clock.clone()));
     let alice = keys::create(&*store, "alice").await.unwrap();
     let bob = keys::create(&*store, "bob").await.unwrap();
-    let group = format!("executor-audit-{}-{}", std::process::id(), executor_tests::next_id());
-    executor_tests::scheduler_client().create_schedule_group().name(&group).send().await.unwrap();
-    let target = SchedulerTarget {
-        group,
-        target_arn: "arn:aws:lambda:us-east-1:123456789012:function:executor-alarm".into(),
-        role_arn: "arn:aws:iam::123456789012:role/executor-scheduler".into(),
-    };
-    let scheduler = Arc::new(EventBridgeScheduler::new(executor_tests::scheduler_client(), target));
     let sink = Arc::new(executor_events::Webhook::new(hook.to_owned()).unwrap());
-    // As the functions are configured: API Gateway routes by host.
-    let config = HostConfig { allowed_hosts: None, event_sink: Some(sink), ..config };
-    let clock: Arc<dyn Clock> = clock.clone();
-    let function = || {
-        let sandbox = Sandbox::with_clock(Limits::default(), clock.clone());
-        Host::new(store.clone(), catalog.clone(), &["ledger".to_owned()], sandbox, scheduler.clone(), config.clone())
-    };
-    let (mcp, approval) = (function(), function());
-    let hosts = vec![mcp.clone(), approval.clone()];
-    let (base, _done) = api_gateway::start(api_gateway::Functions { mcp, approval }, std::future::pending()).await;
+    let config = HostConfig { event_sink: Some(sink), ..config };
+    let (base, hosts) =
+        api_gateway::start_deployment(store, catalog, &["ledger".to_owned()], clock.clone(), config).await;
     (base, alice, bob, hosts)
 }
 

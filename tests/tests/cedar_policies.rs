@@ -24,10 +24,8 @@ use axum::extract::State;
 use axum::http::{Method, StatusCode, Uri};
 use executor_catalog::{Catalog, CatalogConfig};
 use executor_cli::{keys, serve};
-use executor_core::{Clock, ManualClock};
-use executor_sandbox::{Limits, Sandbox};
-use executor_scheduler::{EventBridgeScheduler, SchedulerTarget};
-use executor_service::{Host, HostConfig, ToolkitEndpoint};
+use executor_core::ManualClock;
+use executor_service::{HostConfig, ToolkitEndpoint};
 use executor_store::EmbeddedStore;
 use executor_tests::api_documents::GITHUB;
 use executor_tests::{Deployment, on_both_deployments};
@@ -397,24 +395,8 @@ async fn start_lambda(catalog: Arc<Catalog>, clock: &Arc<ManualClock>, config: H
     let (store, _client) = executor_tests::dynamo_store().await;
     let store = Arc::new(store.with_clock(clock.clone()));
     let alice = keys::create(&*store, "alice").await.unwrap();
-    let group = format!("executor-cedar-{}-{}", std::process::id(), executor_tests::next_id());
-    executor_tests::scheduler_client().create_schedule_group().name(&group).send().await.unwrap();
-    let target = SchedulerTarget {
-        group,
-        target_arn: "arn:aws:lambda:us-east-1:123456789012:function:executor-alarm".into(),
-        role_arn: "arn:aws:iam::123456789012:role/executor-scheduler".into(),
-    };
-    let scheduler = Arc::new(EventBridgeScheduler::new(executor_tests::scheduler_client(), target));
-    // As the functions are configured: API Gateway routes by host.
-    let config = HostConfig { allowed_hosts: None, ..config };
-    let clock: Arc<dyn Clock> = clock.clone();
-    let function = || {
-        let sandbox = Sandbox::with_clock(Limits::default(), clock.clone());
-        Host::new(store.clone(), catalog.clone(), &["github".to_owned()], sandbox, scheduler.clone(), config.clone())
-    };
-    let (base, _done) =
-        api_gateway::start(api_gateway::Functions { mcp: function(), approval: function() }, std::future::pending())
-            .await;
+    let (base, _hosts) =
+        api_gateway::start_deployment(store, catalog, &["github".to_owned()], clock.clone(), config).await;
     (base, alice)
 }
 

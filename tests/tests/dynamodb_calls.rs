@@ -243,13 +243,17 @@ async fn pause_and_model_resume() {
     let calls = rig.proxy.take();
     assert_eq!(
         operations(&calls),
-        expect(&[("GetItem", 1), ("Query", 1), ("TransactWriteItems", 1)]),
-        "pause: the session, the owner's grants (a call needs approval), one transaction"
+        expect(&[("GetItem", 1), ("TransactWriteItems", 1)]),
+        "pause: the session, one transaction (the grants are not read: the transaction checks them)"
     );
     let pause = calls.iter().find(|c| c.operation == "TransactWriteItems").unwrap();
-    let written: Vec<&str> = pause.writes.iter().map(|w| w.sk.split('#').next().unwrap()).collect();
-    assert_eq!(written, ["EXEC", "PAUSED", "EXEC", "PART"], "the execution, its paused marker, its history: {pause:?}");
-    assert_eq!(units(&calls), (12, 2), "units (write, read)");
+    assert_eq!(
+        actions(pause),
+        [("put", "EXEC"), ("check", "GRANT"), ("put", "PAUSED"), ("put", "EXEC"), ("put", "PART")],
+        "the execution, no grant for the call it waits on, its paused marker, its history: {pause:?}"
+    );
+    assert_eq!(pause.writes[1].sk, "GRANT#ledger.entries.addEntry", "the grant given on /mcp");
+    assert_eq!(units(&calls), (14, 1), "units (write, read)");
 
     let id = paused["executionId"].as_str().unwrap();
     let resumed = rig.call(Some(&session), "model", "resume", json!({"executionId": id, "action": "accept"})).await;
@@ -278,8 +282,8 @@ async fn browser_approval() {
     assert_eq!(paused["status"], "user_approval_required", "{paused}");
     assert_eq!(
         rig.calls(),
-        (expect(&[("GetItem", 1), ("Query", 1), ("TransactWriteItems", 1), ("UpdateItem", 1)]), (11, 2)),
-        "a stateless browser-mode pause (and the key's use recorded)"
+        (expect(&[("GetItem", 1), ("TransactWriteItems", 1), ("UpdateItem", 1)]), (13, 1)),
+        "a stateless browser-mode pause (and the key's use recorded), its grant checked in its transaction"
     );
 
     let url = paused["approvalUrl"].as_str().unwrap().strip_prefix("http://127.0.0.1").unwrap().to_owned();
@@ -374,10 +378,11 @@ return [first.ok, second.ok, third.ok];"#;
     let calls = rig.proxy.take();
     assert_eq!(
         operations(&calls),
-        expect(&[("GetItem", 1), ("Query", 1), ("TransactGetItems", 1), ("TransactWriteItems", 2)]),
+        expect(&[("GetItem", 1), ("TransactGetItems", 1), ("TransactWriteItems", 2)]),
         "the execution item (it says: chunked), the execution and its chunks; the claim; \
-         the grants (the third call needs approval); the pause"
+         the pause (the third call needs approval: its grant is checked there)"
     );
+    assert_eq!(units(&calls), (606, 495), "units (write, read)");
     let read = calls.iter().find(|c| c.operation == "TransactGetItems").unwrap();
     assert!(read.read_units >= 2 * 1_000_000 / 4096, "a megabyte read in a transaction: {read:?}");
     let (claim, pause) = transactions(&calls);
@@ -386,9 +391,9 @@ return [first.ok, second.ok, third.ok];"#;
     assert_eq!(actions(claim), [[("put", "EXEC")].as_slice(), &history].concat(), "the claim writes no chunk");
     assert_eq!(claim.write_units, 4 + 4, "the execution item, and its history: {claim:?}");
     // The steps stream is three chunks; only its last, partly filled, grew.
-    let pause_writes = [[("put", "EXEC"), ("put", "CHUNK")].as_slice(), &history].concat();
+    let pause_writes = [[("put", "EXEC"), ("check", "GRANT"), ("put", "CHUNK")].as_slice(), &history].concat();
     assert_eq!(actions(pause), pause_writes, "the pause writes the chunk that changed");
-    assert_eq!(pause.writes[1].sk, "CHUNK#0003", "{pause:?}");
+    assert_eq!(pause.writes[2].sk, "CHUNK#0003", "{pause:?}");
 
     let done = rig.call(None, "model", "resume", accept).await;
     assert_eq!(done["status"], "completed", "{done}");
@@ -396,6 +401,58 @@ return [first.ok, second.ok, third.ok];"#;
     let (claim, settle) = transactions(&calls);
     assert_eq!(actions(claim), [[("put", "EXEC")].as_slice(), &history].concat());
     assert_eq!(actions(settle), [[("put", "EXEC")].as_slice(), &history].concat(), "a settle adds no chunk");
+}
+
+/// A grant this host has not seen made (another process stored it: the
+/// approval function, `executor serve` before a restart) is found by the
+/// write of the pause it would have let run: that transaction is refused, the
+/// grants are read, and the code goes on from its journal, the granted call
+/// made once. The host then knows the owner holds grants: the next run reads
+/// them before it pauses, as every run did before. Revoked, the grants read
+/// say so and the run pauses; the owner is no longer known to hold any.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_made_elsewhere_is_found_by_the_pause_it_would_let_run() {
+    use executor_core::{Grant, GrantId, GrantedBy, Principal};
+    use executor_store::GrantStore;
+    let rig = Rig::start().await;
+    let session = rig.initialize().await;
+    let alice = Principal::parse("alice").unwrap();
+    let id = GrantId::parse("g1").unwrap();
+    let hour = Duration::from_secs(3600);
+    let grant =
+        Grant::new(id.clone(), alice.clone(), "ledger.entries.addEntry", GrantedBy::OwnerApi, rig.clock.now(), hour);
+    rig.store.create_grant(&grant).await.unwrap();
+    rig.proxy.take();
+    let order = |calls: &[Call]| calls.iter().map(|c| c.operation.clone()).collect::<Vec<_>>();
+
+    let ran = rig.execute(Some(&session), WRITE).await;
+    assert_eq!(ran["result"], json!({"listed": true, "added": true}), "{ran}");
+    let calls = rig.proxy.take();
+    assert_eq!(
+        order(&calls),
+        ["GetItem", "TransactWriteItems", "Query", "TransactWriteItems"],
+        "the session; the pause, refused by the grant; the grants; the history of the run that went on"
+    );
+    assert_eq!(actions(&calls[1])[..2], [("put", "EXEC"), ("check", "GRANT")]);
+    assert_eq!(units(&calls), (18, 2), "units (write, read)");
+    assert_eq!(rig._upstream.posts().len(), 1, "the granted call, made once");
+
+    let ran = rig.execute(Some(&session), WRITE).await;
+    assert_eq!(ran["result"]["added"], true, "{ran}");
+    let calls = rig.proxy.take();
+    assert_eq!(order(&calls), ["GetItem", "Query", "TransactWriteItems"], "the session; the grants; the history");
+    assert_eq!(units(&calls), (4, 2), "units (write, read)");
+
+    rig.store.revoke_grant(executor_store::Access::Owner(&alice), &id).await.unwrap();
+    rig.proxy.take();
+    let paused = rig.execute(Some(&session), WRITE).await;
+    assert_eq!(paused["status"], "waiting_for_interaction", "{paused}");
+    let calls = rig.proxy.take();
+    assert_eq!(order(&calls), ["GetItem", "Query", "TransactWriteItems"], "the session; the grants: none; the pause");
+    assert_eq!(actions(&calls[2])[..2], [("put", "EXEC"), ("put", "PAUSED")], "read: not checked again");
+    let paused = rig.execute(Some(&session), WRITE).await;
+    assert_eq!(paused["status"], "waiting_for_interaction", "{paused}");
+    assert_eq!(order(&rig.proxy.take()), ["GetItem", "TransactWriteItems"], "two calls again");
 }
 
 /// The two transactions of a resume: the claim, then the settle.

@@ -11,8 +11,8 @@ use executor_core::{
     TokenHash, execution_events,
 };
 use executor_store::{
-    ConnectionStore, Emitted, ExecutionStore, GrantStore, HourlyTake, KeyStore, MAX_ITEM_BODY_BYTES, OAuthClientStore,
-    QuotaOutcome, QuotaStore, QuotaTake, SessionStore, SlotTake,
+    ConnectionStore, ConsoleStore, Emitted, ExecutionStore, GrantStore, HourlyTake, KeyStore, MAX_ITEM_BODY_BYTES,
+    OAuthClientStore, QuotaOutcome, QuotaStore, QuotaTake, SessionStore, SlotTake,
 };
 use serde_json::json;
 
@@ -102,7 +102,7 @@ async fn items_match_docs_storage_md() {
     // It took an idempotency key (`execute` with `idempotencyKey`): its receipt, in the same write.
     let key = executor_core::IdempotencyKey::parse("retry-1").unwrap();
     let receipt = executor_core::Receipt::new(&alice, &key, &execution.id, &execution.code, now());
-    let emitted = Emitted { events: &events, history: Some(&history), receipt: Some(&receipt) };
+    let emitted = Emitted { events: &events, history: Some(&history), receipt: Some(&receipt), ungranted: None };
     store.create_execution_emitting(&execution, emitted).await.unwrap();
     store
         .create_key(&ApiKey { hash: TokenHash::of_token("t"), owner: alice.clone(), created_at: now(), toolkit: None })
@@ -160,10 +160,13 @@ async fn items_match_docs_storage_md() {
         expires_at: now().plus(Duration::from_secs(600)),
     };
     store.put_oauth_state(&state).await.unwrap();
+    let session_grant = executor_core::ConsoleGrant::Session { principal: alice.clone(), subject: "alice".into() };
+    let console = executor_core::ConsoleSecret::new("cookie", session_grant, now(), Duration::from_secs(3_600));
+    store.put_console_secret(&console).await.unwrap();
 
     let items = client.scan().table_name(store.table()).send().await.unwrap().items.unwrap();
     let documented = documented_items();
-    assert_eq!(documented.len(), 15, "docs/storage.md lists fifteen item types");
+    assert_eq!(documented.len(), 16, "docs/storage.md lists sixteen item types");
 
     let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for item in &items {

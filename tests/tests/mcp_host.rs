@@ -221,6 +221,7 @@ on_both_deployments!(
     a_2026_07_28_client_is_served_without_a_session,
     native_mode_asks_the_clients_user_and_the_retry_resumes,
     native_always_allow_is_remembered_until_revoked,
+    a_grant_made_before_a_restart_lets_its_call_run_at_once,
     sessions_keys_and_the_challenge_over_plain_http,
     the_smoke_script_passes,
     a_toolkit_sees_only_its_tools_and_only_tightens,
@@ -577,6 +578,43 @@ async fn native_always_allow_is_remembered_until_revoked(deployment: Deployment)
     // Revoked: asked again.
     assert_eq!(alice.call_tool(execute()).await.unwrap().structured_content.unwrap()["result"], "created");
     assert_eq!(asked.lock().unwrap().len(), 2);
+    host.stop().await;
+}
+
+/// A grant holds at once in a host that never saw it made (restarted since;
+/// on Lambda, every function beside the one that stored it): the pause it
+/// would store finds the grant in its write, nothing is stored, and the
+/// call runs by the grant, once. Revoked, the call asks again.
+async fn a_grant_made_before_a_restart_lets_its_call_run_at_once(deployment: Deployment) {
+    use rmcp::model::ElicitationAction;
+    let place = Place::new(deployment).await;
+    let host = Running::start_with(&place, None, native()).await;
+    let code = "await tools.w.create({title: 'x'}); return 'created'";
+    let execute = || CallToolRequestParams::new("execute").with_arguments(args(json!({"code": code})));
+    let always = Some(json!({"remember": "always"}));
+    let (alice, asked) = approver_filling(&host, &host.token, ElicitationAction::Accept, always).await;
+    assert_eq!(alice.call_tool(execute()).await.unwrap().structured_content.unwrap()["result"], "created");
+    assert_eq!(asked.lock().unwrap().len(), 1);
+    let token = host.token.clone();
+    drop(alice);
+    host.stop().await;
+
+    let host = Running::start_with(&place, Some(token), native()).await;
+    let (alice, asked) = approver(&host, &host.token, ElicitationAction::Accept).await;
+    for run in 1..=2 {
+        let done = alice.call_tool(execute()).await.unwrap().structured_content.unwrap();
+        assert_eq!(done["result"], "created", "{done}");
+        assert_eq!(asked.lock().unwrap().len(), 0, "run {run}: not asked, the grant holds");
+        assert_eq!(host.tools.calls().len(), run, "run {run}: its call made once");
+    }
+    let http = executor_http_client::builder().build().unwrap();
+    let grants = host.url.replace("/mcp", "/api/grants");
+    let listed: Value = http.get(&grants).bearer_auth(&host.token).send().await.unwrap().json().await.unwrap();
+    let id = listed["grants"][0]["id"].as_str().unwrap();
+    let revoked = http.delete(format!("{grants}/{id}")).bearer_auth(&host.token).send().await.unwrap();
+    assert_eq!(revoked.status(), 204);
+    assert_eq!(alice.call_tool(execute()).await.unwrap().structured_content.unwrap()["result"], "created");
+    assert_eq!(asked.lock().unwrap().len(), 1, "revoked: asked again");
     host.stop().await;
 }
 

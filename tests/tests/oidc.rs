@@ -189,6 +189,7 @@ fn oidc_config(issuer: &str, share_key_owners: bool) -> OidcConfig {
         jwks_url: None,
         owner_claim: "email".into(),
         share_key_owners,
+        console_client_id: None,
     }
 }
 

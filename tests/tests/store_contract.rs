@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use executor_core::{
-    AllowedBy, ApiKey, ApprovalAction, CallOutcome, Called, Channel, ClientInfo, DecidedBy, Decider, ElicitationMode,
+    AllowedBy, ApiKey, ApprovalAction, CONSOLE_LINK_TTL, CONSOLE_LOGIN_TTL, CallOutcome, Called, Channel, ClientInfo,
+    ConsoleGrant, ConsoleSecret, ConsoleSecretKind, DEFAULT_CONSOLE_SESSION, DecidedBy, Decider, ElicitationMode,
     Event, Execution, ExecutionEvent, ExecutionId, ExecutionRecord, ExecutionState, ExecutionStatus, Grant, GrantId,
     GrantedBy, Happened, HistoryAppend, HistoryEntry, Journal, JournalStep, LinkStatus, ManualClock, OAuthClient,
     OAuthState, PendingCall, Principal, QuotaLimit, Session, SessionId, SessionStatus, SourceConnection, StepOutcome,
@@ -14,7 +15,7 @@ use executor_core::{
 };
 use executor_store::{
     Access, AuditLine, Emitted, HourlyTake, MAX_CURSOR_BYTES, MAX_SNAPSHOT_BYTES, Page, QuotaOutcome, QuotaTake,
-    SlotTake, Store, StoreError,
+    SlotTake, Store, StoreError, Ungranted,
 };
 use serde_json::json;
 
@@ -62,7 +63,11 @@ executor_tests::on_both_stores!(
     export_returns_every_owners_entries_and_pages_without_loss,
     a_large_history_round_trips_in_split_items,
     all_grants_lists_every_owners_live_grants,
+    a_pause_that_checks_grants_is_refused_by_a_live_one_and_stores_nothing,
     racing_creates_with_one_idempotency_key_have_exactly_one_winner,
+    console_secrets_are_taken_once_and_only_as_their_kind,
+    racing_takes_of_a_console_link_have_exactly_one_winner,
+    revoking_console_sessions_signs_out_only_that_owner,
 );
 
 /// Like `on_both_stores!`, for tests that move time: each store judges
@@ -98,6 +103,7 @@ macro_rules! on_both_stores_with_clock {
 on_both_stores_with_clock!(
     history_outlives_its_execution_until_its_own_expiry,
     an_idempotency_key_is_taken_for_its_window_only,
+    expired_console_secrets_read_as_absent,
 );
 
 fn now() -> Timestamp {
@@ -661,6 +667,75 @@ async fn expired_grants_read_as_absent<S: Store + 'static>(store: Arc<S>) {
     assert_eq!(store.list_grants(&alice()).await.unwrap(), vec![fresh]);
 }
 
+/// A pause stored without its owner's grants read (`Emitted::ungranted`) is
+/// written only if no live grant lets a call it waits on run: on `/mcp` one
+/// given there, on a toolkit one given there or on `/mcp`. Refused, it
+/// writes nothing (execution, paused marker, history), on a create as on an update.
+async fn a_pause_that_checks_grants_is_refused_by_a_live_one_and_stores_nothing<S: Store + 'static>(store: Arc<S>) {
+    let (owner, tk) = (alice(), executor_core::ToolkitName::parse("tk").unwrap());
+    let tools = vec!["gh.issues.create".to_owned()];
+    let pause_of = |id: &str| {
+        let e = paused(id, alice(), Some("s1"));
+        let history = appended(&e, 0, vec![called(1, now())]);
+        (e, history)
+    };
+    let create = async |id: &str, toolkit: Option<&executor_core::ToolkitName>| {
+        let (e, history) = pause_of(id);
+        let ungranted = Some(Ungranted { owner: &owner, toolkit, tools: &tools });
+        let emitted = Emitted { history: Some(&history), ungranted, ..Emitted::default() };
+        store.create_execution_emitting(&e, emitted).await
+    };
+    // Grants that do not apply: another owner's, another tool's, an expired one, another toolkit's.
+    let mut old = grant("g0", alice(), "gh.issues.create");
+    old.expires_at = Timestamp::from_millis(now().as_millis() - 5_000);
+    let other_toolkit = executor_core::ToolkitName::parse("other").unwrap();
+    for g in [
+        grant("g1", bob(), "gh.issues.create"),
+        grant("g2", alice(), "gh.issues.delete"),
+        old,
+        grant("g3", alice(), "gh.issues.create").in_toolkit(Some(other_toolkit)),
+    ] {
+        store.create_grant(&g).await.unwrap();
+    }
+    create("e1", None).await.unwrap();
+    create("e2", Some(&tk)).await.unwrap();
+
+    // One given on the toolkit refuses a pause there, not on `/mcp`.
+    store.create_grant(&grant("g4", alice(), "gh.issues.create").in_toolkit(Some(tk.clone()))).await.unwrap();
+    let refused = create("e3", Some(&tk)).await;
+    assert!(refused.as_ref().is_err_and(StoreError::is_grant_held), "{refused:?}");
+    create("e4", None).await.unwrap();
+    // One given on `/mcp` refuses it everywhere.
+    let g5 = grant("g5", alice(), "gh.issues.create");
+    store.create_grant(&g5).await.unwrap();
+    for toolkit in [None, Some(&tk)] {
+        let refused = create("e5", toolkit).await;
+        assert!(refused.as_ref().is_err_and(StoreError::is_grant_held), "{toolkit:?}: {refused:?}");
+    }
+    for id in ["e3", "e5"] {
+        assert_not_found(store.get_execution(Access::Internal, &eid(id)).await);
+        assert_not_found(store.execution_history(Access::Internal, &eid(id)).await);
+    }
+    let mut listed = store.paused_executions(Access::Internal, &sid("s1")).await.unwrap();
+    listed.sort();
+    assert_eq!(listed, vec![eid("e1"), eid("e2"), eid("e4")], "no paused marker of a refused pause");
+
+    // An update (a resumed run pausing again) alike: refused, the stored version stands; once revoked, stored.
+    let mut e = running("e6", alice(), Some("s1"));
+    store.create_execution(&e).await.unwrap();
+    pause(&mut e, now().plus(Duration::from_secs(600)));
+    let mut attempt = e.clone();
+    let emitted =
+        Emitted { ungranted: Some(Ungranted { owner: &owner, toolkit: None, tools: &tools }), ..Emitted::default() };
+    let refused = store.update_execution_emitting(&mut attempt, emitted).await;
+    assert!(refused.as_ref().is_err_and(StoreError::is_grant_held), "{refused:?}");
+    let stored = store.get_execution(Access::Internal, &e.id).await.unwrap();
+    assert_eq!((stored.version, stored.status()), (0, ExecutionStatus::Running));
+    store.revoke_grant(Access::Owner(&alice()), &g5.id).await.unwrap();
+    store.update_execution_emitting(&mut e, emitted).await.unwrap();
+    assert_eq!(store.get_execution(Access::Internal, &e.id).await.unwrap().status(), ExecutionStatus::Paused);
+}
+
 /// The events of writing `execution` (from `before`) as its next version.
 fn events_of(before: Option<ExecutionStatus>, execution: &Execution, at: Timestamp) -> Vec<Event> {
     let version = if before.is_some() { execution.version + 1 } else { execution.version };
@@ -1098,7 +1173,7 @@ async fn history_is_written_with_its_change_and_not_by_a_refused_write<S: Store 
     let events = events_of(Some(ExecutionStatus::Paused), &e, now());
     let claimed = appended(&e, 2, vec![called(2, now())]);
     store
-        .update_execution_emitting(&mut e, Emitted { events: &events, history: Some(&claimed), receipt: None })
+        .update_execution_emitting(&mut e, Emitted { events: &events, history: Some(&claimed), ..Emitted::default() })
         .await
         .unwrap();
     assert_eq!(store.pending_events(10).await.unwrap(), events);
@@ -1473,4 +1548,135 @@ async fn an_idempotency_key_is_taken_for_its_window_only<S: Store + 'static>(sto
     let later = receipt(&alice(), "k", "second", "c", clock.now());
     store.create_execution_emitting(&second, with_receipt(&later)).await.unwrap();
     assert_eq!(store.find_receipt(&alice(), &hash).await.unwrap().execution_id, eid("second"));
+}
+
+fn link(token: &str, owner: Principal) -> ConsoleSecret {
+    ConsoleSecret::new(token, ConsoleGrant::Link { owner }, now(), CONSOLE_LINK_TTL)
+}
+
+fn console_session(token: &str, principal: Principal) -> ConsoleSecret {
+    let subject = principal.as_str().to_owned();
+    ConsoleSecret::new(token, ConsoleGrant::Session { principal, subject }, now(), DEFAULT_CONSOLE_SESSION)
+}
+
+async fn console_secrets_are_taken_once_and_only_as_their_kind<S: Store + 'static>(store: Arc<S>) {
+    use ConsoleSecretKind::{Link, Login, Session};
+    let first = link("link-1", alice());
+    store.put_console_secret(&first).await.unwrap();
+    // A link's token presented as a session cookie, or as an OIDC state, finds nothing, and leaves it.
+    assert_not_found(store.get_console_secret(Session, &first.hash).await);
+    assert_not_found(store.take_console_secret(Session, &first.hash).await);
+    assert_not_found(store.take_console_secret(Login, &first.hash).await);
+    assert_not_found(store.take_console_secret(Link, &TokenHash::of_token("link-2")).await);
+    assert_eq!(store.get_console_secret(Link, &first.hash).await.unwrap(), first, "a get does not spend it");
+    assert_eq!(store.take_console_secret(Link, &first.hash).await.unwrap(), first);
+    assert_not_found(store.take_console_secret(Link, &first.hash).await);
+    assert_not_found(store.get_console_secret(Link, &first.hash).await);
+
+    // Nothing is stored over a live secret, whatever the kind: the first stays as it was.
+    let login = ConsoleSecret::new(
+        "state-1",
+        ConsoleGrant::Login { verifier: "pkce-verifier".into(), nonce: "nonce-1".into() },
+        now(),
+        CONSOLE_LOGIN_TTL,
+    );
+    store.put_console_secret(&login).await.unwrap();
+    let over =
+        ConsoleSecret { grant: ConsoleGrant::Session { principal: bob(), subject: "bob".into() }, ..login.clone() };
+    let refused = store.put_console_secret(&over).await;
+    assert!(matches!(refused, Err(StoreError::AlreadyExists { what: "console secret" })), "{refused:?}");
+    assert_not_found(store.get_console_secret(Session, &login.hash).await);
+    assert_eq!(store.take_console_secret(Login, &login.hash).await.unwrap(), login);
+
+    // A session is read, not spent, until signed out; signing out twice is fine.
+    let signed_in = console_session("cookie-1", alice());
+    store.put_console_secret(&signed_in).await.unwrap();
+    for _ in 0..2 {
+        assert_eq!(store.get_console_secret(Session, &signed_in.hash).await.unwrap(), signed_in);
+    }
+    store.delete_console_secret(&signed_in.hash).await.unwrap();
+    assert_not_found(store.get_console_secret(Session, &signed_in.hash).await);
+    store.delete_console_secret(&signed_in.hash).await.unwrap();
+    store.delete_console_secret(&TokenHash::of_token("never-stored")).await.unwrap();
+    // Its hash is free again once signed out.
+    store.put_console_secret(&signed_in).await.unwrap();
+}
+
+async fn racing_takes_of_a_console_link_have_exactly_one_winner<S: Store + 'static>(store: Arc<S>) {
+    const RACERS: usize = 12;
+    let secret = link("link-1", alice());
+    store.put_console_secret(&secret).await.unwrap();
+    let start = Arc::new(tokio::sync::Barrier::new(RACERS));
+    let racers = (0..RACERS).map(|_| {
+        let (store, start, hash) = (store.clone(), start.clone(), secret.hash.clone());
+        tokio::spawn(async move {
+            start.wait().await;
+            store.take_console_secret(ConsoleSecretKind::Link, &hash).await
+        })
+    });
+    let results: Vec<_> = futures_util::future::join_all(racers).await.into_iter().map(|r| r.unwrap()).collect();
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1, "{results:?}");
+    for result in &results {
+        assert!(matches!(result, Ok(taken) if *taken == secret) || matches!(result, Err(StoreError::NotFound { .. })));
+    }
+    assert_not_found(store.get_console_secret(ConsoleSecretKind::Link, &secret.hash).await);
+}
+
+async fn revoking_console_sessions_signs_out_only_that_owner<S: Store + 'static>(store: Arc<S>) {
+    use ConsoleSecretKind::{Link, Login, Session};
+    let alices: Vec<_> = (0..3).map(|i| console_session(&format!("alice-{i}"), alice())).collect();
+    let bobs = console_session("bob-0", bob());
+    let alices_link = link("alice-link", alice());
+    let login = ConsoleSecret::new(
+        "state-1",
+        ConsoleGrant::Login { verifier: "v".into(), nonce: "n".into() },
+        now(),
+        CONSOLE_LOGIN_TTL,
+    );
+    // Expired already: removed with the others, not counted (it signed no one in).
+    let past = Timestamp::from_millis(now().as_millis() - 5_000);
+    let expired = ConsoleSecret { expires_at: past, ..console_session("alice-old", alice()) };
+    for secret in alices.iter().chain([&bobs, &alices_link, &login, &expired]) {
+        store.put_console_secret(secret).await.unwrap();
+    }
+    assert_eq!(store.revoke_console_sessions(&alice()).await.unwrap(), 3);
+    for session in &alices {
+        assert_not_found(store.get_console_secret(Session, &session.hash).await);
+    }
+    assert_eq!(store.get_console_secret(Session, &bobs.hash).await.unwrap(), bobs);
+    assert_eq!(store.get_console_secret(Link, &alices_link.hash).await.unwrap(), alices_link);
+    assert_eq!(store.get_console_secret(Login, &login.hash).await.unwrap(), login);
+    assert_eq!(store.revoke_console_sessions(&alice()).await.unwrap(), 0, "nothing left to revoke");
+    assert_eq!(store.revoke_console_sessions(&Principal::parse("carol").unwrap()).await.unwrap(), 0);
+    assert_eq!(store.revoke_console_sessions(&bob()).await.unwrap(), 1);
+    assert_not_found(store.get_console_secret(Session, &bobs.hash).await);
+}
+
+async fn expired_console_secrets_read_as_absent<S: Store + 'static>(store: Arc<S>, clock: Arc<ManualClock>) {
+    use ConsoleSecretKind::{Link, Session};
+    use executor_core::Clock;
+    let at = clock.now();
+    let secret = ConsoleSecret::new("link-1", ConsoleGrant::Link { owner: alice() }, at, CONSOLE_LINK_TTL);
+    let session = ConsoleSecret::new(
+        "cookie-1",
+        ConsoleGrant::Session { principal: alice(), subject: "alice".into() },
+        at,
+        CONSOLE_LINK_TTL,
+    );
+    store.put_console_secret(&secret).await.unwrap();
+    store.put_console_secret(&session).await.unwrap();
+    clock.set(Timestamp::from_millis(secret.expires_at.as_millis() - 1));
+    assert_eq!(store.get_console_secret(Link, &secret.hash).await.unwrap(), secret, "live until its last millisecond");
+    // To the millisecond, though DynamoDB's TTL attribute is in seconds.
+    clock.set(secret.expires_at);
+    assert_not_found(store.get_console_secret(Link, &secret.hash).await);
+    assert_not_found(store.take_console_secret(Link, &secret.hash).await);
+    assert_not_found(store.get_console_secret(Session, &session.hash).await);
+    clock.advance(hours(1));
+    assert_not_found(store.take_console_secret(Link, &secret.hash).await);
+    assert_not_found(store.take_console_secret(Session, &session.hash).await);
+    // An expired secret (still stored: neither TTL nor a purge came by) is absent to a put too.
+    let again = ConsoleSecret { expires_at: clock.now().plus(hours(1)), ..session.clone() };
+    store.put_console_secret(&again).await.unwrap();
+    assert_eq!(store.get_console_secret(Session, &again.hash).await.unwrap(), again);
 }

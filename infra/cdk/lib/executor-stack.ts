@@ -365,7 +365,9 @@ export class ExecutorStack extends Stack {
       });
     }
     this.approvalFunction = this.rustFunction('ApprovalFunction', 'approval', o, {
-      description: 'Executor: approval pages and API (/approvals, /api, /oauth), continuations of long runs',
+      description:
+        "Executor: approval pages and API (/approvals, /api, /oauth), the approver's console (/console), " +
+        'continuations of long runs',
       // Runs the approved execution's continuation: same sandbox as MCP.
       timeout: CONTINUATION_TIMEOUT,
       deadLetterQueue: this.continuationDeadLetterQueue,
@@ -379,6 +381,9 @@ export class ExecutorStack extends Stack {
         ...scheduling,
         ...tokenKey,
         EXECUTOR_MAX_EXECUTION_MS: String(MAX_EXECUTION.toMilliseconds()),
+        // The approver's console (/console): its OIDC sign-in client and session length.
+        ...(o.consoleClientId ? { EXECUTOR_CONSOLE_CLIENT_ID: o.consoleClientId } : {}),
+        ...(o.consoleSessionMs ? { EXECUTOR_CONSOLE_SESSION_MS: String(o.consoleSessionMs) } : {}),
       },
     });
     // Long runs: the MCP function hands a run past its response budget to the
@@ -655,6 +660,9 @@ export class ExecutorStack extends Stack {
       // Readiness: whether every source is connected (200) or which are not (503).
       ['/readyz', mcp],
       ['/approvals/{proxy+}', approval],
+      // The approver's console: its pages, its sign-in (OIDC callback under /console/oidc) and its actions.
+      ['/console', approval],
+      ['/console/{proxy+}', approval],
       ['/api/{proxy+}', approval],
       // Per-owner OAuth (the connect link, the authorization server's redirect back) and the client
       // metadata document that authorization servers of upstream MCP servers read.
@@ -668,7 +676,8 @@ export class ExecutorStack extends Stack {
           reason:
             'The functions authenticate every request themselves: API keys (hashed in the table) or OIDC ' +
             'JWTs on /mcp and /api, single-use approval tokens on /approvals and /oauth/connect, single-use ' +
-            'OAuth states on /oauth/callback; /healthz, /readyz, the RFC 9728 metadata under /.well-known and the OAuth ' +
+            'OAuth states on /oauth/callback, a signed-in session cookie on /console (its sign-in is public); ' +
+            '/healthz, /readyz, the RFC 9728 metadata under /.well-known and the OAuth ' +
             'client metadata document under /oauth are public by design. An API Gateway authorizer cannot check API keys.',
         });
       }

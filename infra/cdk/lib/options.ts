@@ -51,6 +51,19 @@ export interface ExecutorOptions {
   readonly oidcJwksUrl?: string;
   /** @default 'sub' */
   readonly oidcOwnerClaim?: string;
+  /**
+   * The approver's console (/console) signs people in at `oidcIssuer` with this
+   * OIDC client (`EXECUTOR_CONSOLE_CLIENT_ID`, on the approval function): a
+   * public client (no secret), the authorization code flow with PKCE, redirect
+   * URI `<public URL>/console/oidc/callback`. Needs `oidcIssuer`.
+   * @default - no OIDC sign-in on the console
+   */
+  readonly consoleClientId?: string;
+  /**
+   * How long a console sign-in lasts, in milliseconds (`EXECUTOR_CONSOLE_SESSION_MS`, on the approval function).
+   * @default - the function's own (8 h)
+   */
+  readonly consoleSessionMs?: number;
   /** Timing knobs of the session lifecycle (docs/lifecycle.md); one value for all three functions. */
   readonly sessionTimeoutMs?: number;
   readonly pausedLeaseMs?: number;
@@ -215,6 +228,8 @@ export const CONTEXT_KEYS = [
   'oidcAudience',
   'oidcJwksUrl',
   'oidcOwnerClaim',
+  'consoleClientId',
+  'consoleSessionMs',
   'sessionTimeoutMs',
   'pausedLeaseMs',
   'approvalWindowMs',
@@ -250,6 +265,7 @@ export const CONTEXT_KEYS = [
 ] as const;
 
 const NUMBER_KEYS = new Set([
+  'consoleSessionMs',
   'sessionTimeoutMs',
   'pausedLeaseMs',
   'approvalWindowMs',
@@ -348,6 +364,9 @@ export interface Resolved {
   secretArns: string[];
   domain?: { name: string; certificateArn: string };
   oidc?: { issuer: string; audience: string; jwksUrl?: string; ownerClaim?: string };
+  /** The console's OIDC client, with `oidc`. */
+  consoleClientId?: string;
+  consoleSessionMs?: number;
   sessionTimeoutMs: number;
   pausedLeaseMs: number;
   approvalWindowMs: number;
@@ -478,6 +497,22 @@ export function resolve(options: ExecutorOptions): Resolved {
   if ((options.oidcJwksUrl || options.oidcOwnerClaim) && !options.oidcIssuer) {
     throw new Error('oidcJwksUrl and oidcOwnerClaim need oidcIssuer and oidcAudience');
   }
+  if (options.consoleClientId !== undefined) {
+    if (typeof options.consoleClientId !== 'string' || options.consoleClientId.trim() === '') {
+      throw new Error(`consoleClientId: expected an OIDC client id, got ${JSON.stringify(options.consoleClientId)}`);
+    }
+    if (!options.oidcIssuer) {
+      throw new Error('consoleClientId needs oidcIssuer and oidcAudience: the console signs people in at that issuer');
+    }
+  }
+  if (
+    options.consoleSessionMs !== undefined &&
+    !(Number.isInteger(options.consoleSessionMs) && options.consoleSessionMs > 0)
+  ) {
+    throw new Error(
+      `consoleSessionMs: expected a positive whole number of milliseconds, got ${JSON.stringify(options.consoleSessionMs)}`,
+    );
+  }
   if (options.approvalWaitMs !== undefined && options.approvalWaitMs > MAX_APPROVAL_WAIT_MS) {
     throw new Error(
       `approvalWaitMs: ${options.approvalWaitMs} is over ${MAX_APPROVAL_WAIT_MS}; a waiting request must end ` +
@@ -600,6 +635,8 @@ export function resolve(options: ExecutorOptions): Resolved {
           ownerClaim: options.oidcOwnerClaim,
         }
       : undefined,
+    consoleClientId: options.consoleClientId?.trim(),
+    consoleSessionMs: options.consoleSessionMs,
     sessionTimeoutMs: options.sessionTimeoutMs ?? DEFAULT_SESSION_TIMEOUT_MS,
     pausedLeaseMs: options.pausedLeaseMs ?? DEFAULT_PAUSED_LEASE_MS,
     approvalWindowMs: options.approvalWindowMs ?? DEFAULT_APPROVAL_WINDOW_MS,

@@ -156,7 +156,7 @@ describe('versions and aliases', () => {
   test('the routes invoke the aliases, and API Gateway may invoke only them', () => {
     assert.deepEqual(integrationTargets(r), ['${ApprovalAlias}', '${McpAlias}']);
     assert.deepEqual(permissionTargets(r), ['${ApprovalAlias}', '${McpAlias}']);
-    assert.equal(ofType(r, 'AWS::Lambda::Permission').length, 8);
+    assert.equal(ofType(r, 'AWS::Lambda::Permission').length, 10);
   });
 
   test('continuations invoke the approval alias, with no retries', () => {

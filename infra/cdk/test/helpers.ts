@@ -172,6 +172,8 @@ export const ALL_OPTIONS = {
   certificateArn: 'arn:aws:acm:eu-west-1:123456789012:certificate/0a1b2c3d-aaaa-bbbb-cccc-0123456789ab',
   oidcIssuer: 'https://idp.example',
   oidcAudience: 'executor',
+  consoleClientId: 'executor-console',
+  consoleSessionMs: 3_600_000,
   environment: {
     all: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://localhost:4318', AWS_LAMBDA_EXEC_WRAPPER: '/opt/otel-instrument' },
     mcp: { EXECUTOR_MAX_CONCURRENT_EXECUTIONS: '4' },

@@ -16,7 +16,7 @@ const REVIEWED: Record<string, number> = {
   // Schedules are named per session at run time; the group's `/*` is the narrowest resource.
   'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/ExecutorStack-sessions/executor-session-*]': 2,
   // The functions authenticate requests themselves (API keys cannot be checked by an authorizer).
-  'AwsSolutions-APIG4': 8,
+  'AwsSolutions-APIG4': 10,
   // The request-state key is resolved into the MCP function's environment at deploy time: rotation would not reach
   // it; a new token key would make every stored OAuth connection unreadable.
   'AwsSolutions-SMG4': 2,

@@ -46,7 +46,16 @@ describe('context', () => {
   test('numbers must be positive whole numbers', () => {
     for (const bad of ['abc', '-1', '1.5', '0']) {
       assert.throws(() => from({ pausedLeaseMs: bad }), /context pausedLeaseMs: expected a positive whole number/);
+      assert.throws(() => from({ consoleSessionMs: bad }), /context consoleSessionMs: expected a positive whole number/);
     }
+  });
+
+  test("the console's client id and session length", () => {
+    assert.deepEqual(from({ consoleClientId: ' executor-console ', consoleSessionMs: '3600000' }), {
+      consoleClientId: 'executor-console',
+      consoleSessionMs: 3_600_000,
+    });
+    assert.deepEqual(from({ consoleClientId: '', consoleSessionMs: '' }), {});
   });
 });
 
@@ -69,6 +78,19 @@ describe('validation', () => {
     ],
     ['issuer without audience', { oidcIssuer: 'https://idp.example' }, /oidcIssuer and oidcAudience go together/],
     ['JWKS URL without issuer', { oidcJwksUrl: 'https://idp.example/jwks' }, /need oidcIssuer/],
+    [
+      'console client without issuer',
+      { consoleClientId: 'executor-console' },
+      /consoleClientId needs oidcIssuer and oidcAudience/,
+    ],
+    [
+      'empty console client',
+      { oidcIssuer: 'https://idp.example', oidcAudience: 'executor', consoleClientId: ' ' },
+      /consoleClientId: expected an OIDC client id, got " "/,
+    ],
+    ['console session of 0 ms', { consoleSessionMs: 0 }, /consoleSessionMs: expected a positive whole number/],
+    ['negative console session', { consoleSessionMs: -1 }, /consoleSessionMs: expected a positive whole number/],
+    ['fractional console session', { consoleSessionMs: 1.5 }, /consoleSessionMs: expected a positive whole number/],
     [
       'partial secret ARN',
       { secretArns: ['arn:aws:secretsmanager:eu-west-1:123456789012:secret:github-token'] },

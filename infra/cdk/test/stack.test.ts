@@ -37,14 +37,14 @@ describe('resources', () => {
       'AWS::Scheduler::ScheduleGroup': 1,
       'AWS::Lambda::Function': 3,
       'AWS::Lambda::EventInvokeConfig': 1, // the approval function's continuations: no retries
-      'AWS::Lambda::Permission': 8, // one per route
+      'AWS::Lambda::Permission': 10, // one per route
       'AWS::Lambda::LayerVersion': 0, // only with a sources file
       'AWS::IAM::Role': 4, // three functions and the scheduler
       'AWS::IAM::Policy': 4,
       'AWS::Logs::LogGroup': 4, // three functions and the API's access log
       'AWS::ApiGatewayV2::Api': 1,
       'AWS::ApiGatewayV2::Stage': 1,
-      'AWS::ApiGatewayV2::Route': 8,
+      'AWS::ApiGatewayV2::Route': 10,
       'AWS::ApiGatewayV2::Integration': 2,
       'AWS::ApiGatewayV2::DomainName': 0,
       'AWS::SecretsManager::Secret': 2, // the native-mode request-state key, the OAuth token key
@@ -245,6 +245,65 @@ describe('environment', () => {
   });
 });
 
+describe("the approver's console", () => {
+  const env = (r: Record<string, any>, name: string) => r.Resources[name].Properties.Environment.Variables;
+  const CONSOLE = ['EXECUTOR_CONSOLE_CLIENT_ID', 'EXECUTOR_CONSOLE_SESSION_MS'];
+  const consoleVariables = (r: Record<string, any>, name: string) =>
+    Object.fromEntries(Object.entries(env(r, name)).filter(([key]) => CONSOLE.includes(key)));
+  const oidc = { oidcIssuer: 'https://idp.example', oidcAudience: 'executor' };
+
+  test('no console settings unless given', () => {
+    for (const fn of ['McpFunction', 'ApprovalFunction', 'AlarmFunction']) {
+      assert.deepEqual(consoleVariables(rendered, fn), {});
+      assert.deepEqual(consoleVariables(synth(oidc).rendered, fn), {});
+    }
+  });
+
+  test('the OIDC client id and the session length reach the approval function only', () => {
+    const r = synth({ ...oidc, consoleClientId: 'executor-console', consoleSessionMs: 3_600_000 }).rendered;
+    assert.deepEqual(consoleVariables(r, 'ApprovalFunction'), {
+      EXECUTOR_CONSOLE_CLIENT_ID: 'executor-console',
+      EXECUTOR_CONSOLE_SESSION_MS: '3600000',
+    });
+    assert.equal(env(r, 'ApprovalFunction').EXECUTOR_OIDC_ISSUER, 'https://idp.example');
+    assert.deepEqual(consoleVariables(r, 'McpFunction'), {});
+    assert.deepEqual(consoleVariables(r, 'AlarmFunction'), {});
+    // Each on its own.
+    assert.deepEqual(consoleVariables(synth({ ...oidc, consoleClientId: 'c' }).rendered, 'ApprovalFunction'), {
+      EXECUTOR_CONSOLE_CLIENT_ID: 'c',
+    });
+    assert.deepEqual(consoleVariables(synth({ consoleSessionMs: 60_000 }).rendered, 'ApprovalFunction'), {
+      EXECUTOR_CONSOLE_SESSION_MS: '60000',
+    });
+  });
+
+  test('set by the stack, so not through `environment`', () => {
+    assert.throws(
+      () =>
+        synth({
+          ...oidc,
+          consoleClientId: 'executor-console',
+          environment: { approval: { EXECUTOR_CONSOLE_CLIENT_ID: 'other' } },
+        }),
+      /environment.approval: EXECUTOR_CONSOLE_CLIENT_ID is set by the stack; use its option instead/,
+    );
+  });
+
+  test('/console and everything under it go to the approval function', () => {
+    const integrations = resources(rendered, 'AWS::ApiGatewayV2::Integration');
+    const consoleRoutes = Object.values(resources(rendered, 'AWS::ApiGatewayV2::Route'))
+      .filter((route) => route.Properties.RouteKey.includes('/console'))
+      .map((route) => {
+        const integrationId = route.Properties.Target.replace(/^integrations\/\$\{(.*)\}$/, '$1');
+        return [route.Properties.RouteKey, integrations[integrationId].Properties.IntegrationUri];
+      });
+    assert.deepEqual(Object.fromEntries(consoleRoutes), {
+      'ANY /console': '${ApprovalFunction.Arn}',
+      'ANY /console/{proxy+}': '${ApprovalFunction.Arn}',
+    });
+  });
+});
+
 describe('routes', () => {
   test('each route reaches its function, payload format 2.0', () => {
     const integrations = resources(rendered, 'AWS::ApiGatewayV2::Integration');
@@ -263,6 +322,8 @@ describe('routes', () => {
       'ANY /healthz': '${McpFunction.Arn}',
       'ANY /readyz': '${McpFunction.Arn}',
       'ANY /approvals/{proxy+}': '${ApprovalFunction.Arn}',
+      'ANY /console': '${ApprovalFunction.Arn}',
+      'ANY /console/{proxy+}': '${ApprovalFunction.Arn}',
       'ANY /api/{proxy+}': '${ApprovalFunction.Arn}',
       'ANY /oauth/{proxy+}': '${ApprovalFunction.Arn}',
     });
@@ -279,6 +340,8 @@ describe('routes', () => {
       );
     }
     assert.deepEqual(permissions.map((p) => p.FunctionName).sort(), [
+      '${ApprovalFunction.Arn}',
+      '${ApprovalFunction.Arn}',
       '${ApprovalFunction.Arn}',
       '${ApprovalFunction.Arn}',
       '${ApprovalFunction.Arn}',

@@ -191,9 +191,9 @@ impl Connection {
 
 enum Upstream {
     OpenApi(HttpUpstream),
-    Mcp(McpUpstream),
+    Mcp(Box<McpUpstream>),
     /// An OAuth-protected MCP server: each owner's calls carry their token.
-    OwnerMcp(OwnerMcp),
+    OwnerMcp(Box<OwnerMcp>),
     Graphql(GraphqlUpstream),
 }
 

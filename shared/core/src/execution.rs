@@ -248,6 +248,10 @@ pub struct Execution {
     /// owner) may resume it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub toolkit: Option<ToolkitName>,
+    /// The credential the code was sent with (`key:<owner>/<key id>`, an
+    /// OIDC identity), so whoever decides a pause sees who asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked_by: Option<crate::DecidedBy>,
     /// Decisions claimed so far (each resume that ran): counted in the claim's
     /// own write, against the resume cap.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -285,6 +289,7 @@ impl Execution {
             cancel_requested: false,
             claim: None,
             toolkit: None,
+            asked_by: None,
             resumes: 0,
             version: 0,
         }

@@ -43,6 +43,8 @@ pub enum GrantedBy {
     OwnerApi,
     /// The person answering the elicitation in their own MCP client.
     Client,
+    /// The owner, signed in to the console.
+    Console,
 }
 
 impl GrantedBy {
@@ -51,6 +53,7 @@ impl GrantedBy {
             Self::ApprovalPage => "approval_page",
             Self::OwnerApi => "owner_api",
             Self::Client => "client",
+            Self::Console => "console",
         }
     }
 }

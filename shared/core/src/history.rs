@@ -62,8 +62,9 @@ impl DecidedBy {
         Self(format!("key:{owner}/{}", key_id(hash)))
     }
 
-    /// An OIDC identity: its principal already reads `oidc:<issuer>#<subject>`.
-    pub fn oidc(principal: &Principal) -> Self {
+    /// An OIDC identity (its principal already reads `oidc:<issuer>#<subject>`),
+    /// or whoever is signed in to the console as `principal`.
+    pub fn principal(principal: &Principal) -> Self {
         Self(principal.as_str().to_owned())
     }
 

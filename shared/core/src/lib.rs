@@ -8,6 +8,7 @@ pub mod alarm;
 pub mod approval;
 pub mod clock;
 pub mod connection;
+pub mod console;
 pub mod event;
 pub mod execution;
 pub mod grant;
@@ -28,6 +29,10 @@ pub use alarm::{AlarmDecision, Timeouts, decide_session_alarm, needs_paused_coun
 pub use approval::{ApprovalLinks, LinkStatus, MAX_OPEN_LINKS};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use connection::{CONNECTION_RETENTION, OAUTH_STATE_TTL, OAuthState, SourceConnection};
+pub use console::{
+    CONSOLE_LINK_TTL, CONSOLE_LOGIN_TTL, ConsoleGrant, ConsoleSecret, ConsoleSecretKind, DEFAULT_CONSOLE_SESSION,
+    csrf_of_session,
+};
 pub use event::{EVENT_SOURCE, Event, EventType, MAX_EVENT_TEXT_BYTES, execution_events, session_destroyed};
 pub use execution::{
     Actor, Applied, ApprovalAction, Channel, Decider, Execution, ExecutionEvent, ExecutionFailure, ExecutionState,

@@ -10,6 +10,7 @@ use executor_scheduler::AlarmScheduler;
 use executor_store::{OutboxStore, Store};
 
 use crate::application::alarms::Alarms;
+use crate::application::console::ConsoleSignIn;
 use crate::application::executions::Executions;
 use crate::application::grants::Grants;
 use crate::application::history::History;
@@ -30,6 +31,8 @@ pub struct Services {
     /// The lifecycle event outbox, when events are on.
     pub events: Option<Events>,
     pub(crate) sessions: Arc<Sessions>,
+    /// Console sign-ins and sessions.
+    pub console: Arc<ConsoleSignIn>,
 }
 
 /// Build every service from `config`. Nothing runs yet: a host serves
@@ -63,7 +66,8 @@ pub fn compose<S: Store + 'static>(
     let alarms =
         Arc::new(Alarms::new(store.clone(), store.clone(), scheduler, config.timeouts).with_events(events.clone()));
     let history = Arc::new(History::new(store.clone(), clock.clone()));
+    let console = Arc::new(ConsoleSignIn::new(store.clone(), clock.clone(), config.console_session));
     let sessions =
         Arc::new(Sessions::new(store, alarms.clone(), clock, config.activity_interval, config.session_retention));
-    Services { executions, alarms, grants, history, events, sessions }
+    Services { executions, alarms, grants, history, events, sessions, console }
 }

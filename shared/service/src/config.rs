@@ -68,6 +68,8 @@ pub struct HostConfig {
     /// Per-owner OAuth connections (the catalog's `oauth2` sources): their
     /// calls wait for the owner to connect, `/oauth/...` and `/api/connections`.
     pub connections: Option<Arc<dyn executor_sandbox::Connections>>,
+    /// How long a console sign-in lasts (`EXECUTOR_CONSOLE_SESSION_MS`).
+    pub console_session: Duration,
 }
 
 impl Default for HostConfig {
@@ -96,6 +98,7 @@ impl Default for HostConfig {
             event_sink: None,
             local_url: None,
             connections: None,
+            console_session: executor_core::DEFAULT_CONSOLE_SESSION,
         }
     }
 }
@@ -164,6 +167,7 @@ impl HostConfig {
         t.approval_window = millis("EXECUTOR_APPROVAL_WINDOW_MS", t.approval_window)?;
         self.approval_wait = millis("EXECUTOR_APPROVAL_WAIT_MS", self.approval_wait)?;
         self.grant_ttl = millis("EXECUTOR_GRANT_TTL_MS", self.grant_ttl)?;
+        self.console_session = millis("EXECUTOR_CONSOLE_SESSION_MS", self.console_session)?;
         if let Some(value) = lookup("EXECUTOR_AUDIT_RETENTION_DAYS") {
             self.audit_retention = match value.trim().parse::<u64>() {
                 Ok(days @ 1..=MAX_AUDIT_RETENTION_DAYS) => Duration::from_secs(days * 24 * 3600),
@@ -215,6 +219,15 @@ impl HostConfig {
         }
         if let Some(oidc) = oidc_from(&lookup)? {
             self.oidc = Some(oidc);
+        }
+        if let Some(client_id) = lookup("EXECUTOR_CONSOLE_CLIENT_ID").filter(|c| !c.trim().is_empty()) {
+            let expected = "set only with EXECUTOR_OIDC_ISSUER (the console signs in with that issuer)";
+            let oidc = self.oidc.as_mut().ok_or(ConfigError {
+                name: "EXECUTOR_CONSOLE_CLIENT_ID",
+                expected,
+                value: client_id.clone(),
+            })?;
+            oidc.console_client_id = Some(client_id.trim().to_owned());
         }
         Ok(self)
     }
@@ -328,11 +341,12 @@ fn oidc_from(lookup: &impl Fn(&str) -> Option<String>) -> Result<Option<OidcConf
                 return Err(ConfigError { name, expected, value: other.to_owned() });
             }
         },
+        console_client_id: None,
     }))
 }
 
 /// `EXECUTOR_OIDC_ISSUER`, `EXECUTOR_OIDC_AUDIENCE`, `EXECUTOR_OIDC_JWKS_URL`,
-/// `EXECUTOR_OIDC_OWNER_CLAIM`, `EXECUTOR_OIDC_SHARE_KEY_OWNERS`.
+/// `EXECUTOR_OIDC_OWNER_CLAIM`, `EXECUTOR_OIDC_SHARE_KEY_OWNERS`, `EXECUTOR_CONSOLE_CLIENT_ID`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OidcConfig {
     pub issuer: String,
@@ -343,6 +357,9 @@ pub struct OidcConfig {
     /// The claim names an API-key owner (it must be a plain owner name)
     /// instead of an identity of the issuer's own.
     pub share_key_owners: bool,
+    /// The console's public client at the issuer (`EXECUTOR_CONSOLE_CLIENT_ID`):
+    /// with it, the console signs people in with the issuer.
+    pub console_client_id: Option<String>,
 }
 
 /// The HMAC key for request states: at least 32 bytes, the same on every

@@ -8,6 +8,9 @@ pub(crate) mod auth;
 #[cfg(feature = "conformance")]
 pub(crate) mod conformance;
 pub(crate) mod connect;
+pub(crate) mod console;
+pub(crate) mod console_oidc;
+pub(crate) mod console_page;
 pub(crate) mod grants_api;
 pub(crate) mod history_api;
 pub(crate) mod host;

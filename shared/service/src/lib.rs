@@ -3,9 +3,9 @@
 //! the domain, the sandbox and the store ports.
 //!
 //! Two rooms: `application` holds what happens (executions, alarms, sessions,
-//! keys, grants, the event outbox) and knows no HTTP; `http_edge` holds how
+//! keys, console sign-ins, grants, the event outbox) and knows no HTTP; `http_edge` holds how
 //! it is reached (the parsed routes and their one auth guard, the MCP edge
-//! around rmcp, the approval page and JSON API, the connect flow, responses).
+//! around rmcp, the approval page and JSON API, the console, the connect flow, responses).
 //! Between them, `config` (the settings) and `compose` (the services built
 //! from them).
 
@@ -15,6 +15,7 @@ mod config;
 mod http_edge;
 
 pub use application::alarms::Alarms;
+pub use application::console::{ConsoleError, ConsoleSignIn, ConsoleToken};
 pub use application::continuations::{ContinuationError, Continuations};
 pub use application::executions::{ExecutionResult, Executions, OnceError, ResumeError};
 pub use application::grants::Grants;

@@ -28,6 +28,9 @@ executor_tests::on_both_stores!(
     a_second_approval_pauses_again,
     a_stranded_continuation_is_reported_interrupted_and_never_rerun,
     twenty_racing_executes_with_one_key_run_the_code_once,
+    a_grant_found_by_the_pause_lets_its_call_run_and_stores_nothing,
+    a_resumed_run_finds_a_grant_in_its_next_pause,
+    a_pause_over_more_tools_than_its_write_checks_reads_the_grants,
 );
 
 const WRITE: &str =
@@ -183,6 +186,77 @@ async fn a_second_approval_pauses_again<S: Store + 'static>(store: Arc<S>) {
     let done = orchestrator.resume(&alice(), &id, Some(ApprovalAction::Accept), None, tools.clone()).await.unwrap();
     assert!(matches!(done, ExecutionResult::Completed { .. }), "{done:?}");
     assert_eq!(tools.calls().len(), 2);
+}
+
+/// Executions that apply the owner's grants, in a process that has seen
+/// none of them made (another process stored them).
+fn granting<S: Store + 'static>(store: &Arc<S>) -> Executions {
+    let grants = executor_service::Grants::new(store.clone(), Arc::new(SystemClock), Duration::from_secs(3600));
+    executions(store, generous()).with_grants(Arc::new(grants))
+}
+
+/// "Always allow" `tool` for alice, as another process stored it.
+async fn grant<S: Store + 'static>(store: &Arc<S>, id: &str, tool: &str) {
+    use executor_core::{Clock, Grant, GrantId, GrantedBy};
+    let now = SystemClock.now();
+    let grant =
+        Grant::new(GrantId::parse(id).unwrap(), alice(), tool, GrantedBy::OwnerApi, now, Duration::from_secs(60));
+    store.create_grant(&grant).await.unwrap();
+}
+
+/// The grants were not read (this process never saw alice hold one): the
+/// pause finds the grant in its own write, which stores nothing; the code
+/// goes on from its journal (the read so far replayed, not made again) and
+/// the granted call is made once.
+async fn a_grant_found_by_the_pause_lets_its_call_run_and_stores_nothing<S: Store + 'static>(store: Arc<S>) {
+    grant(&store, "g1", "w.create").await;
+    let tools = TestTools::new();
+    let session = SessionId::parse("s1").unwrap();
+    let result = granting(&store)
+        .execute(&alice(), Some(&session), ElicitationMode::Model, WRITE.into(), tools.clone())
+        .await
+        .unwrap();
+    let ExecutionResult::Completed { execution_id, result, .. } = result else { panic!("{result:?}") };
+    assert_eq!(result, json!([true, {"title": "x"}]));
+    let called: Vec<String> = tools.calls().into_iter().map(|(path, _)| path).collect();
+    assert_eq!(called, ["gh.list", "w.create"], "each call made once");
+    assert!(store.get_execution(Access::Internal, &execution_id).await.is_err(), "the refused pause stored nothing");
+    assert!(store.paused_executions(Access::Internal, &session).await.unwrap().is_empty());
+}
+
+/// The same on a resumed run: its next pause (an update) is refused by the
+/// grant, and the run goes on to its end, still holding its claim.
+async fn a_resumed_run_finds_a_grant_in_its_next_pause<S: Store + 'static>(store: Arc<S>) {
+    let code = "const a = await tools.w.create({n: 1}); const b = await tools.w.update({n: 2}); return [a.ok, b.ok]";
+    let id = pause(&store, code).await;
+    grant(&store, "g1", "w.update").await;
+    let tools = TestTools::new();
+    let done = granting(&store).resume(&alice(), &id, Some(ApprovalAction::Accept), None, tools.clone()).await;
+    let ExecutionResult::Completed { result, .. } = done.unwrap() else { panic!("expected completed") };
+    assert_eq!(result, json!([true, true]));
+    let called: Vec<String> = tools.calls().into_iter().map(|(path, _)| path).collect();
+    assert_eq!(called, ["w.create", "w.update"], "the approved call once, the granted one once");
+    let stored = store.get_execution(Access::Internal, &id).await.unwrap();
+    assert!(matches!(stored.state(), ExecutionState::Completed { .. }), "{:?}", stored.state());
+}
+
+/// A pause waiting on more tools than its write may check is not tried: the
+/// run goes again with the grants read, and its pause is stored as they
+/// decide, every call made once.
+async fn a_pause_over_more_tools_than_its_write_checks_reads_the_grants<S: Store + 'static>(store: Arc<S>) {
+    let many = executor_store::MAX_UNGRANTED_TOOLS + 1;
+    let calls: Vec<String> = (0..many).map(|i| format!("tools.w.t{i}({{}})")).collect();
+    let code = format!("const r = await tools.gh.list({{}}); await Promise.all([{}]); return r.ok", calls.join(", "));
+    grant(&store, "g1", "w.t3").await;
+    let tools = TestTools::new();
+    let result = granting(&store).execute(&alice(), None, ElicitationMode::Model, code, tools.clone()).await.unwrap();
+    let ExecutionResult::Paused { execution_id, pending, .. } = result else { panic!("{result:?}") };
+    assert_eq!(pending.len(), many - 1, "all but the granted one wait: {pending:?}");
+    assert!(pending.iter().all(|call| call.path != "w.t3"));
+    let called: Vec<String> = tools.calls().into_iter().map(|(path, _)| path).collect();
+    assert_eq!(called, ["gh.list", "w.t3"], "each call made once");
+    let stored = store.get_execution(Access::Internal, &execution_id).await.unwrap();
+    assert_eq!(stored.journal.pending.len(), many - 1);
 }
 
 /// A resumer that claimed a pause and then vanished (a Lambda timed out or was

@@ -19,6 +19,8 @@ use serde::{Deserialize, Serialize};
 use crate::data_dir::{self, Exposed};
 use crate::records::{self, API_KEY, CONNECTION, EVENT, EXECUTION, GRANT, OAUTH_CLIENT, OAUTH_STATE, RECEIPT, SESSION};
 
+#[path = "embedded_console.rs"]
+mod console;
 #[path = "embedded_history.rs"]
 mod history;
 #[path = "embedded_quota.rs"]
@@ -276,17 +278,21 @@ struct Beside {
     events: Vec<(String, Vec<u8>)>,
     history: Option<history::EncodedHistory>,
     receipt: Option<Receipt>,
+    /// The grants that must be absent (`Emitted::ungranted`), by key.
+    ungranted: Vec<(String, String)>,
 }
 
 impl Beside {
     fn events(events: &[Event]) -> Result<Self, StoreError> {
         let events = events.iter().map(|event| Ok((records::event_sk(event), records::encode_event(event)?)));
-        Ok(Self { events: events.collect::<Result<_, StoreError>>()?, history: None, receipt: None })
+        let events = events.collect::<Result<_, StoreError>>()?;
+        Ok(Self { events, history: None, receipt: None, ungranted: Vec::new() })
     }
 
     fn of(emitted: Emitted<'_>) -> Result<Self, StoreError> {
         let history = emitted.history.map(history::encode_history).transpose()?;
-        Ok(Self { history, receipt: emitted.receipt.cloned(), ..Self::events(emitted.events)? })
+        let ungranted = emitted.ungranted.as_ref().map(records::grant_keys).unwrap_or_default();
+        Ok(Self { history, receipt: emitted.receipt.cloned(), ungranted, ..Self::events(emitted.events)? })
     }
 
     fn write(&self, txn: &WriteTransaction, now: Timestamp) -> Result<(), Failure> {
@@ -304,6 +310,13 @@ impl Beside {
             }
             let body = serde_json::to_vec(receipt).map_err(|e| Failure::Store(StoreError::corrupt(RECEIPT, e)))?;
             table.insert((pk.as_str(), sk.as_str()), body.as_slice())?;
+        }
+        for (pk, sk) in &self.ungranted {
+            if let Some(stored) = table.get((pk.as_str(), sk.as_str()))?
+                && records::decode::<Grant>(GRANT, stored.value()).map_err(Failure::Store)?.is_live(now)
+            {
+                return Err(Failure::Store(StoreError::AlreadyExists { what: GRANT }));
+            }
         }
         for (sk, body) in &self.events {
             table.insert((records::OUTBOX_PK, sk.as_str()), body.as_slice())?;

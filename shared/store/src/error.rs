@@ -21,6 +21,17 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// A pause not stored because its owner holds a live grant for a call it
+    /// waits on (a write with [`crate::Ungranted`]): that call may run.
+    pub fn is_grant_held(&self) -> bool {
+        matches!(self, Self::AlreadyExists { what } if *what == crate::records::GRANT)
+    }
+
+    /// What such a write answers: [`Self::is_grant_held`].
+    pub fn grant_held() -> Self {
+        Self::AlreadyExists { what: crate::records::GRANT }
+    }
+
     pub fn backend(operation: &'static str, error: impl fmt::Display) -> Self {
         Self::Backend { operation, detail: error.to_string() }
     }

@@ -20,9 +20,10 @@ pub use dynamodb::DynamoStore;
 pub use embedded::EmbeddedStore;
 pub use error::StoreError;
 pub use ports::{
-    Access, AuditLine, ConnectionStore, Emitted, ExecutionStore, GrantStore, HistoryStore, HourlyTake,
+    Access, AuditLine, ConnectionStore, ConsoleStore, Emitted, ExecutionStore, GrantStore, HistoryStore, HourlyTake,
     KEY_USE_RESOLUTION, KeyStore, KeyUse, MAX_CURSOR_BYTES, OAuthClientStore, OutboxStore, Page, QuotaOutcome,
     QuotaStore, QuotaTake, SessionStore, SlotTake, Store,
 };
+pub use ports::{MAX_UNGRANTED_TOOLS, Ungranted};
 pub use records::{MAX_ITEM_BODY_BYTES, MAX_SNAPSHOT_BYTES};
 pub use traced::traced;

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use executor_core::{
-    ApiKey, Event, Execution, ExecutionId, ExecutionRecord, Grant, GrantId, HistoryAppend, HistoryEntry, OAuthClient,
-    OAuthState, Principal, QuotaLimit, Receipt, Session, SessionId, SourceConnection, Timestamp, TokenHash,
+    ApiKey, ConsoleSecret, ConsoleSecretKind, Event, Execution, ExecutionId, ExecutionRecord, Grant, GrantId,
+    HistoryAppend, HistoryEntry, OAuthClient, OAuthState, Principal, QuotaLimit, Receipt, Session, SessionId,
+    SourceConnection, Timestamp, TokenHash,
 };
 
 use crate::StoreError;
@@ -64,12 +65,31 @@ pub struct Emitted<'a> {
     /// written only if no live receipt holds it (else nothing is written:
     /// `AlreadyExists { what: "idempotency key" }`).
     pub receipt: Option<&'a Receipt>,
+    /// A pause stored without its owner's grants read first: written only if
+    /// none of them lets a call it waits on run (else nothing is written:
+    /// [`StoreError::is_grant_held`]).
+    pub ungranted: Option<Ungranted<'a>>,
 }
 
 impl<'a> Emitted<'a> {
     pub fn events(events: &'a [Event]) -> Self {
-        Self { events, history: None, receipt: None }
+        Self { events, history: None, receipt: None, ungranted: None }
     }
+}
+
+/// At most this many tools in one [`Ungranted`]: each is a condition (two on a
+/// toolkit's endpoint) in the write, whose items DynamoDB caps at 100.
+pub const MAX_UNGRANTED_TOOLS: usize = 8;
+
+/// The tools a pause waits on for approval, and whose grants would let them
+/// run: `owner`'s, given on `/mcp` or, when the execution is a toolkit's, on
+/// that toolkit. The write is conditional on there being no live one.
+#[derive(Debug, Clone, Copy)]
+pub struct Ungranted<'a> {
+    pub owner: &'a Principal,
+    pub toolkit: Option<&'a executor_core::ToolkitName>,
+    /// Each once; at most [`MAX_UNGRANTED_TOOLS`].
+    pub tools: &'a [String],
 }
 
 #[async_trait]
@@ -273,6 +293,34 @@ pub trait ConnectionStore: Send + Sync {
     async fn release_oauth_state(&self, execution: &ExecutionId, hash: &TokenHash) -> Result<(), StoreError>;
 }
 
+/// The approver's console's secrets (`executor_core::console`): sign-in
+/// links, OIDC sign-ins under way and signed-in browsers, each under the hash
+/// of its token.
+#[async_trait]
+pub trait ConsoleStore: Send + Sync {
+    /// Store `secret` under its hash: `AlreadyExists` if one is stored there.
+    async fn put_console_secret(&self, secret: &ConsoleSecret) -> Result<(), StoreError>;
+
+    /// Remove the live secret of `kind` under `hash` and return it: a link or
+    /// an OIDC sign-in is used once, so of any number of concurrent takes
+    /// exactly one gets it. `NotFound` when absent, expired, of another kind
+    /// or already taken.
+    async fn take_console_secret(&self, kind: ConsoleSecretKind, hash: &TokenHash)
+    -> Result<ConsoleSecret, StoreError>;
+
+    /// The live secret of `kind` under `hash`, read consistently (a session
+    /// signed out a moment ago is gone); `NotFound` otherwise.
+    async fn get_console_secret(&self, kind: ConsoleSecretKind, hash: &TokenHash) -> Result<ConsoleSecret, StoreError>;
+
+    /// Forget the secret under `hash` (sign out); a no-op if it is gone.
+    async fn delete_console_secret(&self, hash: &TokenHash) -> Result<(), StoreError>;
+
+    /// Forget every console session of `owner` (signed out everywhere) and
+    /// say how many there were. An administrator's command: on DynamoDB a
+    /// `Scan`, never a request's path.
+    async fn revoke_console_sessions(&self, owner: &Principal) -> Result<usize, StoreError>;
+}
+
 /// Client registrations with the authorization servers of OAuth-protected
 /// upstream MCP servers, one per source, shared by every instance.
 #[async_trait]
@@ -361,6 +409,7 @@ pub trait Store:
     + OutboxStore
     + ConnectionStore
     + OAuthClientStore
+    + ConsoleStore
 {
 }
 
@@ -373,7 +422,8 @@ impl<
         + GrantStore
         + OutboxStore
         + ConnectionStore
-        + OAuthClientStore,
+        + OAuthClientStore
+        + ConsoleStore,
 > Store for T
 {
 }

@@ -2,12 +2,12 @@
 
 use executor_core::{
     Event, Execution, ExecutionId, ExecutionRecord, Grant, HistoryAppend, HistoryEntry, Principal, SessionId,
-    Timestamp, TokenHash,
+    Timestamp, TokenHash, ToolkitName,
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::StoreError;
+use crate::{StoreError, Ungranted};
 
 /// Largest execution snapshot (the JSON of code, journal and state). DynamoDB
 /// caps one transaction at 4 MB; this leaves room for keys and the other items
@@ -47,6 +47,17 @@ pub(crate) fn oauth_client_pk(source: &str) -> String {
     format!("SOURCE#{source}")
 }
 
+pub(crate) const CONSOLE_SECRET: &str = "console secret";
+/// Every console secret's partition starts so (a revoke ranges over them on redb).
+pub(crate) const CONSOLE_PK_PREFIX: &str = "CONSOLE#";
+pub(crate) const CONSOLE_SK: &str = "SECRET";
+
+/// One item per token hash, whatever its kind: a hash names one token, and
+/// signing out deletes by the hash alone.
+pub(crate) fn console_pk(hash: &TokenHash) -> String {
+    format!("{CONSOLE_PK_PREFIX}{}", hash.as_str())
+}
+
 pub(crate) const QUOTA: &str = "quota counter";
 /// A quota's concurrency slots: one item per owner.
 pub(crate) const SLOTS_SK: &str = "SLOTS";
@@ -78,10 +89,24 @@ pub(crate) fn grants_pk(owner: &Principal) -> String {
 /// `/mcp`, `GRANT#@<toolkit>/<tool>` for one given on a toolkit (no tool path
 /// starts with `@`, so the two never meet).
 pub(crate) fn grant_sk(grant: &Grant) -> String {
-    match &grant.toolkit {
-        None => format!("{GRANT_PREFIX}{}", grant.tool),
-        Some(toolkit) => format!("{GRANT_PREFIX}@{toolkit}/{}", grant.tool),
+    grant_sk_of(&grant.tool, grant.toolkit.as_ref())
+}
+
+fn grant_sk_of(tool: &str, toolkit: Option<&ToolkitName>) -> String {
+    match toolkit {
+        None => format!("{GRANT_PREFIX}{tool}"),
+        Some(toolkit) => format!("{GRANT_PREFIX}@{toolkit}/{tool}"),
     }
+}
+
+/// The keys of every grant that would let a call of `ungranted` run: for
+/// each tool, the one given on `/mcp`, and the one given on the toolkit.
+pub(crate) fn grant_keys(ungranted: &Ungranted<'_>) -> Vec<(String, String)> {
+    let pk = grants_pk(ungranted.owner);
+    let scopes = [None, ungranted.toolkit];
+    let scopes = if ungranted.toolkit.is_some() { &scopes[..] } else { &scopes[..1] };
+    let keys = ungranted.tools.iter().flat_map(|tool| scopes.iter().map(move |scope| grant_sk_of(tool, *scope)));
+    keys.map(|sk| (pk.clone(), sk)).collect()
 }
 
 /// An owner's connections share one partition: listed with one query.

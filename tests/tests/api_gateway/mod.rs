@@ -2,7 +2,7 @@
 //! Lambda functions' handler: real HTTP on 127.0.0.1 in, an API Gateway event
 //! to `executor_lambda_shell::handle` (the raw JSON the Lambda runtime hands
 //! it), its JSON answer back out as API Gateway turns it into HTTP. Routes as the CDK
-//! stack does: `/approvals/...`, `/api/...` and `/oauth/...` to the approval function, the
+//! stack does: `/approvals/...`, `/console/...`, `/api/...` and `/oauth/...` to the approval function, the
 //! rest to the MCP function, each its own host (its own "Lambda instance").
 //! [`Ledger`] is what the two functions share in the tests of handed-on runs.
 
@@ -16,11 +16,12 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 use base64::Engine;
 use executor_catalog::{Catalog, CatalogConfig};
+use executor_core::Clock;
 use executor_lambda_shell::Routes;
 use executor_sandbox::{Limits, Sandbox};
-use executor_scheduler::AlarmScheduler;
+use executor_scheduler::{AlarmScheduler, EventBridgeScheduler, SchedulerTarget};
 use executor_service::{Host, HostConfig};
-use executor_store::DynamoStore;
+use executor_store::{DynamoStore, Store};
 use executor_tests::faults::Upstream;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
@@ -49,7 +50,8 @@ async fn invoke(State(functions): State<Arc<Functions>>, request: Request) -> Re
     let (parts, body) = request.into_parts();
     let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
     let path = parts.uri.path().to_owned();
-    let (routes, host) = if ["/approvals/", "/api/", "/oauth/"].iter().any(|p| path.starts_with(p)) {
+    let console = path == "/console" || path.starts_with("/console/");
+    let (routes, host) = if console || ["/approvals/", "/api/", "/oauth/"].iter().any(|p| path.starts_with(p)) {
         (Routes::Approvals, &functions.approval)
     } else {
         (Routes::Mcp, &functions.mcp)
@@ -57,6 +59,36 @@ async fn invoke(State(functions): State<Arc<Functions>>, request: Request) -> Re
     let event = event(&parts, &body);
     let answer = executor_lambda_shell::handle(host, routes, event).await.expect("an API Gateway event is answered");
     response(&answer)
+}
+
+/// One deployment's MCP and approval functions over `store` (each its own
+/// host, as two Lambda instances are), with a schedule group of their own,
+/// configured as the functions are (API Gateway routes by host), behind the
+/// stand-in: its base URL and both hosts.
+pub async fn start_deployment<S: Store + 'static>(
+    store: Arc<S>,
+    catalog: Arc<Catalog>,
+    namespaces: &[String],
+    clock: Arc<dyn Clock>,
+    config: HostConfig,
+) -> (String, Vec<Host>) {
+    let group = format!("executor-test-{}-{}", std::process::id(), executor_tests::next_id());
+    executor_tests::scheduler_client().create_schedule_group().name(&group).send().await.unwrap();
+    let target = SchedulerTarget {
+        group,
+        target_arn: "arn:aws:lambda:us-east-1:123456789012:function:executor-alarm".into(),
+        role_arn: "arn:aws:iam::123456789012:role/executor-scheduler".into(),
+    };
+    let scheduler = Arc::new(EventBridgeScheduler::new(executor_tests::scheduler_client(), target));
+    let config = HostConfig { allowed_hosts: None, ..config };
+    let function = || {
+        let sandbox = Sandbox::with_clock(Limits::default(), clock.clone());
+        Host::new(store.clone(), catalog.clone(), namespaces, sandbox, scheduler.clone(), config.clone())
+    };
+    let (mcp, approval) = (function(), function());
+    let hosts = vec![mcp.clone(), approval.clone()];
+    let (base, _done) = start(Functions { mcp, approval }, std::future::pending()).await;
+    (base, hosts)
 }
 
 /// The HTTP response API Gateway makes of a function's answer: each of

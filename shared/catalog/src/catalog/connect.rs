@@ -293,7 +293,7 @@ async fn connect_upstream(
             let headers: reqwest::header::HeaderMap = endpoint.headers.iter().cloned().collect();
             let url = with_query(url);
             match McpUpstream::connect(&config.namespace, &url, headers.clone(), outbound, redactor).await {
-                Ok((mcp, tools)) => Ok((Upstream::Mcp(mcp), tools, None)),
+                Ok((mcp, tools)) => Ok((Upstream::Mcp(Box::new(mcp)), tools, None)),
                 // Credentials of its own that the server refused are not MCP authorization's business.
                 Err(McpConnectError::Unauthorized { challenges, .. }) if config.auth.is_none() => {
                     let challenge = BearerChallenge::from_headers(challenges.iter().map(String::as_str));
@@ -303,7 +303,7 @@ async fn connect_upstream(
                     let (owners, about) = (discovered.owners.clone(), discovered.about.clone());
                     let (outbound, redactor) = (outbound.clone(), redactor.clone());
                     let mcp = OwnerMcp::new(&config.namespace, url, headers, outbound, owners, redactor, about);
-                    Ok((Upstream::OwnerMcp(mcp), Vec::new(), Some(discovered)))
+                    Ok((Upstream::OwnerMcp(Box::new(mcp)), Vec::new(), Some(discovered)))
                 }
                 Err(e) => Err(fail("mcp", e.to_string())),
             }

@@ -24,16 +24,18 @@ pub enum Channel {
     Connect,
     /// The owner's MCP client, through the MCP tasks `cancel`.
     Task,
+    /// The owner, signed in to the console (`/console`).
+    Console,
 }
 
 impl Channel {
     /// The channel as the audit trail names it: `model`, `browser` (an
-    /// approval or connect link), `native` (the person's own client) or
+    /// approval or connect link, the console), `native` (the person's own client) or
     /// `api` (the owner's JSON API).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Model | Self::Task => "model",
-            Self::ApprovalPage | Self::Connect => "browser",
+            Self::ApprovalPage | Self::Connect | Self::Console => "browser",
             Self::Client => "native",
             Self::OwnerApi => "api",
         }

@@ -48,7 +48,7 @@ use crate::application::quotas::QuotaGate;
 use crate::application::random::ApprovalToken;
 use runner::Runner;
 
-pub use entry::Refused;
+pub use entry::{Asker, Refused};
 pub use idempotent::OnceError;
 
 /// How often a waiting browser-mode `resume` looks at the stored execution.

@@ -1,14 +1,22 @@
 //! Remembered approvals ("always allow"): stored per owner and tool, applied
 //! while the policy is evaluated, listed and revoked by their owner.
 //!
-//! A grant is read from the store by every run that meets a call needing
-//! approval (the owner's grants are one query; a run that meets none reads
-//! nothing), never cached across runs: a revoke takes effect on the owner's
-//! next call, in every process. Only someone a pause asked can create one (the approval page,
+//! Grants are never cached across runs: a revoke takes effect on the owner's
+//! next call, in every process. A run that meets a call needing approval
+//! reads its owner's grants (one query) when this process last saw the owner
+//! hold one; otherwise it reads nothing, and the pause it stores is
+//! conditional on there being no live grant for the calls it waits on (in the
+//! same write, [`executor_store::Ungranted`]). When there is one, nothing is
+//! stored and the run goes again from its journal with the grants read
+//! ([`RunGrants`]). Either way a call runs by a grant that was live when the
+//! run decided, and a pause is stored only when no grant lets its calls run,
+//! as read or as checked in its write.
+//! Only someone a pause asked can create one (the approval page,
 //! the owner's JSON API, the answer to a native elicitation); `resume` cannot.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -26,30 +34,43 @@ pub struct Grants {
     store: Arc<dyn GrantStore>,
     clock: Arc<dyn Clock>,
     ttl: Duration,
+    holders: Arc<Holders>,
 }
 
 impl Grants {
     /// Grants made here live for `ttl` (`EXECUTOR_GRANT_TTL_MS`).
     pub fn new(store: Arc<dyn GrantStore>, clock: Arc<dyn Clock>, ttl: Duration) -> Self {
-        Self { store, clock, ttl }
+        Self { store, clock, ttl, holders: Arc::default() }
     }
 
     /// `tools` as `owner`'s code sees them on `endpoint` (`None`: `/mcp`): a
     /// call that needs approval runs when the owner has a live grant for its
     /// tool that applies there. Blocked stays blocked. The grants are read
-    /// when the run first meets a call that needs approval.
+    /// when the run first meets a call that needs approval (see [`RunGrants`]).
     pub fn tools_for(
         &self,
         owner: &Principal,
         endpoint: Option<&ToolkitName>,
         tools: Arc<dyn Tools>,
     ) -> Arc<dyn Tools> {
+        self.tools_of_run(owner, endpoint, tools, Arc::default())
+    }
+
+    /// [`Grants::tools_for`], the grants as `run` sees them.
+    pub(crate) fn tools_of_run(
+        &self,
+        owner: &Principal,
+        endpoint: Option<&ToolkitName>,
+        tools: Arc<dyn Tools>,
+        run: Arc<RunGrants>,
+    ) -> Arc<dyn Tools> {
         Arc::new(Granted {
             inner: tools,
             owner: owner.clone(),
             endpoint: endpoint.cloned(),
             store: self.store.clone(),
-            granted: OnceCell::new(),
+            holders: self.holders.clone(),
+            run,
         })
     }
 
@@ -74,6 +95,7 @@ impl Grants {
                 Err(e) => return Err(e),
             }
             tracing::info!(executor.grant.id = grant.id.as_str(), tool, by = by.as_str(), "approval remembered");
+            self.holders.note(owner, true);
         }
         Ok(())
     }
@@ -95,6 +117,64 @@ impl Grants {
     }
 }
 
+/// At most this many owners are remembered as holding grants; past it the
+/// memory starts again (their runs then find their grants in a pause's write).
+const MAX_HOLDERS: usize = 4096;
+
+/// The owners this process last saw holding a live grant. It decides only
+/// whether a run reads the grants before it pauses or has its pause's write
+/// check them, never whether a grant applies: both see the grants as stored.
+#[derive(Default)]
+struct Holders(Mutex<HashSet<Principal>>);
+
+impl Holders {
+    fn holds(&self, owner: &Principal) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).contains(owner)
+    }
+
+    fn note(&self, owner: &Principal, holds: bool) {
+        let mut holders = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match holds {
+            true if holders.contains(owner) => {}
+            true => {
+                if holders.len() >= MAX_HOLDERS {
+                    holders.clear();
+                }
+                holders.insert(owner.clone());
+            }
+            false => {
+                holders.remove(owner);
+            }
+        }
+    }
+}
+
+/// The owner's grants as one run sees them: read at its first call that
+/// needs approval when its owner is known here to hold one, or when an
+/// earlier pass of the run found one; otherwise not read, and the run's
+/// pause is stored only if no grant lets a call it waits on run.
+#[derive(Default)]
+pub(crate) struct RunGrants {
+    /// The granted tools and their grants' ids, once read.
+    read: OnceCell<HashMap<String, GrantId>>,
+    /// A pause found a grant: read them, whoever the owner is.
+    wanted: AtomicBool,
+}
+
+impl RunGrants {
+    /// Whether the run's pause must check its calls' grants in its write:
+    /// the run neither read them nor was told to.
+    pub(crate) fn unread(&self) -> bool {
+        !self.read.initialized() && !self.wanted.load(Ordering::Relaxed)
+    }
+
+    /// A pause found a grant for a call it waits on (or could not check):
+    /// the run goes again and reads the grants at its first call that needs approval.
+    pub(crate) fn want(&self) {
+        self.wanted.store(true, Ordering::Relaxed);
+    }
+}
+
 /// Tools whose approval the owner granted run without asking.
 struct Granted {
     inner: Arc<dyn Tools>,
@@ -103,8 +183,8 @@ struct Granted {
     /// toolkit do not apply.
     endpoint: Option<ToolkitName>,
     store: Arc<dyn GrantStore>,
-    /// The granted tools and their grants' ids, once a call of this run needed approval.
-    granted: OnceCell<HashMap<String, GrantId>>,
+    holders: Arc<Holders>,
+    run: Arc<RunGrants>,
 }
 
 /// The one rule: a grant turns "needs approval" into "runs", by that grant;
@@ -124,7 +204,7 @@ impl Tools for Granted {
     }
 
     fn policy(&self, call: &PolicyCall<'_>) -> Policy {
-        let grant = self.granted.get().and_then(|tools| tools.get(call.path));
+        let grant = self.run.read.get().and_then(|tools| tools.get(call.path));
         with_grant(self.inner.policy(call), grant)
     }
 
@@ -132,13 +212,19 @@ impl Tools for Granted {
         self.inner.effect(path)
     }
 
-    /// Read the owner's grants. If they cannot be read, none applies: the
-    /// call asks for approval, as it would without a grant.
+    /// Read the owner's grants, unless the pause's write is to check them
+    /// ([`RunGrants`]). If they cannot be read, none applies: the call asks
+    /// for approval, as it would without a grant.
     async fn prepare_approvals(&self) {
-        self.granted
+        if !self.run.wanted.load(Ordering::Relaxed) && !self.holders.holds(&self.owner) {
+            return;
+        }
+        self.run
+            .read
             .get_or_init(|| async {
                 match self.store.list_grants(&self.owner).await {
                     Ok(grants) => {
+                        self.holders.note(&self.owner, !grants.is_empty());
                         let live = grants.into_iter().filter(|g| g.applies_on(self.endpoint.as_ref()));
                         live.map(|g| (g.tool, g.id)).collect()
                     }
@@ -281,6 +367,40 @@ mod tests {
             matches!(mcp.policy(&PolicyCall::new("w.update", &json!({}))), Policy::NeedsApproval { .. }),
             "a toolkit's grant"
         );
+    }
+
+    /// A grant this process did not see made is not read until a pause of
+    /// the run asks for it; read, it makes its owner known here, so the
+    /// owner's later runs read their grants before they pause.
+    #[tokio::test]
+    async fn grants_are_read_for_owners_known_to_hold_them_or_when_a_pause_asks() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+        let owner = Principal::parse("alice").unwrap();
+        let now = SystemClock.now();
+        let id = GrantId::parse("g1").unwrap();
+        let made_elsewhere =
+            Grant::new(id.clone(), owner.clone(), "w.create", GrantedBy::OwnerApi, now, Duration::from_secs(60));
+        store.create_grant(&made_elsewhere).await.unwrap();
+        let grants = Grants::new(store, Arc::new(SystemClock), Duration::from_secs(60));
+        let strict = ToolkitName::parse("strict").unwrap();
+        let call = json!({});
+        let runs =
+            |tools: &Arc<dyn Tools>| matches!(tools.policy(&PolicyCall::new("w.create", &call)), Policy::Run { .. });
+
+        let run = Arc::new(RunGrants::default());
+        let tools = grants.tools_of_run(&owner, None, Arc::new(Strict(strict.clone())), run.clone());
+        tools.prepare_approvals().await;
+        assert!(!runs(&tools) && run.unread(), "not read: the pause's write is to check them");
+        run.want();
+        assert!(!run.unread(), "asked for: the pause no longer checks them");
+        tools.prepare_approvals().await;
+        assert!(runs(&tools), "read at the next preparation");
+
+        let next = Arc::new(RunGrants::default());
+        let tools = grants.tools_of_run(&owner, None, Arc::new(Strict(strict)), next.clone());
+        tools.prepare_approvals().await;
+        assert!(runs(&tools) && !next.unread(), "the owner is known here to hold one: read at once");
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use std::sync::LazyLock;
 
 use base64::Engine;
-use executor_core::{ExecutionId, PendingCall, Timestamp};
+use executor_core::{DecidedBy, Execution, ExecutionId, PendingCall, Timestamp};
 use maud::{Markup, PreEscaped, Render, html};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -26,7 +26,10 @@ code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,monospace}.line{display:b
 .time{font-weight:600}.actions{display:flex;gap:.75rem;flex-wrap:wrap;margin:1rem 0}\
 button,a.button{flex:1 1 10rem;font:inherit;font-weight:600;padding:.8rem 1rem;border-radius:.5rem;border:0;color:#fff;cursor:pointer;text-align:center;text-decoration:none}\
 .approve{background:var(--ok)}.always{background:#0b5cad}.decline{background:var(--no)}summary{cursor:pointer;font-weight:600}\
-.muted{opacity:.75;font-size:.9rem}";
+.muted{opacity:.75;font-size:.9rem}\
+.bar{display:flex;justify-content:space-between;align-items:center;gap:.75rem;flex-wrap:wrap;margin:0 0 .5rem}\
+table{width:100%;border-collapse:collapse}th,td{text-align:left;padding:.4rem .3rem;border-bottom:1px solid var(--line);vertical-align:top}\
+td code{overflow-wrap:anywhere}button.small,a.small{flex:0 0 auto;padding:.45rem .8rem;font-size:.9rem;white-space:nowrap}.neutral{background:#57606a}form.inline{margin:0}";
 
 /// `Content-Security-Policy` for every page: nothing loads, nothing runs, only
 /// this stylesheet applies and forms post back to us.
@@ -53,11 +56,29 @@ pub(crate) struct PendingPage<'a> {
     pub csrf: &'a str,
     /// Above the call: e.g. "Approved. The code now needs another approval."
     pub lead: Option<&'a str>,
+    /// Whose agent asks ([`who_asks`]).
+    pub asked_by: &'a str,
+}
+
+/// Whose agent asks, as the pages say it: the owner, the key (by its id) or
+/// OIDC identity the code was sent with, and the toolkit it came through.
+pub(crate) fn who_asks(execution: &Execution) -> String {
+    let owner = execution.owner.as_str();
+    let credential = execution.asked_by.as_ref().map(DecidedBy::as_str);
+    let mut text = match credential.and_then(|c| c.strip_prefix("key:")) {
+        Some(key) => format!("{owner}, with key {}", key.rsplit('/').next().unwrap_or(key)),
+        None if credential.is_some_and(|c| c.starts_with("oidc:")) => format!("{owner}, signed in with OIDC"),
+        None => owner.to_owned(),
+    };
+    if let Some(toolkit) = &execution.toolkit {
+        text.push_str(&format!(", through toolkit {toolkit}"));
+    }
+    text
 }
 
 /// Text from outside as the page shows it: invisible characters as escapes,
 /// then HTML-escaped by maud.
-struct Visible<'a>(&'a str);
+pub(crate) struct Visible<'a>(pub &'a str);
 
 impl Render for Visible<'_> {
     fn render_to(&self, buffer: &mut String) {
@@ -82,6 +103,7 @@ pub(crate) fn pending(page: &PendingPage<'_>) -> String {
             @if calls == 1 { "this call" } @else { "these " (calls) " calls together" }
             ". Nothing happens until you decide."
         }
+        p.muted { "Asked by " b { (Visible(page.asked_by)) } ". " a href="/console" { "Open the console" } " to see everything that waits for you." }
         @for (i, call) in page.pending.iter().enumerate() {
             @let (namespace, tool) = call.path.split_once('.').unwrap_or(("", &call.path));
             section {
@@ -162,7 +184,7 @@ pub(crate) fn message(title: &str, text: &str, detail: Option<&Value>) -> String
     document(title, body)
 }
 
-fn document(title: &str, body: Markup) -> String {
+pub(crate) fn document(title: &str, body: Markup) -> String {
     html! {
         (PreEscaped("<!doctype html>"))
         html lang="en" {
@@ -180,7 +202,7 @@ fn document(title: &str, body: Markup) -> String {
 }
 
 /// The code, numbered, with the lines that name a pending tool highlighted.
-fn code_lines(code: &str, paths: &[&str]) -> Markup {
+pub(crate) fn code_lines(code: &str, paths: &[&str]) -> Markup {
     let code = shown(code);
     html! {
         @for (n, line) in code.lines().enumerate() {
@@ -191,7 +213,7 @@ fn code_lines(code: &str, paths: &[&str]) -> Markup {
     }
 }
 
-fn time_left(now: Timestamp, deadline: Timestamp) -> String {
+pub(crate) fn time_left(now: Timestamp, deadline: Timestamp) -> String {
     let minutes = deadline.since(now).as_secs() / 60;
     match minutes {
         0 => "less than a minute".to_owned(),
@@ -200,12 +222,12 @@ fn time_left(now: Timestamp, deadline: Timestamp) -> String {
     }
 }
 
-fn pretty(value: &Value) -> String {
+pub(crate) fn pretty(value: &Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
 }
 
 /// At most [`MAX_SHOWN_BYTES`], cut at a character boundary.
-fn shown(text: &str) -> String {
+pub(crate) fn shown(text: &str) -> String {
     executor_core::cut_text(text, MAX_SHOWN_BYTES)
 }
 
@@ -264,6 +286,7 @@ mod tests {
             token: "tok",
             csrf: "c5",
             lead: None,
+            asked_by: "alice, with key 3f2a9c1b",
         });
         for expected in [
             "<code>tools.gh.issues.create</code>",
@@ -272,6 +295,7 @@ mod tests {
             "/** Create an issue */",
             "Time left: about 10 minutes",
             "<form method=\"post\" action=\"e1\">",
+            "Asked by <b>alice, with key 3f2a9c1b</b>. <a href=\"/console\">Open the console</a>",
             "name=\"token\" value=\"tok\"",
             "name=\"csrf\" value=\"c5\"",
             "name=\"decision\" value=\"accept_always\">Always allow tools.gh.issues.create</button>",
@@ -300,6 +324,7 @@ mod tests {
                 token: &token,
                 csrf: &csrf,
                 lead: Some(&lead),
+                asked_by: &odd("asker"),
             }),
             super::message(&odd("title"), &odd("text"), Some(&json!(odd("detail")))),
         ];
@@ -307,6 +332,36 @@ mod tests {
             assert!(!html.chars().any(crate::http_edge::visible::is_invisible), "{html}");
             assert!(!html.contains("<gh.x") && !html.contains("<token>") && !html.contains("<title>\\"), "{html}");
             assert!(html.matches("\\u{202E}\\u{200B}").count() >= 3, "{html}");
+        }
+    }
+
+    #[test]
+    fn the_pages_say_whose_agent_asks() {
+        let alice = executor_core::Principal::parse("alice").unwrap();
+        let key = DecidedBy::key(&alice, &executor_core::TokenHash::of_token("tok"));
+        let oidc = executor_core::Principal::oidc("https://idp", "u1").unwrap();
+        let triage = executor_core::ToolkitName::parse("triage").unwrap();
+        let key_id = executor_core::key_id(&executor_core::TokenHash::of_token("tok")).to_owned();
+        let cases = [
+            (alice.clone(), None, None, "alice".to_owned()),
+            (alice.clone(), Some(key.clone()), None, format!("alice, with key {key_id}")),
+            (
+                alice.clone(),
+                Some(key),
+                Some(triage.clone()),
+                format!("alice, with key {key_id}, through toolkit triage"),
+            ),
+            (oidc.clone(), Some(DecidedBy::principal(&oidc)), None, format!("{oidc}, signed in with OIDC")),
+            (alice, None, Some(triage), "alice, through toolkit triage".to_owned()),
+        ];
+        for (owner, asked_by, toolkit, expected) in cases {
+            let journal = executor_core::Journal::new(Timestamp::from_millis(0), 1);
+            let id = ExecutionId::parse("e1").unwrap();
+            let mut execution =
+                Execution::start(id, owner, None, Default::default(), "", journal, Timestamp::from_millis(1));
+            execution.asked_by = asked_by;
+            execution.toolkit = toolkit;
+            assert_eq!(who_asks(&execution), expected);
         }
     }
 

@@ -9,7 +9,9 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use executor_core::{ApprovalAction, DecidedBy, Execution, ExecutionId, ExecutionState, Principal, Remember};
+use executor_core::{
+    ApprovalAction, Channel, DecidedBy, Decider, Execution, ExecutionId, ExecutionState, Principal, Remember,
+};
 use executor_sandbox::Tools;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use serde_json::{Value, json};
@@ -198,6 +200,7 @@ impl ApprovalRoutes {
             token,
             csrf,
             lead,
+            asked_by: &approval_page::who_asks(execution),
         });
         page(StatusCode::OK, html)
     }
@@ -233,7 +236,8 @@ impl ApprovalRoutes {
                     .and_then(|body| decision(&body));
                 match decision {
                     Ok(decision) => {
-                        self.executions.decide_as_owner(owner, &id, decision, credential.clone(), tools).await
+                        let by = Decider { channel: Channel::OwnerApi, by: credential.clone() };
+                        self.executions.decide_as_owner(owner, &id, decision, by, tools).await
                     }
                     Err(message) => {
                         let body =
@@ -321,16 +325,16 @@ fn unavailable_page(detail: &str) -> Response<Bytes> {
     page(StatusCode::SERVICE_UNAVAILABLE, approval_page::message("Try again shortly", &text, None))
 }
 
-fn path_id(path: &str, prefix: &str) -> Option<ExecutionId> {
+pub(crate) fn path_id(path: &str, prefix: &str) -> Option<ExecutionId> {
     let id = path.strip_prefix(prefix)?.trim_end_matches('/');
     ExecutionId::parse(id).ok()
 }
 
-fn query_param(query: Option<&str>, name: &str) -> Option<String> {
+pub(crate) fn query_param(query: Option<&str>, name: &str) -> Option<String> {
     form_urlencoded::parse(query?.as_bytes()).find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
 }
 
-fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -340,7 +344,7 @@ fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
 }
 
 /// Our CSRF values are hex; anything else is not ours.
-fn valid_csrf(value: &str) -> bool {
+pub(crate) fn valid_csrf(value: &str) -> bool {
     value.len() == 32 && value.bytes().all(|b| b.is_ascii_hexdigit())
 }
 

@@ -25,11 +25,11 @@ pub(crate) struct Authenticated {
 
 pub(crate) struct Authenticator {
     keys: Keys,
-    oidc: Option<Oidc>,
+    oidc: Option<Arc<Oidc>>,
 }
 
 impl Authenticator {
-    pub fn new(keys: Arc<dyn KeyStore>, oidc: Option<Oidc>, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(keys: Arc<dyn KeyStore>, oidc: Option<Arc<Oidc>>, clock: Arc<dyn Clock>) -> Self {
         Self { keys: Keys::new(keys, clock), oidc }
     }
 
@@ -40,7 +40,7 @@ impl Authenticator {
 
     /// The OIDC issuer whose tokens are accepted, if any.
     pub fn issuer(&self) -> Option<&str> {
-        self.oidc.as_ref().map(Oidc::issuer)
+        self.oidc.as_deref().map(Oidc::issuer)
     }
 
     /// The caller of a bearer API key (or OIDC token) and the toolkit it is
@@ -70,7 +70,7 @@ impl Authenticator {
         #[cfg(feature = "conformance")]
         if token.is_none_or(str::is_empty) {
             let owner = crate::http_edge::conformance::anonymous_owner();
-            return Ok(Authenticated { credential: DecidedBy::oidc(&owner), owner, toolkit: None });
+            return Ok(Authenticated { credential: DecidedBy::principal(&owner), owner, toolkit: None });
         }
         let Some(token) = token.filter(|t| !t.is_empty()) else {
             return Err(challenge(
@@ -80,7 +80,7 @@ impl Authenticator {
         if let Some(oidc) = self.oidc.as_ref().filter(|_| Oidc::looks_like_jwt(token)) {
             let (owner, toolkit) = oidc.principal(token).await.map_err(|e| challenge(&format!("Unauthorized: {e}")))?;
             spans::record_owner(&owner);
-            return Ok(Authenticated { credential: DecidedBy::oidc(&owner), owner, toolkit });
+            return Ok(Authenticated { credential: DecidedBy::principal(&owner), owner, toolkit });
         }
         match self.keys.verify(token).await {
             Ok((owner, toolkit)) => {

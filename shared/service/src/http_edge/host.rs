@@ -3,8 +3,8 @@
 //! `http::Response<Bytes>`), used by `executor serve` and the Lambda shell
 //! alike. Each request is parsed into a [`Route`] once; the authenticated API
 //! routes pass one guard; then the room that answers it: the MCP edge
-//! (`mcp`), the approval page and JSON API (`approvals`), grants
-//! (`grants_api`), the connect flow (`connect`).
+//! (`mcp`), the approval page and JSON API (`approvals`), the console
+//! (`console`), grants (`grants_api`), the connect flow (`connect`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,6 +26,7 @@ use crate::config::HostConfig;
 use crate::http_edge::approvals::ApprovalRoutes;
 use crate::http_edge::auth::{Authenticated, Authenticator, scoped_elsewhere};
 use crate::http_edge::connect::ConnectRoutes;
+use crate::http_edge::console::ConsoleRoutes;
 use crate::http_edge::mcp::McpEdge;
 use crate::http_edge::oidc::Oidc;
 use crate::http_edge::responses::{api_error, api_json, json_response, rpc_error, text, with_cors};
@@ -46,6 +47,7 @@ pub struct Host {
     auth: Arc<Authenticator>,
     mcp: Arc<McpEdge>,
     approvals: Arc<ApprovalRoutes>,
+    console: Arc<ConsoleRoutes>,
     /// The connect flow and `/api/connections`, when a source connects per owner.
     connect: Option<Arc<ConnectRoutes>>,
     /// Each toolkit's view, for the JSON API calls of keys scoped to it.
@@ -66,7 +68,16 @@ impl Host {
         config: HostConfig,
     ) -> Self {
         let services = compose(store.clone(), sandbox, scheduler, &config);
-        let oidc = config.oidc.clone().map(Oidc::new);
+        let oidc = config.oidc.clone().map(|oidc| Arc::new(Oidc::new(oidc)));
+        let console = Arc::new(ConsoleRoutes {
+            sign_in: services.console.clone(),
+            executions: services.executions.clone(),
+            history: services.history.clone(),
+            grants: services.grants.clone(),
+            connections: config.connections.clone(),
+            tools: tools.clone(),
+            oidc: oidc.clone().filter(|oidc| oidc.console_client_id().is_some()),
+        });
         let auth = Arc::new(Authenticator::new(store, oidc, config.clock.clone()));
         let mcp = Arc::new(McpEdge::new(&services, auth.clone(), tools.clone(), namespaces, &config));
         let executions = services.executions.clone();
@@ -76,7 +87,7 @@ impl Host {
             .clone()
             .map(|connections| Arc::new(ConnectRoutes::new(connections, executions, tools.clone())));
         let toolkits = config.toolkits.iter().map(|t| (t.name.clone(), t.tools.clone())).collect();
-        Self { services, auth, mcp, approvals, connect, toolkits: Arc::new(toolkits), config, tools }
+        Self { services, auth, mcp, approvals, console, connect, toolkits: Arc::new(toolkits), config, tools }
     }
 
     /// Wait, at most `wait`, for event delivery under way (a host that stops
@@ -160,6 +171,7 @@ impl Host {
                 None => with_cors(crate::http_edge::toolkits::unknown(name)),
             },
             Route::ApprovalPage => self.approvals.page(&request, base_url.starts_with("https://")).await,
+            Route::Console => self.console.handle(&request, &base_url).await,
             Route::Connect | Route::ConnectCallback => self.connect(request, &base_url).await,
             Route::Api(api) => match self.guard(&request, api, &base_url).await {
                 Ok(caller) => self.api(api, &request, caller, &base_url).await,

@@ -25,7 +25,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tracing::{Instrument, Span};
 
-use crate::application::executions::{ExecutionResult, Executions, OnceError, ResumeError};
+use crate::application::executions::{Asker, ExecutionResult, Executions, OnceError, ResumeError};
 use crate::http_edge::native::NativeApprovals;
 use crate::http_edge::results;
 
@@ -45,6 +45,13 @@ pub(crate) struct Caller {
     /// The request's span: rmcp runs the handler on a task of its own, which
     /// would otherwise lose it.
     pub span: Span,
+}
+
+impl Caller {
+    /// Who sends code: this owner, with this credential.
+    pub fn asker(&self) -> Asker<'_> {
+        Asker { owner: &self.owner, credential: Some(&self.credential) }
+    }
 }
 
 /// At most this many namespaces are named in `execute`'s description.
@@ -89,10 +96,10 @@ impl McpServer {
             Some(other) => return invalid(&format!("`idempotencyKey` must be a string, not {other}")),
         };
         let (executions, session, tools) = (&self.executions, caller.session.as_ref(), self.tools.clone());
-        let (owner, code) = (&caller.owner, code.to_owned());
+        let (asker, code) = (caller.asker(), code.to_owned());
         let result = match &key {
-            None => executions.execute(owner, session, caller.mode, code, tools).await.map_err(OnceError::Store),
-            Some(key) => executions.execute_once((owner, session), caller.mode, code, key, tools).await,
+            None => executions.execute(asker, session, caller.mode, code, tools).await.map_err(OnceError::Store),
+            Some(key) => executions.execute_once((asker, session), caller.mode, code, key, tools).await,
         };
         match result {
             Ok(result) => self.render(caller, &result),

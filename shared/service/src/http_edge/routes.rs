@@ -2,7 +2,7 @@
 //!
 //! The MCP surface (the MCP function) is `/mcp`, `/mcp/toolkits/{name}`,
 //! `/.well-known/...`, `/healthz` and `/readyz`; the approval surface (the
-//! approval function) is `/approvals/...`, `/oauth/...`, `/api/...`, the
+//! approval function) is `/approvals/...`, `/console/...`, `/oauth/...`, `/api/...`, the
 //! client metadata document, `/healthz` and `/readyz`. `executor serve`
 //! mounts both on one port.
 
@@ -22,7 +22,8 @@ pub(crate) enum Surface {
 impl Surface {
     /// The surface `executor serve` hands a path to.
     pub fn of(path: &str) -> Self {
-        match ["/approvals/", "/api/", "/oauth/"].iter().any(|prefix| path.starts_with(prefix)) {
+        let console = path == "/console" || path.starts_with("/console/");
+        match console || ["/approvals/", "/api/", "/oauth/"].iter().any(|prefix| path.starts_with(prefix)) {
             true => Self::Approvals,
             false => Self::Mcp,
         }
@@ -55,6 +56,8 @@ pub(crate) enum Route<'a> {
     Toolkit(&'a str),
     /// `/approvals/{id}`: the link token is the caller's authority.
     ApprovalPage,
+    /// `/console` and below: the approver's console (its session cookie is the caller's authority).
+    Console,
     /// `/oauth/connect/{executionId}`.
     Connect,
     /// `/oauth/callback`.
@@ -92,6 +95,8 @@ impl<'a> Route<'a> {
         let under = |base: &str| path == base || path.starts_with(&format!("{base}/"));
         if path.starts_with("/approvals/") {
             Self::ApprovalPage
+        } else if path == "/console" || path.starts_with("/console/") {
+            Self::Console
         } else if path.starts_with(CONNECT_PREFIX) {
             Self::Connect
         } else if path == CALLBACK_PATH {
@@ -142,6 +147,10 @@ mod tests {
             (M, Method::GET, "/api/grants", Route::NotFound),
             (A, Method::GET, "/approvals/e1", Route::ApprovalPage),
             (A, Method::GET, "/oauth/connect/e1", Route::Connect),
+            (A, Method::GET, "/console", Route::Console),
+            (A, Method::POST, "/console/executions/e1", Route::Console),
+            (A, Method::GET, "/consoles", Route::NotFound),
+            (M, Method::GET, "/console", Route::NotFound),
             (A, Method::GET, "/oauth/callback", Route::ConnectCallback),
             (A, Method::GET, "/api/connections", Route::Api(Api::Connections)),
             (A, Method::DELETE, "/api/connections/crm", Route::Api(Api::Connections)),
@@ -163,7 +172,16 @@ mod tests {
         for (surface, method, path, route) in cases {
             assert_eq!(Route::parse(surface, &method, path), route, "{surface:?} {method} {path}");
         }
-        let surfaces = [("/approvals/e1", A), ("/api/grants", A), ("/oauth/callback", A), ("/mcp", M), ("/x", M)];
+        let surfaces = [
+            ("/console", A),
+            ("/console/signin", A),
+            ("/consolex", M),
+            ("/approvals/e1", A),
+            ("/api/grants", A),
+            ("/oauth/callback", A),
+            ("/mcp", M),
+            ("/x", M),
+        ];
         for (path, surface) in surfaces {
             assert_eq!(Surface::of(path), surface, "{path}");
         }

@@ -45,6 +45,14 @@ pub(crate) fn approval_request(request: &Request<Bytes>) -> Span {
         ["", "api", "executions", _, "resume"] => "/api/executions/{executionId}/resume",
         ["", "healthz"] => "/healthz",
         ["", "oauth", "client-metadata.json"] => "/oauth/client-metadata.json",
+        ["", "console"] => "/console",
+        ["", "console", "signin"] => "/console/signin",
+        ["", "console", "logout"] => "/console/logout",
+        ["", "console", "oidc", "start"] => "/console/oidc/start",
+        ["", "console", "oidc", "callback"] => "/console/oidc/callback",
+        ["", "console", "executions", _] => "/console/executions/{executionId}",
+        ["", "console", "grants", _, "revoke"] => "/console/grants/{grantId}/revoke",
+        ["", "console", "connections", _, "disconnect"] => "/console/connections/{source}/disconnect",
         _ => "other",
     };
     let span = tracing::info_span!(

@@ -18,6 +18,7 @@
 //!   `EXEC#<created>#<executionId>`: an execution's history and its listing (`history.rs`).
 
 mod chunks;
+mod console;
 mod errors;
 mod history;
 mod item;
@@ -34,7 +35,7 @@ use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Get, Put, TransactGetItem, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Get, Put, TransactGetItem, TransactWriteItem};
 use chunks::{Layout, Piece, Seen};
 use executor_core::{
     ApiKey, Clock, Event, Execution, ExecutionId, ExecutionState, Grant, GrantId, OAuthClient, OAuthState, Principal,
@@ -49,7 +50,7 @@ use crate::records::{self, API_KEY, CONNECTION, EVENT, EXECUTION, GRANT, OAUTH_C
 use crate::traced::traced;
 use crate::{
     Access, ConnectionStore, Emitted, ExecutionStore, GrantStore, KeyStore, KeyUse, OAuthClientStore, OutboxStore,
-    SessionStore, StoreError,
+    SessionStore, StoreError, Ungranted,
 };
 
 /// The backend named in store spans.
@@ -245,18 +246,19 @@ impl DynamoStore {
         items: Vec<TransactWriteItem>,
         first: Option<(&Item, Expect)>,
     ) -> Result<(), StoreError> {
-        self.transact_naming(what, operation, items, first, None).await
+        self.transact_naming(what, operation, items, first, &[]).await
     }
 
-    /// [`Self::transact`], where the item at `second.0` (an idempotency
-    /// receipt) answers its own failed condition as `AlreadyExists { what: second.1 }`.
+    /// [`Self::transact`], where each item at `named[i].0` (an idempotency
+    /// receipt, a grant's absence) answers its own failed condition as
+    /// `AlreadyExists { what: named[i].1 }`.
     async fn transact_naming(
         &self,
         what: &'static str,
         operation: &'static str,
         items: Vec<TransactWriteItem>,
         first: Option<(&Item, Expect)>,
-        second: Option<(usize, &'static str)>,
+        named: &[(usize, &'static str)],
     ) -> Result<(), StoreError> {
         let mut backoff = Duration::from_millis(20);
         for attempt in 0..=CONFLICT_RETRIES {
@@ -277,9 +279,8 @@ impl DynamoStore {
             {
                 return self.condition_failed(what, operation, meta, expect).await;
             }
-            if let Some((at, named)) = second
-                && reasons.get(at).map(String::as_str) == Some("ConditionalCheckFailed")
-            {
+            let failed = |at: usize| reasons.get(at).map(String::as_str) == Some("ConditionalCheckFailed");
+            if let Some((_, named)) = named.iter().find(|(at, _)| failed(*at)) {
                 return Err(StoreError::AlreadyExists { what: named });
             }
             // Any other condition is a history part's: that part is stored already.
@@ -362,9 +363,15 @@ impl DynamoStore {
         };
 
         let mut items = vec![put(meta.clone(), Some(expect))?];
-        // Second, so that its failed condition is told apart from the execution's.
+        // Next, so that their failed conditions are told apart from the execution's.
+        let mut named = Vec::new();
         if let Some(receipt) = emitted.receipt {
+            named.push((items.len(), records::RECEIPT));
             items.push(self.receipt_put(operation, receipt)?);
+        }
+        for check in self.grant_checks(operation, emitted.ungranted)? {
+            named.push((items.len(), GRANT));
+            items.push(check);
         }
         for (i, (bytes, (piece, changed))) in layout.chunks.iter().zip(&pieces).enumerate() {
             if !changed {
@@ -401,11 +408,33 @@ impl DynamoStore {
         }
         let events = emitted.events.iter().map(|event| put(event_item(event)?, None));
         items.extend(events.chain(history.into_iter().map(Ok)).collect::<Result<Vec<_>, _>>()?);
-        let second = emitted.receipt.map(|_| (1, records::RECEIPT));
-        self.transact_naming(EXECUTION, operation, items, Some((&meta, expect)), second).await?;
+        self.transact_naming(EXECUTION, operation, items, Some((&meta, expect)), &named).await?;
         let written = pieces.into_iter().map(|(piece, _)| piece).collect();
         self.seen.remember(execution.id.as_str(), execution.version, written);
         Ok(())
+    }
+
+    /// A condition on each grant that would let a call of `ungranted` run:
+    /// that there is no live one (a revoked grant is deleted).
+    fn grant_checks(
+        &self,
+        operation: &'static str,
+        ungranted: Option<Ungranted<'_>>,
+    ) -> Result<Vec<TransactWriteItem>, StoreError> {
+        let Some(ungranted) = ungranted else { return Ok(Vec::new()) };
+        let (condition, values) = Expect::Absent.condition(self.clock.now());
+        let check = |(pk, sk): (String, String)| {
+            let mut check = ConditionCheck::builder()
+                .table_name(&self.table)
+                .set_key(Some(item::key(pk, &sk)))
+                .condition_expression(condition);
+            for (name, value) in &values {
+                check = check.expression_attribute_values(*name, value.clone());
+            }
+            let check = check.build().map_err(|e| StoreError::backend(operation, e))?;
+            Ok(TransactWriteItem::builder().condition_check(check).build())
+        };
+        records::grant_keys(&ungranted).into_iter().map(check).collect()
     }
 
     /// The put of an idempotency receipt: only where no live one holds the key.

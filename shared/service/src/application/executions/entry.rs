@@ -22,6 +22,20 @@ use super::runner::Held;
 use super::{ExecutionResult, Executions, ResumeError};
 use crate::application::random::ApprovalToken;
 
+/// Who sends new code: its owner and, over HTTP, the credential it came
+/// with, which the execution keeps so an approver sees who asks.
+#[derive(Debug, Clone, Copy)]
+pub struct Asker<'a> {
+    pub owner: &'a Principal,
+    pub credential: Option<&'a DecidedBy>,
+}
+
+impl<'a> From<&'a Principal> for Asker<'a> {
+    fn from(owner: &'a Principal) -> Self {
+        Self { owner, credential: None }
+    }
+}
+
 /// New code turned away before it ran (`busy`, a quota): nothing is stored.
 pub struct Refused {
     pub execution_id: ExecutionId,
@@ -31,15 +45,15 @@ pub struct Refused {
 impl Executions {
     /// Run new code. Nothing is stored unless it pauses or outlasts the
     /// response budget (then it is handed on and answers `running`).
-    pub async fn execute(
+    pub async fn execute<'a>(
         &self,
-        owner: &Principal,
+        asker: impl Into<Asker<'a>>,
         session: Option<&SessionId>,
         mode: ElicitationMode,
         code: String,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, StoreError> {
-        Ok(match self.start(owner, session, mode, code, tools).await? {
+        Ok(match self.start(asker.into(), session, mode, code, tools).await? {
             Ok(result) => result,
             Err(Refused { execution_id, error }) => ExecutionResult::Failed { execution_id, error, logs: Vec::new() },
         })
@@ -49,17 +63,17 @@ impl Executions {
     /// caller's `view`; refused before anything ran or was stored when there is no room.
     pub(super) async fn start(
         &self,
-        owner: &Principal,
+        asker: Asker<'_>,
         session: Option<&SessionId>,
         mode: ElicitationMode,
         code: String,
         view: Arc<dyn Tools>,
     ) -> Result<Result<ExecutionResult, Refused>, StoreError> {
-        let admitted = match self.admit(owner).await? {
+        let admitted = match self.admit(asker.owner).await? {
             Ok(admitted) => admitted,
             Err(refused) => return Ok(Err(refused)),
         };
-        let (execution, segment) = self.new_execution(&admitted, owner, session, mode, code, &view)?;
+        let (execution, segment) = self.new_execution(&admitted, asker, session, mode, code, &view)?;
         // The quota's running slot is given back when the run ends, which may
         // be after this answer.
         let ran = self.runner.run(execution, false, segment, view, admitted.held).await.map_err(recorded)?;
@@ -93,7 +107,7 @@ impl Executions {
     pub(super) fn new_execution(
         &self,
         admitted: &Admitted,
-        owner: &Principal,
+        asker: Asker<'_>,
         session: Option<&SessionId>,
         mode: ElicitationMode,
         code: String,
@@ -103,11 +117,12 @@ impl Executions {
         let seed = crate::application::random::seed().map_err(no_randomness)?;
         let segment = Segment::start(id.clone(), code.clone(), now, seed)
             .with_max_tool_calls(admitted.max_tool_calls)
-            .owned_by(owner.clone());
+            .owned_by(asker.owner.clone());
         count(Metric::ExecutionsStarted);
         let mut execution =
-            Execution::start(id, owner.clone(), session.cloned(), mode, code, segment.journal.clone(), now);
+            Execution::start(id, asker.owner.clone(), session.cloned(), mode, code, segment.journal.clone(), now);
         execution.toolkit = view.toolkit().cloned();
+        execution.asked_by = asker.credential.cloned();
         Ok((execution, segment))
     }
 
@@ -199,20 +214,23 @@ impl Executions {
         self.decide(execution, Decision { action, link: None, remember, by }, tools).await
     }
 
-    /// Apply the owner's decision whatever the mode (`POST /api/executions/{id}/resume`),
-    /// made with the credential `by`.
+    /// Apply the owner's decision whatever the mode, through their own
+    /// channel: the JSON API (`POST /api/executions/{id}/resume`) or the console.
     pub async fn decide_as_owner(
         &self,
         owner: &Principal,
         id: &ExecutionId,
         (action, remember): (ApprovalAction, Remember),
-        by: DecidedBy,
+        by: Decider,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, ResumeError> {
         let execution = self.load(Access::Owner(owner), id).await?;
         let tools = self.runner.tools.scope(&execution, tools)?;
-        let remember = remembered(remember, GrantedBy::OwnerApi);
-        let by = Decider { channel: Channel::OwnerApi, by };
+        let granted_by = match by.channel {
+            Channel::Console => GrantedBy::Console,
+            _ => GrantedBy::OwnerApi,
+        };
+        let remember = remembered(remember, granted_by);
         self.decide(execution, Decision { action, link: None, remember, by }, tools).await
     }
 

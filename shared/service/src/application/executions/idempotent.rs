@@ -13,7 +13,7 @@ use executor_store::{Access, StoreError};
 
 use super::entry::{Refused, recorded};
 use super::outcome::settled;
-use super::{ExecutionResult, Executions};
+use super::{Asker, ExecutionResult, Executions};
 
 /// Why a keyed `execute` did nothing.
 #[derive(Debug, thiserror::Error)]
@@ -31,13 +31,14 @@ impl Executions {
     /// first run's outcome, or where it stands now (`running`, paused).
     pub async fn execute_once(
         &self,
-        (owner, session): (&Principal, Option<&SessionId>),
+        (asker, session): (impl Into<Asker<'_>>, Option<&SessionId>),
         mode: ElicitationMode,
         code: String,
         key: &IdempotencyKey,
         tools: Arc<dyn Tools>,
     ) -> Result<ExecutionResult, OnceError> {
-        let store = &self.runner.store;
+        let (store, asker) = (&self.runner.store, asker.into());
+        let owner = asker.owner;
         match store.find_receipt(owner, &key.hash()).await {
             Ok(receipt) => return self.repeat(owner, &receipt, &code).await,
             Err(StoreError::NotFound { .. }) => {}
@@ -49,7 +50,7 @@ impl Executions {
                 return Ok(ExecutionResult::Failed { execution_id, error, logs: Vec::new() });
             }
         };
-        let (mut execution, segment) = self.new_execution(&admitted, owner, session, mode, code.clone(), &tools)?;
+        let (mut execution, segment) = self.new_execution(&admitted, asker, session, mode, code.clone(), &tools)?;
         let receipt = Receipt::new(owner, key, &execution.id, &code, self.runner.clock.now());
         match self.runner.hand_on_once(&mut execution, &segment, &receipt).await {
             Ok(()) => {}

@@ -15,7 +15,7 @@ use executor_core::{
     Receipt, Timestamp, TransitionError, Via, entries_of,
 };
 use executor_sandbox::{CallLog, Snapshot};
-use executor_store::{Access, Emitted, ExecutionStore, HistoryStore, StoreError};
+use executor_store::{Access, Emitted, ExecutionStore, HistoryStore, StoreError, Ungranted};
 use executor_telemetry::{Metric, count};
 use tracing::{Instrument, Span};
 
@@ -68,17 +68,17 @@ impl Recorder {
         write: (Write, Option<&RunLog>),
         link: Option<&ApprovalToken>,
     ) -> Result<(), StoreError> {
-        self.write_with(execution, applied, write, link, None).await
+        self.write_with(execution, applied, write, link, Beside::default()).await
     }
 
-    /// [`Recorder::write`], a create also taking the idempotency key of `receipt`.
+    /// [`Recorder::write`], with the conditions of `beside`.
     async fn write_with(
         &self,
         execution: &mut Execution,
         applied: &Applied,
         (write, run): (Write, Option<&RunLog>),
         link: Option<&ApprovalToken>,
-        receipt: Option<&Receipt>,
+        beside: Beside<'_>,
     ) -> Result<(), StoreError> {
         let calls = run.map(|run| run.calls.unwritten()).unwrap_or_default();
         let history = self.history_of(execution, applied, write, run, &calls);
@@ -87,7 +87,9 @@ impl Recorder {
             (Some(events), Write::Update) => events.of_execution(Some(applied.from), execution, link, decider(applied)),
             (None, _) | (_, Write::HistoryOnly) => Vec::new(),
         };
-        let with = Emitted { events: &emitted, history: history.as_ref(), receipt };
+        let (owner, toolkit) = (execution.owner.clone(), execution.toolkit.clone());
+        let ungranted = beside.ungranted.map(|tools| Ungranted { owner: &owner, toolkit: toolkit.as_ref(), tools });
+        let with = Emitted { events: &emitted, history: history.as_ref(), receipt: beside.receipt, ungranted };
         match (write, &history) {
             (Write::Create, _) => self.store.create_execution_emitting(execution, with).await?,
             (Write::Update, _) => self.store.update_execution_emitting(execution, with).await?,
@@ -151,7 +153,8 @@ impl Recorder {
     ) -> Result<(), StoreError> {
         let mut next = execution.clone();
         let applied = next.apply(event, self.clock.now()).map_err(transition_bug)?;
-        self.write_with(&mut next, &applied, (Write::Create, Some(run)), None, Some(receipt)).await?;
+        let beside = Beside { receipt: Some(receipt), ..Beside::default() };
+        self.write_with(&mut next, &applied, (Write::Create, Some(run)), None, beside).await?;
         *execution = next;
         Ok(())
     }
@@ -172,14 +175,15 @@ impl Recorder {
 
     /// Record the pause and store it, in an `execution.pause` span whose
     /// traceparent the execution keeps (its resume links to it); in browser
-    /// mode, open its first approval link.
+    /// mode, open its first approval link. `ungranted`: the tools whose
+    /// grants the write checks (the run did not read them).
     pub(super) async fn pause(
         &self,
         execution: &mut Execution,
-        snapshot: Snapshot,
-        logs: Vec<String>,
+        (snapshot, logs): (Snapshot, Vec<String>),
         deadline: Timestamp,
         write: (Write, Option<&RunLog>),
+        ungranted: Option<&[String]>,
     ) -> Result<Option<ApprovalToken>, StoreError> {
         // The tools waiting for a decision, by path: never their arguments.
         let pending: Vec<&str> = snapshot.journal.pending.iter().map(|call| call.path.as_str()).collect();
@@ -207,7 +211,8 @@ impl Recorder {
                 }
                 false => None,
             };
-            self.write(execution, &applied, write, token.as_ref()).await?;
+            let beside = Beside { ungranted, ..Beside::default() };
+            self.write_with(execution, &applied, write, token.as_ref(), beside).await?;
             count(Metric::ExecutionsPaused);
             tracing::info!(executor.execution.id = execution.id.as_str(), pending, "execution paused");
             Ok(token)
@@ -271,6 +276,15 @@ impl Recorder {
             Err(e) => Err(e),
         }
     }
+}
+
+/// What a write is conditional on beside the execution's own condition.
+#[derive(Default)]
+struct Beside<'a> {
+    /// A create's idempotency key: taken only if no live receipt holds it.
+    receipt: Option<&'a Receipt>,
+    /// A pause's tools: stored only if the owner holds no grant for them.
+    ungranted: Option<&'a [String]>,
 }
 
 /// Who decided, when a decision made this change.

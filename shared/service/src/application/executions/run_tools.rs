@@ -9,7 +9,7 @@ use executor_core::{ApprovalAction, Execution, GrantedBy, Principal, ToolkitName
 use executor_sandbox::{Connections, Tools};
 
 use super::ResumeError;
-use crate::application::grants::Grants;
+use crate::application::grants::{Grants, RunGrants};
 
 #[derive(Clone, Default)]
 pub(super) struct RunTools {
@@ -40,20 +40,23 @@ impl RunTools {
     /// `view` as `owner`'s code sees it: with the owner's live grants
     /// applied, and the owner's connections to per-owner sources. The grants
     /// go beneath a toolkit's rules, so they loosen only what the sources
-    /// ask, never the toolkit's own `approve`.
-    pub(super) fn compose(&self, owner: &Principal, view: Arc<dyn Tools>) -> Arc<dyn Tools> {
-        let tools = match &self.grants {
+    /// ask, never the toolkit's own `approve`. With them, the grants as the
+    /// run sees them (`None`: no grants apply here).
+    pub(super) fn compose(&self, owner: &Principal, view: Arc<dyn Tools>) -> (Arc<dyn Tools>, Option<Arc<RunGrants>>) {
+        let (tools, run) = match &self.grants {
             Some(grants) => {
                 let endpoint = view.toolkit().cloned();
-                let grant = |inner: Arc<dyn Tools>| grants.tools_for(owner, endpoint.as_ref(), inner);
-                view.beneath(&grant).unwrap_or_else(|| grant(view.clone()))
+                let run = Arc::new(RunGrants::default());
+                let grant = |inner: Arc<dyn Tools>| grants.tools_of_run(owner, endpoint.as_ref(), inner, run.clone());
+                (view.beneath(&grant).unwrap_or_else(|| grant(view.clone())), Some(run))
             }
-            None => view,
+            None => (view, None),
         };
-        match &self.connections {
+        let tools = match &self.connections {
             Some(connections) => crate::application::connected::tools_for(connections.clone(), owner, tools),
             None => tools,
-        }
+        };
+        (tools, run)
     }
 
     /// After a won claim: store the grant the person asked for (before the

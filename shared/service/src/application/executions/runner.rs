@@ -29,8 +29,8 @@ use executor_core::{
     Clock, Execution, ExecutionEvent, ExecutionFailure, ExecutionId, ExecutionStatus, HEARTBEAT_EVERY, Journal,
     Principal, Receipt, Timeouts, Timestamp, Via,
 };
-use executor_sandbox::{Outcome, Sandbox, SandboxError, Segment, Stop, Tools};
-use executor_store::{Access, ExecutionStore, HistoryStore, StoreError};
+use executor_sandbox::{Outcome, Sandbox, SandboxError, Segment, Snapshot, Stop, Tools};
+use executor_store::{Access, ExecutionStore, HistoryStore, MAX_UNGRANTED_TOOLS, StoreError};
 use executor_telemetry::{Metric, count};
 use tokio::sync::{Mutex, OwnedSemaphorePermit, oneshot};
 use tracing::{Instrument, Span};
@@ -40,7 +40,9 @@ use super::recorder::{Recorder, RunLog, Write, no_randomness};
 use super::run_tools::RunTools;
 use super::{DEFAULT_RESPONSE_BUDGET, ExecutionResult, ResumeError, SETTLE_ATTEMPTS, SETTLE_SLACK};
 use crate::application::continuations::Continuations;
+use crate::application::grants::RunGrants;
 use crate::application::quotas::QuotaGate;
+use crate::application::random::ApprovalToken;
 
 /// How often a run's task reads its stored record (for a cancellation
 /// request); the heartbeat is written every [`HEARTBEAT_EVERY`] of these reads.
@@ -134,7 +136,7 @@ impl Runner {
     ) -> Result<ExecutionResult, ResumeError> {
         let id = execution.id.clone();
         // The one place a run's tools are composed.
-        let tools = self.tools.compose(&execution.owner, view);
+        let (tools, grants) = self.tools.compose(&execution.owner, view);
         let stop = segment.stop.clone();
         // An MCP task's runner stores its outcomes: that is how its code arrived.
         let via = if self.stored_outcomes { Via::Task } else { Via::Mcp };
@@ -147,11 +149,7 @@ impl Runner {
         tokio::spawn(Box::pin(
             async move {
                 let Held { slot, quota } = held;
-                let watcher = tokio::spawn(this.clone().watch(task_run.clone(), task_stop));
-                let ran = crate::application::quotas::counted(this.sandbox.run(segment, tools).await);
-                watcher.abort();
-                let _ = watcher.await;
-                let finished = this.finish(&task_run, ran).await;
+                let finished = this.passes(&task_run, segment, (tools, grants), task_stop).await;
                 if let (Some(gate), Some(quota)) = (&this.quotas, quota) {
                     gate.release(quota).await;
                 }
@@ -247,15 +245,54 @@ impl Runner {
         }
     }
 
+    /// Run the code to its end and record how it ended. A pause that was
+    /// not stored because a grant lets a call it waits on run (the run had
+    /// not read the grants: [`RunGrants`]) runs the code again from that
+    /// pause's journal, the grants read: the calls made so far are replayed,
+    /// never made again, and the granted ones are made. That happens once at
+    /// most: a run that read its grants stores its pause as they decided.
+    async fn passes(
+        &self,
+        run: &Arc<Mutex<Run>>,
+        mut segment: Segment,
+        (tools, grants): (Arc<dyn Tools>, Option<Arc<RunGrants>>),
+        stop: Stop,
+    ) -> Result<ExecutionResult, ResumeError> {
+        loop {
+            let again = Again::of(&segment);
+            let watcher = tokio::spawn(self.clone().watch(run.clone(), stop.clone()));
+            let ran = crate::application::quotas::counted(self.sandbox.run(segment, tools.clone()).await);
+            watcher.abort();
+            let _ = watcher.await;
+            match self.finish(run, ran, grants.as_deref()).await? {
+                Pass::Ended(result) => return Ok(result),
+                Pass::Again(paused) => {
+                    tracing::info!(
+                        executor.execution.id = paused.id.as_str(),
+                        "a grant lets a call the pause waited on run: the code goes on with the grants read"
+                    );
+                    segment = again.replaying(paused);
+                }
+            }
+        }
+    }
+
     /// The run ended: new code that was never stored answers as it ended,
     /// its history stored (a pause is stored now); a stored run is settled
     /// in the store.
-    async fn finish(&self, run: &Mutex<Run>, outcome: Outcome) -> Result<ExecutionResult, ResumeError> {
+    async fn finish(
+        &self,
+        run: &Mutex<Run>,
+        outcome: Outcome,
+        grants: Option<&RunGrants>,
+    ) -> Result<Pass, ResumeError> {
         let mut run = run.lock().await;
         run.finishing = true;
-        let Run { execution, stored, log, .. } = &mut *run;
+        let Run { execution, stored, log, finishing } = &mut *run;
         if *stored {
-            return self.settle(execution, outcome, log).await;
+            let settled = self.settle(execution, outcome, log, grants).await;
+            *finishing = !matches!(settled, Ok(Pass::Again(_)));
+            return settled;
         }
         let execution_id = execution.id.clone();
         // An MCP task's outcome is read later (`tasks/get`): it is stored.
@@ -265,27 +302,64 @@ impl Runner {
                 self.hand_over(execution, snapshot.journal, (Write::Create, Some(log))).await?;
                 *stored = true;
                 self.continue_elsewhere(&execution_id).await;
-                Ok(ExecutionResult::Running { execution_id })
+                Ok(Pass::Ended(ExecutionResult::Running { execution_id }))
             }
             Outcome::Completed { result, logs } => {
                 count(Metric::ExecutionsCompleted);
                 let event = ExecutionEvent::Complete { result: result.clone() };
                 self.end_unstored(execution, event, logs.clone(), (ended, Some(log))).await?;
-                Ok(ExecutionResult::Completed { execution_id, result, logs })
+                Ok(Pass::Ended(ExecutionResult::Completed { execution_id, result, logs }))
             }
             Outcome::Failed { error, logs } => {
                 count(Metric::ExecutionsFailed);
                 let (error, event) = ended_with(&error);
                 self.end_unstored(execution, event, logs.clone(), (ended, Some(log))).await?;
-                Ok(ExecutionResult::Failed { execution_id, error, logs })
+                Ok(Pass::Ended(ExecutionResult::Failed { execution_id, error, logs }))
             }
             Outcome::Paused { snapshot, logs } => {
-                let deadline = self.approval_deadline();
-                let write = (Write::Create, Some(&*log));
-                let link = self.recorder.pause(execution, snapshot, logs, deadline, write).await?;
-                Ok(paused_result(execution, link))
+                // On a copy: a pause a grant refused leaves the execution as it was.
+                let mut paused = execution.clone();
+                match self.pause(&mut paused, (snapshot, logs), (Write::Create, Some(&*log)), grants).await {
+                    Ok(link) => {
+                        *execution = paused;
+                        Ok(Pass::Ended(paused_result(execution, link)))
+                    }
+                    Err(error) if error.is_grant_held() => {
+                        *finishing = false;
+                        Ok(Pass::Again(Box::new(paused)))
+                    }
+                    Err(error) => Err(error.into()),
+                }
             }
         }
+    }
+
+    /// Store a pause: conditional on the grants of the calls it waits on
+    /// when the run did not read them (too many to check in one write:
+    /// refused as if one were held). A refusal leaves `execution` with the
+    /// pause's journal (every call made so far) and asks the run to read them.
+    async fn pause(
+        &self,
+        execution: &mut Execution,
+        ended: (Snapshot, Vec<String>),
+        write: (Write, Option<&RunLog>),
+        grants: Option<&RunGrants>,
+    ) -> Result<Option<ApprovalToken>, StoreError> {
+        let unread = grants.filter(|grants| grants.unread());
+        let ungranted = unread.map(|_| awaiting_approval(&ended.0.journal)).filter(|tools| !tools.is_empty());
+        let paused = match &ungranted {
+            Some(tools) if tools.len() > MAX_UNGRANTED_TOOLS => {
+                execution.journal = ended.0.journal;
+                Err(StoreError::grant_held())
+            }
+            _ => self.recorder.pause(execution, ended, self.approval_deadline(), write, ungranted.as_deref()).await,
+        };
+        if let (Err(error), Some(grants)) = (&paused, unread)
+            && error.is_grant_held()
+        {
+            grants.want();
+        }
+        paused
     }
 
     /// Record how new code ended. When only its history is written, a failed
@@ -318,11 +392,12 @@ impl Runner {
         execution: &mut Execution,
         outcome: Outcome,
         log: &RunLog,
-    ) -> Result<ExecutionResult, ResumeError> {
+        grants: Option<&RunGrants>,
+    ) -> Result<Pass, ResumeError> {
         let id = execution.id.clone();
         for attempt in 1..=SETTLE_ATTEMPTS {
             let mut next = execution.clone();
-            let written = self.record_outcome(&mut next, outcome.clone(), log).await;
+            let written = self.record_outcome(&mut next, outcome.clone(), log, grants).await;
             match written {
                 Ok(result) => {
                     *execution = next;
@@ -332,20 +407,22 @@ impl Runner {
                         ExecutionStatus::Paused => {}
                         ExecutionStatus::Running => {
                             self.continue_elsewhere(&id).await;
-                            return Ok(result);
+                            return Ok(Pass::Ended(result));
                         }
                         _ => count(Metric::ExecutionsFailed),
                     }
                     tracing::info!(executor.execution.id = id.as_str(), status = status.as_str(), "execution settled");
-                    return Ok(result);
+                    return Ok(Pass::Ended(result));
                 }
+                // Nothing was written: the run goes on, still ours.
+                Err(error) if error.is_grant_held() => return Ok(Pass::Again(Box::new(next))),
                 // Someone else wrote: a cancellation request (the record is
                 // still ours: settle on top of it), or an `interrupted` that stands.
                 Err(StoreError::Conflict { .. }) => {
                     let stored =
                         self.store.get_execution(Access::Internal, &id).await.map_err(|e| not_found(&id, e))?;
                     if stored.claim() != execution.claim() || !stored.is_running() {
-                        return settled(&stored);
+                        return settled(&stored).map(Pass::Ended);
                     }
                     *execution = stored;
                 }
@@ -355,7 +432,8 @@ impl Runner {
                 Err(e) => return Err(e.into()),
             }
         }
-        settled(&self.store.get_execution(Access::Internal, &id).await.map_err(|e| not_found(&id, e))?)
+        let stored = self.store.get_execution(Access::Internal, &id).await.map_err(|e| not_found(&id, e))?;
+        settled(&stored).map(Pass::Ended)
     }
 
     /// How a stored run ended, applied to `next` and stored: handed on,
@@ -365,6 +443,7 @@ impl Runner {
         next: &mut Execution,
         outcome: Outcome,
         log: &RunLog,
+        grants: Option<&RunGrants>,
     ) -> Result<ExecutionResult, StoreError> {
         let execution_id = next.id.clone();
         let write = (Write::Update, Some(log));
@@ -374,8 +453,7 @@ impl Runner {
                 Ok(ExecutionResult::Running { execution_id })
             }
             Outcome::Paused { snapshot, logs } => {
-                let deadline = self.approval_deadline();
-                let link = self.recorder.pause(next, snapshot, logs, deadline, write).await?;
+                let link = self.pause(next, (snapshot, logs), write, grants).await?;
                 Ok(paused_result(next, link))
             }
             Outcome::Completed { result, logs } => {
@@ -418,6 +496,56 @@ impl Runner {
             Err(error) => tracing::error!(executor.execution.id = id.as_str(), %error, "continuation not started"),
         }
     }
+}
+
+/// How one pass of a run ended: recorded, or not (a grant lets a call its
+/// pause waited on run), the execution as the refused pause left it: its
+/// journal holds every call made so far.
+enum Pass {
+    Ended(ExecutionResult),
+    Again(Box<Execution>),
+}
+
+/// What a run's next pass keeps of its segment: everything but the code and
+/// the journal, which come from the pause a grant refused.
+struct Again {
+    execution_id: ExecutionId,
+    decisions: std::collections::BTreeMap<u32, executor_core::ApprovalAction>,
+    max_tool_calls: Option<u32>,
+    stop: Stop,
+    calls: executor_sandbox::CallLog,
+    owner: Option<Principal>,
+}
+
+impl Again {
+    fn of(segment: &Segment) -> Self {
+        Self {
+            execution_id: segment.execution_id.clone(),
+            decisions: segment.decisions.clone(),
+            max_tool_calls: segment.max_tool_calls,
+            stop: segment.stop.clone(),
+            calls: segment.calls.clone(),
+            owner: segment.owner.clone(),
+        }
+    }
+
+    /// The segment that replays `paused`'s journal and plans its pending calls anew.
+    fn replaying(self, paused: Box<Execution>) -> Segment {
+        let Self { execution_id, decisions, max_tool_calls, stop, calls, owner } = self;
+        let paused = *paused;
+        let mut journal = paused.journal;
+        journal.pending.clear();
+        Segment { execution_id, code: paused.code, journal, decisions, max_tool_calls, stop, calls, owner }
+    }
+}
+
+/// The tools a pause waits on for an approval (not for a connection), each once.
+fn awaiting_approval(journal: &Journal) -> Vec<String> {
+    let mut tools: Vec<String> =
+        journal.pending.iter().filter(|call| call.connect.is_none()).map(|call| call.path.clone()).collect();
+    tools.sort();
+    tools.dedup();
+    tools
 }
 
 /// How a failed run is recorded: a decline or a cancellation is `declined`,

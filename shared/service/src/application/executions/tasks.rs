@@ -14,7 +14,7 @@ use executor_store::{Access, StoreError};
 use super::claim::Decision;
 use super::outcome::settled;
 use super::runner::Runner;
-use super::{ExecutionResult, Executions, Refused, ResumeError};
+use super::{Asker, ExecutionResult, Executions, Refused, ResumeError};
 
 impl Executions {
     /// Start `code` as a task: the answer comes at once (`running`, or the
@@ -23,7 +23,7 @@ impl Executions {
     /// before it ran (nothing stored, so there is no task).
     pub async fn execute_as_task(
         &self,
-        owner: &Principal,
+        asker: Asker<'_>,
         session: Option<&SessionId>,
         mode: ElicitationMode,
         code: String,
@@ -31,7 +31,7 @@ impl Executions {
     ) -> Result<Result<ExecutionResult, Refused>, StoreError> {
         let runner = Runner { budget: Duration::ZERO, stored_outcomes: true, ..self.runner.clone() };
         let at_once = Executions { runner, ..self.clone() };
-        at_once.start(owner, session, mode, code, tools).await
+        at_once.start(asker, session, mode, code, tools).await
     }
 
     /// The execution `id` of `owner` as it stands (a pause past its window

@@ -119,7 +119,8 @@ impl McpServer {
             return Err(RpcError::invalid("`code` (a string of JavaScript or TypeScript) is required"));
         };
         let (owner, session) = (&caller.owner, caller.session.as_ref());
-        let started = self.executions.execute_as_task(owner, session, caller.mode, code.to_owned(), self.tools.clone());
+        let code = code.to_owned();
+        let started = self.executions.execute_as_task(caller.asker(), session, caller.mode, code, self.tools.clone());
         let id = match started.await {
             Ok(Ok(result)) => result.execution_id().clone(),
             Ok(Err(refused)) => return Err(RpcError { code: -32000, message: refused.error.message }),
