@@ -27,18 +27,29 @@
 //! ("notif" finds "notifications"), stems of five letters or more otherwise
 //! ("review" finds "reviewers").
 //!
-//! The sum is then multiplied by three factors, each measured on the
-//! discovery evaluation (`tests/discovery.rs`, docs/benchmarks.md):
+//! The sum is then multiplied by five factors, each measured on the
+//! discovery evaluation (`tests/discovery.rs`, docs/benchmarks.md; the
+//! query's side is in `search/query.rs`):
 //! - coverage: the square root of the share of the query's concepts the tool
 //!   matches, so a tool with all of them beats one with a rare word alone;
 //! - precision: how much of the tool's name the query has, so `pulls.merge`
-//!   beats `pulls.merge_async` for "merge a PR";
+//!   beats `pulls.merge_async` for "merge a PR"; a name word the query has
+//!   after a preposition counts as much as the concept there (0.6);
+//! - form: 0.75 for a tool whose name has the words typed only in another
+//!   form, so `list_branches` beats `get_branch` for "what branches", and
+//!   `check_if_merged` beats `merge` for "has it been merged";
 //! - intent: 1.4 for a tool that reads when the query asks to read ("what",
-//!   "list", "show"), or writes when it asks to write ("open", "delete").
+//!   "list", "show"), or writes when it asks to write ("open", "delete");
+//! - lists: 1.4 for a tool that lists ("list" in its name) when the query
+//!   asks who, or what or which of something in the plural.
 //!
 //! Tools matching nothing are left out; ties go to the shorter, then the
 //! alphabetically first path. A query that is exactly a tool's path ranks it
 //! first. An empty query lists every tool by path.
+
+mod query;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -46,7 +57,7 @@ use std::sync::LazyLock;
 use rust_stemmers::{Algorithm, Stemmer};
 
 use crate::tool::{Target, ToolDef};
-use crate::vocabulary::{self, Concept};
+use crate::vocabulary;
 
 static STEMMER: LazyLock<Stemmer> = LazyLock::new(|| Stemmer::create(Algorithm::English));
 
@@ -81,6 +92,13 @@ const INTENT: f32 = 1.4;
 /// against 2 for one whose name is all query: with `share` the part of the
 /// name's words the query has, (`UNNAMED` + (1 - `UNNAMED`) * share) * (1 + share).
 const UNNAMED: f32 = 0.2;
+/// A tool whose name has the query's words only in another form ("merge"
+/// for "merged", "branch" for "branches") counts 1 - `FORM`; with some as
+/// typed, less is taken off (by the share in another form).
+const FORM: f32 = 0.25;
+/// The factor for a tool that lists when the query asks who, or what or
+/// which of something in the plural ("what branches", "who starred").
+const LISTS: f32 = 1.4;
 
 /// One tool's counts of a term, per field.
 #[derive(Debug, Clone, Copy)]
@@ -96,6 +114,8 @@ pub struct SearchIndex {
     lengths: Vec<[u16; FIELDS]>,
     /// The mean of each field's length.
     average: [f32; FIELDS],
+    /// Each tool's name words as written (lower case, unstemmed, space-separated).
+    names: Vec<Box<str>>,
 }
 
 /// Lower-case words, split on non-alphanumerics and camelCase humps.
@@ -165,9 +185,17 @@ impl SearchIndex {
         let mut postings: Vec<Vec<Posting>> = Vec::new();
         let mut lengths = Vec::with_capacity(tools.len());
         let mut counts: Vec<(u32, [u8; FIELDS])> = Vec::new();
+        let mut names = Vec::with_capacity(tools.len());
         for (at, tool) in tools.iter().enumerate() {
             let mut length = [0u16; FIELDS];
-            for (field, text) in fields(tool).iter().enumerate() {
+            let fields = fields(tool);
+            // The name without the group it repeats (`teams.teams_list_repos`).
+            let name = match fields[NAME].split_once(' ') {
+                Some((first, rest)) if fields[GROUP].split(' ').any(|g| g == first) => rest,
+                _ => &fields[NAME],
+            };
+            names.push(name.into());
+            for (field, text) in fields.iter().enumerate() {
                 for word in words(text).into_iter().filter(|w| !vocabulary::is_stop_word(w)) {
                     let id = match ids.get(&word) {
                         Some(id) => *id,
@@ -209,7 +237,7 @@ impl SearchIndex {
             }
         }
         average.iter_mut().for_each(|sum| *sum /= tools.len().max(1) as f32);
-        Self { terms, lengths, average }
+        Self { terms, lengths, average, names }
     }
 
     /// The tools that have `term`.
@@ -243,89 +271,6 @@ impl SearchIndex {
     }
 }
 
-/// The terms a query word may be, each with the factor it counts by.
-type Variants = Vec<(String, f32)>;
-
-/// A query's concept as the indexes' terms.
-struct Resolved {
-    /// How much the concept counts: less when it only says where (after "in", "of", ...).
-    weight: f32,
-    /// Each alternative's weight and its words, each word as the terms it
-    /// may be (its stem, and at a lower factor the terms its stem starts).
-    alternatives: Vec<(f32, Vec<Variants>)>,
-}
-
-/// The terms a query word may be: its stem, and the longer terms its stem
-/// starts ("notif" finds "notifications", "review" finds "reviewers").
-fn variants(parts: &[(&SearchIndex, &[ToolDef])], word: &str) -> Variants {
-    let stem = term(word);
-    let known = parts.iter().any(|(index, _)| !index.postings(&stem).is_empty());
-    let mut out = Vec::new();
-    let shortest = if known { PREFIX_CHARS_KNOWN } else { PREFIX_CHARS };
-    if stem.chars().count() >= shortest {
-        let mut extended: Vec<&str> = parts.iter().flat_map(|(index, _)| index.extending(&stem)).collect();
-        extended.sort_unstable();
-        extended.dedup();
-        out.extend(extended.into_iter().map(|t| (t.to_owned(), PREFIX)));
-    }
-    out.push((stem, 1.0));
-    out
-}
-
-fn resolve(parts: &[(&SearchIndex, &[ToolDef])], concept: &Concept) -> Resolved {
-    let mut alternatives: Vec<(f32, Vec<Variants>)> = concept
-        .alternatives
-        .iter()
-        .map(|alternative| {
-            let words = alternative.words.iter().map(|word| variants(parts, word)).collect();
-            (alternative.weight, words)
-        })
-        .collect();
-    // Words typed that no tool has leave what they stand for as sure as they would have been.
-    let unknown = |words: &Vec<Variants>| {
-        words.iter().flatten().all(|(term, _)| parts.iter().all(|(index, _)| index.postings(term).is_empty()))
-    };
-    if concept.typed && alternatives.first().is_some_and(|(_, words)| unknown(words)) {
-        alternatives.iter_mut().skip(1).for_each(|(weight, _)| *weight = 1.0);
-    }
-    Resolved { weight: concept.weight, alternatives }
-}
-
-/// Scores of one part's tools, with the tools that have one, so that reading
-/// them out leaves all at zero again.
-struct Scores {
-    values: Vec<f32>,
-    touched: Vec<usize>,
-}
-
-impl Scores {
-    fn new(tools: usize) -> Self {
-        Self { values: vec![0.0; tools], touched: Vec::new() }
-    }
-
-    fn touch(&mut self, at: usize) {
-        if self.values[at] == 0.0 {
-            self.touched.push(at);
-        }
-    }
-
-    fn add(&mut self, at: usize, value: f32) {
-        self.touch(at);
-        self.values[at] += value;
-    }
-
-    fn max(&mut self, at: usize, value: f32) {
-        self.touch(at);
-        self.values[at] = self.values[at].max(value);
-    }
-
-    /// Each touched tool's score, reset to zero.
-    fn take(&mut self) -> Vec<(usize, f32)> {
-        let values = &mut self.values;
-        self.touched.drain(..).map(|at| (at, std::mem::take(&mut values[at]))).collect()
-    }
-}
-
 /// The matches of `query` across several indexed parts, ranked together:
 /// the catalog's tools, and the tools of sources listed later (MCP servers
 /// that list their tools only to a connected owner).
@@ -340,159 +285,13 @@ pub fn search_parts<'t>(
         all.sort_by(|a, b| a.path.cmp(&b.path));
         return all;
     }
-    let exact = query.trim();
-    let concepts: Vec<Resolved> = vocabulary::concepts(&typed).iter().map(|concept| resolve(parts, concept)).collect();
-    let intent = vocabulary::intent(&typed);
-    let tools: usize = parts.iter().map(|(_, tools)| tools.len()).sum();
-    let mut idf: HashMap<&str, f32> = HashMap::new();
-    for (term, _) in concepts.iter().flat_map(|c| &c.alternatives).flat_map(|(_, words)| words).flatten() {
-        let found: usize = parts.iter().map(|(index, _)| index.postings(term).len()).sum();
-        let (n, found) = (tools as f32, found as f32);
-        idf.insert(term, (1.0 + (n - found + 0.5) / (found + 0.5)).ln());
-    }
+    let asked = query::Query::new(parts, &typed);
     let mut hits: Vec<(f32, &ToolDef)> = Vec::new();
     for (index, part) in parts {
-        let mut total = vec![0.0f32; part.len()];
-        let mut matched = vec![0.0f32; part.len()];
-        // How many words of each tool's name the query has (each term once, however many concepts have it).
-        let mut named = vec![0u16; part.len()];
-        for term in idf.keys() {
-            for posting in index.postings(term) {
-                named[posting.tool as usize] += u16::from(posting.counts[NAME]);
-            }
-        }
-        let (mut word, mut alternative, mut concept) =
-            (Scores::new(part.len()), Scores::new(part.len()), Scores::new(part.len()));
-        for resolved in &concepts {
-            for (weight, words) in &resolved.alternatives {
-                for variants in words {
-                    for (term, factor) in variants {
-                        for posting in index.postings(term) {
-                            let at = posting.tool as usize;
-                            word.max(at, factor * index.score(posting, idf[term.as_str()]));
-                        }
-                    }
-                    for (at, score) in word.take() {
-                        alternative.add(at, score);
-                    }
-                }
-                for (at, score) in alternative.take() {
-                    concept.max(at, weight * score);
-                }
-            }
-            for (at, score) in concept.take() {
-                total[at] += resolved.weight * score;
-                matched[at] += 1.0;
-            }
-        }
-        for (at, tool) in part.iter().enumerate() {
-            let coverage = (matched[at] / concepts.len() as f32).powf(COVERAGE);
-            let intended = if intent == Some(tool.effect) { INTENT } else { 1.0 };
-            let name = f32::from(index.lengths[at][NAME]).max(1.0);
-            let share = (f32::from(named[at]) / name).min(1.0);
-            let precision = (UNNAMED + (1.0 - UNNAMED) * share) * (1.0 + share);
-            let score = match tool.path == exact {
-                true => f32::INFINITY,
-                false => total[at] * coverage * intended * precision,
-            };
-            if score > 0.0 && include(tool) {
-                hits.push((score, tool));
-            }
-        }
+        hits.extend(
+            asked.scores(index, part, query.trim()).into_iter().filter(|(score, tool)| *score > 0.0 && include(tool)),
+        );
     }
     hits.sort_by(|(sa, a), (sb, b)| sb.total_cmp(sa).then(a.path.len().cmp(&b.path.len())).then(a.path.cmp(&b.path)));
     hits.into_iter().map(|(_, tool)| tool).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tool::Schemas;
-    use executor_core::Effect;
-
-    fn tool(path: &str, description: &str) -> ToolDef {
-        ToolDef {
-            path: path.into(),
-            namespace: path.split('.').next().unwrap().into(),
-            description: description.into(),
-            summary: description.into(),
-            effect: Effect::Read,
-            schemas: Schemas::Text { input: "{}".into(), output: None, root: None },
-            target: Target::Mcp { name: path.into(), hints: Vec::new(), input: Default::default(), ui: None },
-        }
-    }
-
-    #[test]
-    fn words_split_case_and_punctuation() {
-        assert_eq!(words("gh.issues.listForRepo"), ["gh", "issues", "list", "for", "repo"]);
-        assert_eq!(words("GET /repos/{owner}"), ["get", "repos", "owner"]);
-        assert_eq!(words("HTTPServer v2"), ["httpserver", "v2"]);
-    }
-
-    #[test]
-    fn terms_are_stems() {
-        let table = [("branches", "branch"), ("merging", "merg"), ("merge", "merg"), ("repositories", "repositori")];
-        for (word, stem) in table {
-            assert_eq!(term(word), stem, "{word}");
-        }
-    }
-
-    #[test]
-    fn ranking() {
-        let tools = [
-            tool("gh.issues.list", "List issues in a repository"),
-            tool("gh.issues.create", "Create an issue"),
-            tool("gh.repos.list", "List repositories; each has issues"),
-            tool("gh.pulls.listFiles", "List files of a pull request"),
-            tool("gh.pulls.merge", "Merge a pull request"),
-            tool("gh.pulls.mergeAsync", "Merge a pull request in the background"),
-            tool("gh.notifications.list", "List notifications"),
-            tool("docs.search_docs", "Search the documentation"),
-        ];
-        let index = SearchIndex::build(&tools);
-        let run = |query: &str| -> Vec<&str> {
-            search_parts(&[(&index, &tools)], query, |_| true).into_iter().map(|t| t.path.as_str()).collect()
-        };
-        let table: &[(&str, &[&str])] = &[
-            // Name and summary beat a word of another tool's description.
-            ("list issues", &["gh.issues.list", "gh.repos.list"]),
-            ("create issue", &["gh.issues.create"]),
-            // A camelCase hump in the name is a word; word forms are one term.
-            ("file", &["gh.pulls.listFiles"]),
-            // The name that is all query beats one with more in it.
-            ("merging a PR", &["gh.pulls.merge", "gh.pulls.mergeAsync"]),
-            // What follows "of" says where: the files are wanted.
-            ("the files of a pull request", &["gh.pulls.listFiles"]),
-            ("doc", &["docs.search_docs"]),
-            // A word no tool has matches the words it starts.
-            ("notif", &["gh.notifications.list"]),
-            // The exact path wins outright.
-            ("gh.repos.list", &["gh.repos.list"]),
-            ("nothing matches this", &[]),
-        ];
-        for (query, expected) in table {
-            let found = run(query);
-            assert_eq!(&found[..expected.len().min(found.len())], *expected, "{query}: {found:?}");
-            if expected.is_empty() {
-                assert!(found.is_empty(), "{query}: {found:?}");
-            }
-        }
-        assert_eq!(run("").len(), tools.len());
-        let gh_only = search_parts(&[(&index, &tools)], "search", |t| t.namespace == "gh");
-        assert!(gh_only.is_empty());
-    }
-
-    #[test]
-    fn rare_terms_count_more() {
-        // "repository" is in every tool, "branches" in one.
-        let tools = [
-            tool("gh.a.teams", "Remove a team from a repository"),
-            tool("gh.a.secrets", "List repository secrets for the repository"),
-            tool("gh.a.branches", "List branches"),
-            tool("gh.a.other", "Get a repository"),
-        ];
-        let index = SearchIndex::build(&tools);
-        let found = search_parts(&[(&index, &tools)], "what branches does this repository have", |_| true);
-        assert_eq!(found[0].path, "gh.a.branches");
-    }
 }

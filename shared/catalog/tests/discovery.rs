@@ -12,8 +12,11 @@
 //! (this test prints the misses of the tuned part alone). The tuned part's
 //! second half was written as the first held-out part, and its misses were
 //! seen when tuning began, so it joined the tuned part and the held-out
-//! part was written anew. A task lists every operation that does the job
-//! (by `operationId`); a hit is any of them.
+//! part was written anew. In a third round, 60 GitHub and 12 Directus tasks
+//! were written as more tuned tasks before any of their results were run.
+//! A task lists every operation that does the job (by `operationId`); a
+//! hit is any of them. `DISCOVERY_TUNED_ONLY=1` runs the tuned part alone,
+//! for tuning.
 
 use std::collections::HashMap;
 
@@ -77,7 +80,7 @@ const GITHUB_TUNED: Tasks = &[
     ),
     ("add a webhook to a repository", &["repos/create-webhook"]),
     ("list the tags of a repo", &["repos/list-tags"]),
-    ("compare two branches", &["repos/compare-commits"]),
+    ("compare two branches", &["repos/compare-commits", "repos/compare-commits-with-basehead"]),
     ("get details of a commit", &["repos/get-commit", "git/get-commit"]),
     ("commit a change to a file", &["repos/create-or-update-file-contents"]),
     ("protect the main branch", &["repos/update-branch-protection"]),
@@ -131,6 +134,90 @@ const GITHUB_TUNED: Tasks = &[
     ("show the reviews on a PR", &["pulls/list-reviews"]),
     ("has this PR been merged", &["pulls/check-if-merged"]),
     ("list the workflows in a repo", &["actions/list-repo-workflows"]),
+    // Written in the third round (2026-12-02) as more tuned tasks, before any of their results were run.
+    ("who follows me", &["users/list-followers-for-authenticated-user"]),
+    ("list the people a user is following", &["users/list-following-for-user"]),
+    ("block a user who keeps spamming me", &["users/block"]),
+    ("upload my GPG key", &["users/create-gpg-key-for-authenticated-user"]),
+    (
+        "which organizations am I a member of",
+        &["orgs/list-for-authenticated-user", "orgs/list-memberships-for-authenticated-user"],
+    ),
+    ("invite someone to join our organization", &["orgs/create-invitation", "orgs/set-membership-for-user"]),
+    ("accept an invitation to collaborate on a repo", &["repos/accept-invitation-for-authenticated-user"]),
+    ("tag my repo with topics like rust and cli", &["repos/replace-all-topics"]),
+    ("how many views did my repo get", &["repos/get-views"]),
+    ("download the source of a repo as a zip", &["repos/download-zipball-archive"]),
+    ("sync my fork with the upstream repo", &["repos/merge-upstream"]),
+    ("merge one branch into another", &["repos/merge"]),
+    ("attach a binary to a release", &["repos/upload-release-asset"]),
+    ("take down a release I published by mistake", &["repos/delete-release"]),
+    ("generate release notes automatically", &["repos/generate-release-notes"]),
+    ("get the release for a tag", &["repos/get-release-by-tag"]),
+    ("show the commit history of a branch", &["repos/list-commits"]),
+    ("what milestones are planned for this repo", &["issues/list-milestones"]),
+    ("show everything that happened on an issue", &["issues/list-events-for-timeline", "issues/list-events"]),
+    ("add a sub-issue under a parent issue", &["issues/add-sub-issue"]),
+    ("bring my PR branch up to date with the base branch", &["pulls/update-branch"]),
+    ("dismiss a stale review on my PR", &["pulls/dismiss-review"]),
+    ("reply to a review comment on a PR", &["pulls/create-reply-for-review-comment"]),
+    ("edit a gist", &["gists/update"]),
+    ("set an Actions variable for a repo", &["actions/create-repo-variable", "actions/update-repo-variable"]),
+    ("which self-hosted runners does this repo have", &["actions/list-self-hosted-runners-for-repo"]),
+    (
+        "clear the Actions cache of a repo",
+        &["actions/delete-actions-cache-by-key", "actions/delete-actions-cache-by-id"],
+    ),
+    ("pause a scheduled workflow so it stops running", &["actions/disable-workflow"]),
+    ("delete an old workflow run", &["actions/delete-workflow-run"]),
+    ("approve a deployment that is waiting for review", &["actions/review-pending-deployments-for-run"]),
+    ("what packages has our org published", &["packages/list-packages-for-organization"]),
+    (
+        "delete a version of a package",
+        &[
+            "packages/delete-package-version-for-authenticated-user",
+            "packages/delete-package-version-for-org",
+            "packages/delete-package-version-for-user",
+        ],
+    ),
+    (
+        "spin up a codespace for a repo",
+        &["codespaces/create-with-repo-for-authenticated-user", "codespaces/create-for-authenticated-user"],
+    ),
+    ("stop my codespace", &["codespaces/stop-for-authenticated-user"]),
+    ("list the items on a project board", &["projects/list-items-for-org", "projects/list-items-for-user"]),
+    ("what should my .gitignore contain for a Node project", &["gitignore/get-template"]),
+    ("find users who live in Berlin", &["search/users"]),
+    ("which pull request introduced this commit", &["repos/list-pull-requests-associated-with-commit"]),
+    ("mark a deployment as successful", &["repos/create-deployment-status"]),
+    ("what permission does a user have on my repo", &["repos/get-collaborator-permission-level"]),
+    // Written in the third round too, after the first of them were tuned on, before any of their results were run.
+    ("update my profile bio", &["users/update-authenticated"]),
+    ("what IP addresses does GitHub use for webhooks", &["meta/get"]),
+    ("list all the emoji GitHub supports", &["emojis/get"]),
+    ("dismiss a dependabot alert", &["dependabot/update-alert"]),
+    ("close a code scanning alert as a false positive", &["code-scanning/update-alert"]),
+    ("upload SARIF results from my scanner", &["code-scanning/upload-sarif"]),
+    (
+        "get a token to register a self-hosted runner",
+        &["actions/create-registration-token-for-repo", "actions/create-registration-token-for-org"],
+    ),
+    ("delete a secret from a repo's Actions", &["actions/delete-repo-secret"]),
+    ("which repos can a team access", &["teams/list-repos-in-org", "teams/list-repos-legacy"]),
+    ("report a check run result for a commit", &["checks/create"]),
+    ("let people comment on a locked issue again", &["issues/unlock"]),
+    ("remove myself as assignee from an issue", &["issues/remove-assignees"]),
+    ("read the discussion on an issue", &["issues/list-comments"]),
+    ("who reacted to an issue", &["reactions/list-for-issue"]),
+    ("who has a Copilot seat in our org", &["copilot/list-copilot-seats"]),
+    (
+        "how much did our org spend on GitHub this month",
+        &["billing/get-github-billing-usage-report-org", "billing/get-github-billing-usage-summary-report-org"],
+    ),
+    ("get a file's raw blob by its SHA", &["git/get-blob"]),
+    ("create an annotated tag", &["git/create-tag"]),
+    ("what's the community health of a repo", &["repos/get-community-profile-metrics"]),
+    ("list the installations of my GitHub App", &["apps/list-installations"]),
 ];
 
 const GITHUB_HELD_OUT: Tasks = &[
@@ -217,6 +304,19 @@ const DIRECTUS_TUNED: Tasks = &[
     ("import data from a file", &["import", "importBatch"]),
     ("clear the cache", &["clear-cache"]),
     ("back up the data model", &["schemaSnapshot"]),
+    // Written in the third round (2026-12-02) as more tuned tasks, before any of their results were run.
+    ("can I log in with Google or GitHub", &["oauth", "oauthProvider"]),
+    ("accept the invitation I got by email", &["acceptInvite"]),
+    ("drop a table", &["deleteCollection"]),
+    ("link two collections with a relationship", &["createRelation"]),
+    ("change the project settings", &["updateSetting"]),
+    ("save my current filters as a bookmark", &["createPreset"]),
+    ("reorder the items in a collection", &["sort"]),
+    ("what extensions are installed", &["listExtensions"]),
+    ("make a draft of an item without publishing it", &["createContentVersion", "saveContentVersion"]),
+    ("publish the draft version of an item", &["promoteContentVersion"]),
+    ("apply schema changes from staging", &["schemaApply"]),
+    ("disable two factor for a user who lost their phone", &["disableUserTfa"]),
 ];
 
 const DIRECTUS_HELD_OUT: Tasks = &[
@@ -454,12 +554,17 @@ async fn evaluate(document: &Published, namespace: &'static str, parts: [(&'stat
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tasks_find_their_operations_in_published_documents() {
-    let github = evaluate(&GITHUB, "github", [("tuned", GITHUB_TUNED), ("held out", GITHUB_HELD_OUT)]).await;
-    let directus = evaluate(&DIRECTUS, "directus", [("tuned", DIRECTUS_TUNED), ("held out", DIRECTUS_HELD_OUT)]).await;
+    // While tuning, `DISCOVERY_TUNED_ONLY=1` runs the tuned part alone: the
+    // held-out part is not searched, and no figure of it is computed or shown.
+    let tuning = std::env::var_os("DISCOVERY_TUNED_ONLY").is_some();
+    let held_out = |tasks: Tasks| if tuning { &[][..] } else { tasks };
+    let github = evaluate(&GITHUB, "github", [("tuned", GITHUB_TUNED), ("held out", held_out(GITHUB_HELD_OUT))]).await;
+    let directus =
+        evaluate(&DIRECTUS, "directus", [("tuned", DIRECTUS_TUNED), ("held out", held_out(DIRECTUS_HELD_OUT))]).await;
     println!("| document | tasks | search: recall@1 | recall@5 | MRR | BM25: recall@1 | recall@5 | MRR |");
     println!("|---|---|---|---|---|---|---|---|");
     for evaluation in [&github, &directus] {
-        for (part, n, ours, plain) in &evaluation.parts {
+        for (part, n, ours, plain) in evaluation.parts.iter().filter(|(_, n, _, _)| *n > 0) {
             println!(
                 "| {} ({} tools), {part} | {n} | {:.2} | {:.2} | {:.3} | {:.2} | {:.2} | {:.3} |",
                 evaluation.name, evaluation.tools, ours.at1, ours.at5, ours.mrr, plain.at1, plain.at5, plain.mrr
@@ -467,7 +572,10 @@ async fn tasks_find_their_operations_in_published_documents() {
         }
     }
     // The issue asked for recall@5 0.9 on GitHub's held-out part; this
-    // ranking holds 0.88 (35 of 40) and 0.70 at 1 (docs/benchmarks.md).
+    // ranking holds 0.88 (35 of 40) and 0.72 at 1 (docs/benchmarks.md).
+    if tuning {
+        return;
+    }
     let held_out = github.parts[1].2;
     assert!(held_out.at5 >= 0.875 && held_out.at1 >= 0.7, "GitHub, held out: {held_out:?}");
     for evaluation in [&github, &directus] {

@@ -18,6 +18,9 @@ use serde_json::Value as Json;
 
 use crate::logs::Logs;
 use crate::{Limits, SandboxError, Stop};
+use meter::Meter;
+
+mod meter;
 
 const PRELUDE: &str = include_str!("prelude.js");
 const TOOLS: &str = include_str!("tools.js");
@@ -138,61 +141,43 @@ impl SplitMix64 {
     }
 }
 
-/// CPU time spent in JavaScript, and the wall-clock deadline. Checked by
-/// QuickJS's interrupt handler, which cannot be caught by the code.
-struct Meter {
-    cpu_used: Duration,
-    running_since: Option<Instant>,
-    cpu_limit: Duration,
-    wall_deadline: Instant,
-    wall_limit: Duration,
-    stop: Stop,
-    tripped: Option<SandboxError>,
-    /// On a worker thread: the JavaScript time after which the run stops to be
-    /// started over off the worker (see `run::drive`).
-    relocate_after: Option<Duration>,
-    relocating: bool,
-}
-
-impl Meter {
-    fn check(&mut self) -> bool {
-        let now = Instant::now();
-        let running = self.running_since.map_or(Duration::ZERO, |since| now - since);
-        if self.relocate_after.is_some_and(|budget| self.cpu_used + running > budget) {
-            self.relocating = true;
-            return true;
-        }
-        if self.cpu_used + running > self.cpu_limit {
-            self.tripped.get_or_insert(SandboxError::CpuLimit { limit: self.cpu_limit });
-        } else if now > self.wall_deadline {
-            self.tripped.get_or_insert(SandboxError::WallClockLimit { limit: self.wall_limit });
-        } else if self.stop.is_requested() {
-            self.tripped.get_or_insert(SandboxError::Stopped);
-        }
-        self.tripped.is_some()
-    }
-}
-
-/// A fresh context with the globals and the prelude installed, no code run in
-/// it yet: what every execution starts from, made ahead of time when it can be.
+/// A context with the globals and the prelude installed and no execution's
+/// state in it (fresh, or reset after one): what every execution starts from,
+/// made ahead of time when it can be.
 struct Prepared {
     // Declared first so they drop before the context and runtime they live in.
-    deliver: Persistent<Function<'static>>,
-    finish: Persistent<Function<'static>>,
+    hooks: Hooks,
     context: Context,
     runtime: Runtime,
     host: Rc<RefCell<Host>>,
+    /// Executions this context has run.
+    uses: u32,
 }
 
-/// An execution's engine after its answer, waiting to be freed.
+/// The prelude's functions the engine calls (prelude.js).
+struct Hooks {
+    deliver: Persistent<Function<'static>>,
+    finish: Persistent<Function<'static>>,
+    reset: Persistent<Function<'static>>,
+}
+
+/// An execution's engine after its answer, waiting to be reset or freed.
 struct Finished {
-    // Declared first so they drop before the context and runtime they live in.
-    hooks: [Persistent<Function<'static>>; 2],
+    // Declared first so it drops before the context and runtime it lives in.
     main: Option<Persistent<Promise<'static>>>,
-    context: Context,
-    runtime: Runtime,
-    /// Ended cleanly: its runtime may be kept for the next context.
+    prepared: Prepared,
+    /// Ended cleanly: its context (or at least its runtime) may be kept.
     reusable: bool,
+    /// The JavaScript time it took: a short run cannot have left much garbage.
+    cpu_used: Duration,
+}
+
+/// What a finished engine leaves for the next execution.
+enum Spare {
+    /// Its context, reset.
+    Context(Prepared),
+    /// Its runtime, for a fresh context.
+    Runtime(Runtime),
 }
 
 thread_local! {
@@ -208,13 +193,34 @@ const GC_THRESHOLD_MAX: usize = 8 << 20;
 /// A runtime holding more than this once its context is gone is not kept.
 const SPARE_MAX_BYTES: usize = 1 << 20;
 
-/// Creating a context and freeing it are nine tenths of a small execution
-/// (docs/benchmarks.md). Both are done here, between executions: free the
-/// engine of the execution that finished last on this thread (keeping its
-/// runtime if it ended cleanly and gave its memory back), and prepare the
-/// context the next one starts from. Hosts call it when a worker thread is idle
-/// ([`crate::tokio_runtime`]), so neither is on a request's path; an
-/// execution that finds nothing prepared does both first itself.
+/// A context runs at most this many executions; a fresh one bounds whatever a
+/// long-lived context could accumulate (interned strings, shapes).
+const CONTEXT_USES_MAX: u32 = 1000;
+
+/// After a run of more JavaScript time than this, or every `GC_EVERY` runs,
+/// the reset context is collected: the cycles a run leaves behind would
+/// otherwise be collected, and paid for, inside a later execution.
+const GC_AFTER_CPU: Duration = Duration::from_millis(1);
+const GC_EVERY: u32 = 64;
+
+thread_local! {
+    /// Fresh contexts made on this thread.
+    static CREATED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many fresh contexts this thread has made: executions that ran in a
+/// reset context did not add one.
+pub fn contexts_created() -> u64 {
+    CREATED.with(std::cell::Cell::get)
+}
+
+/// Creating a context and freeing it were nine tenths of a small execution
+/// (docs/benchmarks.md), so a context is reset and reused when its execution
+/// ended cleanly, and everything else happens here, between executions: reset
+/// (or free) the engine of the execution that finished last on this thread,
+/// and prepare the context the next one starts from. Hosts call it when a
+/// worker thread is idle ([`crate::tokio_runtime`]), so none of it is on a
+/// request's path; an execution that finds nothing prepared does it first itself.
 pub fn tidy() {
     // An error here is met again, and reported, by the next execution.
     let _ = tidy_now();
@@ -225,7 +231,11 @@ fn tidy_now() -> Result<(), SandboxError> {
     if READY.with(|ready| ready.borrow().is_some()) {
         return Ok(());
     }
-    let prepared = prepare(spare)?;
+    let prepared = match spare {
+        Some(Spare::Context(prepared)) => prepared,
+        Some(Spare::Runtime(runtime)) => prepare(Some(runtime))?,
+        None => prepare(None)?,
+    };
     READY.with(|ready| *ready.borrow_mut() = Some(prepared));
     Ok(())
 }
@@ -240,16 +250,38 @@ impl Finished {
         FINISHED.with(|slot| *slot.borrow_mut() = Some(self));
     }
 
-    /// Free the context; the runtime back if it is clean enough to keep.
-    fn free(self) -> Option<Runtime> {
-        let Self { hooks, main, context, runtime, reusable } = self;
-        drop((hooks, main, context));
-        if !reusable || runtime.is_job_pending() {
+    /// The context reset for the next execution if it ended cleanly and the
+    /// reset leaves nothing of it; otherwise the context freed, and the runtime
+    /// kept if it is clean enough.
+    fn free(self) -> Option<Spare> {
+        let Self { main, mut prepared, reusable, cpu_used } = self;
+        drop(main);
+        if !reusable || prepared.runtime.is_job_pending() {
             return None;
         }
+        prepared.uses += 1;
+        if prepared.uses < CONTEXT_USES_MAX && prepared.reset() {
+            if cpu_used > GC_AFTER_CPU || prepared.uses % GC_EVERY == 0 {
+                prepared.runtime.run_gc();
+            }
+            return Some(Spare::Context(prepared));
+        }
+        let Prepared { hooks, context, runtime, .. } = prepared;
+        drop((hooks, context));
         runtime.run_gc();
         let size = usize::try_from(runtime.memory_usage().malloc_size).unwrap_or(usize::MAX);
-        (size < SPARE_MAX_BYTES).then_some(runtime)
+        (size < SPARE_MAX_BYTES).then_some(Spare::Runtime(runtime))
+    }
+}
+
+impl Prepared {
+    /// Forget the last execution (prelude.js `reset`): true if nothing of it
+    /// is left for the next one to see.
+    fn reset(&self) -> bool {
+        self.context.with(|ctx| {
+            let reset = self.hooks.reset.clone().restore(&ctx).and_then(|reset| reset.call::<_, bool>(()));
+            reset.catch(&ctx).unwrap_or(false)
+        })
     }
 }
 
@@ -263,19 +295,21 @@ fn prepare(runtime: Option<Runtime>) -> Result<Prepared, SandboxError> {
         None => Runtime::new().map_err(internal)?,
     };
     let context = new_context(&runtime).map_err(internal)?;
+    CREATED.with(|created| created.set(created.get() + 1));
     let host = Rc::new(RefCell::new(Host::new(0, 0.0, 0)));
-    let (deliver, finish) = context.with(|ctx| -> Result<_, SandboxError> {
+    let hooks = context.with(|ctx| -> Result<_, SandboxError> {
         let hooks = install_prelude(&ctx, &host).map_err(|e| SandboxError::Internal { message: e })?;
-        let hook = |name: &str| -> Result<Function, SandboxError> {
-            hooks.get(name).map_err(|e| SandboxError::Internal { message: e.to_string() })
+        let hook = |name: &str| -> Result<Persistent<Function<'static>>, SandboxError> {
+            let hook: Function = hooks.get(name).map_err(|e| SandboxError::Internal { message: e.to_string() })?;
+            Ok(Persistent::save(&ctx, hook))
         };
-        let hooks = (Persistent::save(&ctx, hook("deliver")?), Persistent::save(&ctx, hook("finish")?));
+        let hooks = Hooks { deliver: hook("deliver")?, finish: hook("finish")?, reset: hook("reset")? };
         // `tools` is built on first use (prelude.js); nearly every execution
         // uses it, and here, ahead of the request, building it costs nothing.
         ctx.globals().get::<_, Value>("tools").map_err(internal)?;
         Ok(hooks)
     })?;
-    Ok(Prepared { deliver, finish, context, runtime, host })
+    Ok(Prepared { hooks, context, runtime, host, uses: 0 })
 }
 
 /// glibc gives the top of the heap back to the kernel whenever more than 128 KiB
@@ -303,14 +337,10 @@ fn keep_heap_top() {
 }
 
 pub(crate) struct Engine {
-    // Declared first so they drop before the context and runtime they live in.
-    deliver: Persistent<Function<'static>>,
-    finish: Persistent<Function<'static>>,
+    // Declared first so it drops before the context it lives in.
     /// The code's promise, once [`Engine::begin`] has called it.
     main: Option<Persistent<Promise<'static>>>,
-    context: Context,
-    runtime: Runtime,
-    host: Rc<RefCell<Host>>,
+    prepared: Prepared,
     meter: Rc<RefCell<Meter>>,
     limits: Limits,
 }
@@ -333,13 +363,13 @@ impl Engine {
                 READY.with(|ready| ready.borrow_mut().take()).expect("tidy_now prepares a context")
             }
         };
-        let Prepared { deliver, finish, context, runtime, host } = prepared;
-        *host.borrow_mut() = Host::new(seed, pinned_now, limits.log_bytes);
+        *prepared.host.borrow_mut() = Host::new(seed, pinned_now, limits.log_bytes);
+        let runtime = &prepared.runtime;
         runtime.set_memory_limit(limits.memory_bytes);
         runtime.set_max_stack_size(limits.stack_bytes);
         // QuickJS first collects at 256 KiB, then at 1.5 times what survived:
         // an execution that builds a few MiB of data would collect several
-        // times on the way, when its context is freed whole at the end anyway.
+        // times on the way, when reference counts free most of it at its end.
         runtime.set_gc_threshold((limits.memory_bytes / 8).min(GC_THRESHOLD_MAX));
         let meter = Rc::new(RefCell::new(Meter {
             cpu_used: Duration::ZERO,
@@ -354,13 +384,13 @@ impl Engine {
         }));
         let interrupt_meter = meter.clone();
         runtime.set_interrupt_handler(Some(Box::new(move || interrupt_meter.borrow_mut().check())));
-        Ok(Self { deliver, finish, main: None, context, runtime, host, meter, limits: limits.clone() })
+        Ok(Self { main: None, prepared, meter, limits: limits.clone() })
     }
 
     /// Call the code's async function: it runs until its first `await`.
     pub fn begin(&mut self, js: &str) -> Result<(), SandboxError> {
         let started = self.meter.borrow_mut().start();
-        let called = self.context.with(|ctx| -> Result<_, SandboxError> {
+        let called = self.prepared.context.with(|ctx| -> Result<_, SandboxError> {
             let classify = |e| classify(&self.meter, e, &self.limits);
             let main: Function = ctx.eval(js).catch(&ctx).map_err(classify)?;
             let promise: Promise = main.call(()).catch(&ctx).map_err(classify)?;
@@ -380,7 +410,7 @@ impl Engine {
     pub fn run_jobs(&mut self) -> Result<(), SandboxError> {
         let started = self.meter.borrow_mut().start();
         let result = loop {
-            match self.runtime.execute_pending_job() {
+            match self.prepared.runtime.execute_pending_job() {
                 Ok(true) => continue,
                 Ok(false) => break Ok(()),
                 Err(job) => {
@@ -401,7 +431,7 @@ impl Engine {
 
     pub fn state(&self) -> MainState {
         let started = self.meter.borrow_mut().start();
-        let state = self.context.with(|ctx| {
+        let state = self.prepared.context.with(|ctx| {
             let restored = self.main.clone().ok_or(rquickjs::Error::Unknown).and_then(|main| main.restore(&ctx));
             let main = match restored {
                 Ok(main) => main,
@@ -417,11 +447,10 @@ impl Engine {
                     MainState::Failed(classify(&self.meter, error, &self.limits))
                 }
                 PromiseState::Resolved => {
-                    let serialised = main
-                        .result::<Value>()
-                        .and_then(Result::ok)
-                        .ok_or(rquickjs::Error::Unknown)
-                        .and_then(|value| self.finish.clone().restore(&ctx)?.call::<_, String>((value,)));
+                    let serialised =
+                        main.result::<Value>().and_then(Result::ok).ok_or(rquickjs::Error::Unknown).and_then(|value| {
+                            self.prepared.hooks.finish.clone().restore(&ctx)?.call::<_, String>((value,))
+                        });
                     match serialised.catch(&ctx) {
                         Ok(json) => MainState::Completed(json),
                         Err(error) => MainState::Failed(match classify(&self.meter, error, &self.limits) {
@@ -438,11 +467,11 @@ impl Engine {
 
     /// The calls issued since the last time, in step order.
     pub fn take_issued(&mut self) -> Vec<IssuedCall> {
-        std::mem::take(&mut self.host.borrow_mut().issued)
+        std::mem::take(&mut self.prepared.host.borrow_mut().issued)
     }
 
     pub fn set_pinned_now(&mut self, millis: f64) {
-        self.host.borrow_mut().pinned_now = millis;
+        self.prepared.host.borrow_mut().pinned_now = millis;
     }
 
     /// Settle the promise of `step`; the code continues at the next `run_jobs`.
@@ -453,39 +482,33 @@ impl Engine {
             Delivery::Declined(message) => (2, message),
         };
         let started = self.meter.borrow_mut().start();
-        let delivered = self.context.with(|ctx| {
-            let result =
-                self.deliver.clone().restore(&ctx).and_then(|deliver| deliver.call::<_, ()>((step, kind, payload)));
+        let delivered = self.prepared.context.with(|ctx| {
+            let result = self
+                .prepared
+                .hooks
+                .deliver
+                .clone()
+                .restore(&ctx)
+                .and_then(|deliver| deliver.call::<_, ()>((step, kind, payload)));
             result.catch(&ctx).map_err(|e| classify(&self.meter, e, &self.limits))
         });
         self.meter.borrow_mut().stop(started);
         delivered
     }
 
-    /// The console output. The engine is freed at the next [`tidy`] (its
-    /// runtime kept if it ended cleanly: `reusable`), so the answer need not
-    /// wait for it.
+    /// The console output. The engine is reset or freed at the next [`tidy`]
+    /// (its context kept if it ended cleanly: `reusable`), so the answer need
+    /// not wait for it.
     pub fn into_logs(self, reusable: bool) -> Vec<String> {
-        let logs = self.host.borrow_mut().logs.take_lines();
-        let Self { deliver, finish, main, context, runtime, meter, .. } = self;
-        runtime.set_interrupt_handler(None);
-        let tripped = meter.borrow().tripped.is_some();
-        let hooks = [deliver, finish];
-        Finished { hooks, main, context, runtime, reusable: reusable && !tripped }.set_aside(tripped);
+        let logs = self.prepared.host.borrow_mut().logs.take_lines();
+        let Self { main, prepared, meter, .. } = self;
+        prepared.runtime.set_interrupt_handler(None);
+        let (tripped, cpu_used) = {
+            let meter = meter.borrow();
+            (meter.tripped.is_some(), meter.cpu_used)
+        };
+        Finished { main, prepared, reusable: reusable && !tripped, cpu_used }.set_aside(tripped);
         logs
-    }
-}
-
-impl Meter {
-    fn start(&mut self) -> Instant {
-        let now = Instant::now();
-        self.running_since = Some(now);
-        now
-    }
-
-    fn stop(&mut self, started: Instant) {
-        self.cpu_used += started.elapsed();
-        self.running_since = None;
     }
 }
 

@@ -54,6 +54,23 @@ pub enum SandboxError {
 }
 
 impl SandboxError {
+    /// The code failed on its own terms (an exception, its result, a decision,
+    /// a replay mismatch) and no limit cut QuickJS short mid-operation, so
+    /// the engine is as clean as after a completed run and may be reused.
+    pub(crate) fn leaves_engine_clean(&self) -> bool {
+        matches!(
+            self,
+            Self::ResultTooLarge { .. }
+                | Self::ResultNotSerializable { .. }
+                | Self::Uncaught { .. }
+                | Self::Declined { .. }
+                | Self::Cancelled
+                | Self::NonDeterministic(_)
+                | Self::NeverSettles
+                | Self::Quota(_)
+        )
+    }
+
     pub fn code(&self) -> &'static str {
         match self {
             Self::CodeTooLarge { .. } => "code_too_large",

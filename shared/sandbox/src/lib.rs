@@ -27,7 +27,7 @@ use tokio::runtime::RuntimeFlavor;
 
 pub use call_log::CallLog;
 pub use connections::{Authorization, ConnectError, ConnectionInfo, Connections, TakenAuthorization};
-pub use engine::tidy;
+pub use engine::{contexts_created, tidy};
 pub use error::SandboxError;
 pub use limits::Limits;
 pub use run::{Outcome, Segment, Snapshot};
@@ -60,7 +60,8 @@ impl Sandbox {
     }
 
     /// Run `segment` until the code completes, fails or pauses. Each run gets a
-    /// fresh QuickJS context (no other execution's state to see), driven
+    /// clean QuickJS context (fresh, or locked down and reset after an earlier
+    /// run: no other execution's state to see; docs/sandbox.md), driven
     /// synchronously: in a task on a worker thread, there for its first
     /// moments, then off the scheduler (`run::drive`), so hostile code cannot
     /// starve other requests.

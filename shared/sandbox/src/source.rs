@@ -12,7 +12,7 @@ use oxc::allocator::Allocator;
 use oxc::codegen::Codegen;
 use oxc::parser::{ParseOptions, Parser};
 use oxc::semantic::SemanticBuilder;
-use oxc::span::SourceType;
+use oxc::span::{GetSpan, SourceType};
 use oxc::transformer::{TransformOptions, Transformer};
 
 /// A syntax error, positioned in the code as the user sent it (1-based).
@@ -79,6 +79,13 @@ pub(crate) fn compile(code: &str) -> Result<String, SyntaxError> {
         return Err(position(&wrapped, offset, fence_lines, error.message.to_string()));
     }
     let mut program = parsed.program;
+    // The code must stay inside the function it is wrapped in: a statement
+    // after it (`}); let x = 1; (async function () {`) would declare a global
+    // that outlives the execution in the reused context.
+    if let Some(outside) = program.body.get(1) {
+        let offset = outside.span().start as usize;
+        return Err(position(&wrapped, offset, fence_lines, "unexpected `}` that closes the code's function".into()));
+    }
     let scoping = SemanticBuilder::new().with_enum_eval(true).build(&program).semantic.into_scoping();
     let transformed = Transformer::new(&allocator, Path::new("code.ts"), &TransformOptions::default())
         .build_with_scoping(scoping, &mut program);
@@ -137,6 +144,8 @@ mod tests {
             ("return 1 +;", 1, 11),
             ("const a = 1;\nconst b = ;\nreturn b", 2, 11),
             ("```js\nlet x = 1;\nlet y = ;\n```", 3, 9),
+            // Closing the wrapper to declare a global is refused where the code steps outside.
+            ("return 1 }); let x = 1; (async function () {", 1, 14),
         ];
         for (code, line, column) in cases {
             let error = compile(code).unwrap_err();

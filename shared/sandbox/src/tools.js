@@ -1,6 +1,9 @@
 // The `tools` global: a proxy that turns tools.a.b.c(args) into a host call of
 // "a.b.c". Loaded from bytecode the first time code touches `tools`; the
 // built-ins it uses were captured by the prelude before any user code ran.
+// Returns the root and forget(), which drops the nodes made since (between
+// executions). No trap lets code change a node, so nodes carry nothing from
+// one execution to the next.
 export function build(hostCall, waiters, { stringify, PromiseCtor, ProxyCtor, MapCtor, WeakMapCtor, toPrimitive }) {
   const HINT = "tools: find tools with `await tools.search({ query })`, read a tool's TypeScript types with " +
     "`await tools.describe.tool({ path })`, then call it as `await tools.<path>(args)`";
@@ -43,6 +46,8 @@ export function build(hostCall, waiters, { stringify, PromiseCtor, ProxyCtor, Ma
     set: () => false,
     defineProperty: () => false,
     deleteProperty: () => false,
+    preventExtensions: () => false,
+    setPrototypeOf: () => false,
     ownKeys: (target) => (paths.get(target) === "" ? ["search", "describe"] : []),
     getOwnPropertyDescriptor: (target, prop) =>
       paths.get(target) === "" && (prop === "search" || prop === "describe")
@@ -50,5 +55,10 @@ export function build(hostCall, waiters, { stringify, PromiseCtor, ProxyCtor, Ma
         : undefined,
     getPrototypeOf: () => null,
   };
-  return node("");
+  const root = node("");
+  const forget = () => {
+    nodes.clear();
+    nodes.set("", root);
+  };
+  return [root, forget];
 }

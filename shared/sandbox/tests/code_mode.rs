@@ -222,3 +222,24 @@ async fn code_that_awaits_forever_is_reported() {
     let (outcome, _) = run("await new Promise(() => {}); return 1").await;
     assert_eq!(error_code(&outcome), "never_settles");
 }
+
+/// Built-ins are frozen (a context runs many executions), yet code may still
+/// give its own objects a `name`, `toString` or `constructor` of their own.
+#[tokio::test]
+async fn built_ins_are_frozen_and_own_overrides_still_work() {
+    let code = "class NotFound extends Error { constructor(m) { super(m); this.name = 'NotFound' } }\n\
+                const e = new NotFound('no such repo');\n\
+                const o = { v: 2 }; o.toString = function () { return 'v=' + this.v }; o.valueOf = () => 40;\n\
+                function Old() {} Old.prototype = Object.create(Error.prototype); Old.prototype.constructor = Old;\n\
+                const refused = [];\n\
+                for (const change of [() => { Array.prototype.last = 1 }, () => { JSON.parse = null }, () => { delete Math.max }]) {\n\
+                  try { change(); refused.push(false) } catch (e) { refused.push(e instanceof TypeError) }\n\
+                }\n\
+                return [String(e), e instanceof Error, `${o}`, o + 2, new Old().constructor === Old, refused,\n\
+                        Object.isFrozen(Object.prototype), Error.prototype.name]";
+    let (outcome, _) = run(code).await;
+    assert_eq!(
+        completed(&outcome),
+        &json!(["NotFound: no such repo", true, "v=2", 42, true, [true, true, true], true, "Error"])
+    );
+}

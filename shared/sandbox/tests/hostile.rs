@@ -172,9 +172,8 @@ async fn escape_attempts_find_nothing() {
 async fn executions_share_no_state() {
     let tools = TestTools::new();
     let sandbox = sandbox(&tools, quick());
-    let first =
-        sandbox.run(segment("globalThis.secret = 'alice'; Array.prototype.leak = 1; return 1"), tools.clone()).await;
-    assert_eq!(completed(&first), &json!(1));
+    let first = "globalThis.secret = 'alice'; try { Array.prototype.leak = 1 } catch (e) { return e.name }";
+    assert_eq!(completed(&sandbox.run(segment(first), tools.clone()).await), &json!("TypeError"));
     let second = sandbox.run(segment("return [typeof globalThis.secret, typeof [].leak]"), tools.clone()).await;
     assert_eq!(completed(&second), &json!(["undefined", "undefined"]));
 }
@@ -194,25 +193,175 @@ async fn many_hostile_runs_in_parallel_leave_the_host_healthy() {
     assert_eq!(completed(&sandbox.run(segment("return 'ok'"), tools.clone()).await), &json!("ok"));
 }
 
-/// On a multi-threaded runtime consecutive executions run on the same thread and
-/// reuse its QuickJS runtime; each still starts from a clean context.
+/// What an attacker's execution tries, in one reused context, to leave for
+/// the next: every way to change a global, a built-in, an object only syntax
+/// reaches, the `tools` proxy or `console`. Each is tried on its own (a
+/// refused one throws); the attempts that succeed are returned.
+const POLLUTE: &str = r#"
+    const tries = {
+        global: () => { globalThis.secret = 'alice' },
+        globalAccessor: () => Object.defineProperty(globalThis, 'getter', { get: () => 'alice', configurable: true }),
+        replaceJson: () => { JSON.stringify = () => 'hijacked' },
+        deleteMath: () => { if (!delete globalThis.Math) throw new TypeError('kept') },
+        objectProto: () => { Object.prototype.polluted = 1 },
+        arrayProto: () => { Array.prototype.leak = 1 },
+        mathProp: () => { Math.leak = 2 },
+        dateToJson: () => { Date.prototype.toJSON = () => 'x' },
+        dateNow: () => { Date.now = () => 0 },
+        random: () => { Math.random = () => 0.5 },
+        errorName: () => { Error.prototype.name = 'Hijacked' },
+        errorLimit: () => { Error.stackTraceLimit = { secret: 'alice' }; Error.stackTraceLimit = {} },
+        errorFormatter: () => { Error.prepareStackTrace = () => 'hijacked' },
+        functionProto: () => { Function.prototype.leak = 1 },
+        asyncProto: () => { Object.getPrototypeOf(async function () {}).leak = 1 },
+        generatorProto: () => { Object.getPrototypeOf(function* () {}).prototype.leak = 1 },
+        iteratorProto: () => { Object.getPrototypeOf(Object.getPrototypeOf([][Symbol.iterator]())).leak = 1 },
+        arrayIteratorNext: () => { Object.getPrototypeOf([][Symbol.iterator]()).next = () => ({ done: true }) },
+        mapIterator: () => { Object.getPrototypeOf(new Map().entries()).leak = 1 },
+        regexpIterator: () => { Object.getPrototypeOf('a'.matchAll(/a/g)).leak = 1 },
+        promiseThen: () => { Promise.prototype.then = () => 'x' },
+        symbolRegistry: () => { Symbol.for('k').description },
+        console: () => { console.leak = 1 },
+        consoleLog: () => { console.log = () => {} },
+        toolsFrozen: () => Object.preventExtensions(tools),
+        toolsProto: () => Object.setPrototypeOf(tools.svc, { leak: 1 }),
+        toolsProp: () => { tools.svc.leak = 1 },
+        indirectEval: () => (0, eval)('var evalVar = 1; let evalLet = 2; function evalFn() {}'),
+        functionCtor: () => Function('globalThis.fromFunction = 1')(),
+        unawaited: () => { tools.svc.unawaited({}) },
+    };
+    const done = [];
+    for (const [name, attempt] of Object.entries(tries)) {
+        try { attempt(); done.push(name) } catch (e) {}
+    }
+    return done"#;
+
+/// What the next execution sees of every attempt in [`POLLUTE`].
+const INSPECT: &str = r#"
+    const leaks = [
+        typeof globalThis.secret, typeof globalThis.getter, JSON.stringify({ a: 1 }), typeof Math,
+        ({}).polluted, [].leak, Math.leak, JSON.stringify(new Date(0)), Date.now() > 0, Math.random() !== 0.5,
+        new Error('m').name, Error.stackTraceLimit, typeof Error.prepareStackTrace, new Error('m').stack !== 'hijacked',
+        Function.prototype.leak, Object.getPrototypeOf(async function () {}).leak,
+        (function* () {})().leak, [][Symbol.iterator]().leak, new Map().entries().leak, 'a'.matchAll(/a/g).leak,
+        typeof Promise.resolve(1).then(() => 1), console.leak, typeof console.log, Object.isExtensible(tools),
+        Object.getPrototypeOf(tools.svc), Object.keys(tools).join(), typeof evalVar, typeof evalLet,
+        typeof evalFn, typeof fromFunction, typeof more, [...[1, 2]].length,
+    ];
+    return leaks"#;
+
+/// A context that ran an execution is reset and runs the next (one context
+/// made for all of them), and nothing an attacker's execution tried reaches
+/// the next one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-async fn a_reused_runtime_carries_nothing_over() {
+async fn a_reused_context_carries_nothing_over() {
     let tools = TestTools::new();
     let sandbox = sandbox(&tools, quick());
-    let first = "globalThis.secret = 'alice'; Object.prototype.polluted = 1; Math.leak = 2;\n\
-                 Date.prototype.toJSON = () => 'x'; JSON.stringify = () => 'hijacked'; Symbol.for('k');\n\
-                 tools.svc.unawaited({}); return 1";
-    assert_eq!(completed(&sandbox.run(segment(first), tools.clone()).await), &json!(1));
-    let second = "return [typeof globalThis.secret, ({}).polluted, Math.leak, JSON.stringify({a: 1}), \
-                  JSON.stringify(new Date(0))]";
+    // Warm the worker: its first execution makes its context.
+    let warm = tokio::spawn({
+        let (sandbox, tools) = (sandbox.clone(), tools.clone());
+        async move {
+            completed(&sandbox.run(segment("return 1"), tools.clone()).await);
+            let before = executor_sandbox::contexts_created();
+            let polluted = sandbox.run(segment(POLLUTE), tools.clone()).await;
+            // An execution that fails on its own terms leaves its context clean too.
+            let thrown = sandbox.run(segment("globalThis.more = 1; throw new Error('boom')"), tools.clone()).await;
+            assert_eq!(error_code(&thrown), "runtime_error");
+            let seen = sandbox.run(segment(INSPECT), tools.clone()).await;
+            (before, polluted, seen, executor_sandbox::contexts_created())
+        }
+    });
+    let (before, polluted, seen, after) = warm.await.unwrap();
+    // Only what is harmless or removed afterwards succeeded.
+    let allowed = ["global", "globalAccessor", "symbolRegistry", "indirectEval", "functionCtor", "unawaited"];
+    let done: Vec<&str> = completed(&polluted).as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert!(done.iter().all(|name| allowed.contains(name)), "refused attempts succeeded: {done:?}");
+    assert!(done.contains(&"global") && done.contains(&"indirectEval"), "{done:?}");
     assert_eq!(
-        completed(&sandbox.run(segment(second), tools.clone()).await),
-        &json!(["undefined", null, null, "{\"a\":1}", "\"1970-01-01T00:00:00.000Z\""])
+        completed(&seen),
+        &json!([
+            "undefined",
+            "undefined",
+            "{\"a\":1}",
+            "object",
+            null,
+            null,
+            null,
+            "\"1970-01-01T00:00:00.000Z\"",
+            true,
+            true,
+            "Error",
+            10,
+            "undefined",
+            true,
+            null,
+            null,
+            null,
+            null,
+            null,
+            null,
+            "object",
+            null,
+            "function",
+            true,
+            null,
+            "search,describe",
+            "undefined",
+            "undefined",
+            "undefined",
+            "undefined",
+            "undefined",
+            2
+        ])
     );
-    // Work left running by one execution is that execution's CPU, never the next one's.
+    assert_eq!(after, before, "the four executions ran in one context, reset between them");
+    assert!(tools.calls().is_empty(), "an unawaited call is never made: {:?}", tools.calls());
+}
+
+/// A global the reset cannot remove, or a global object changed, retires
+/// the context: the next execution gets a fresh one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_context_that_cannot_be_reset_is_not_reused() {
+    let tools = TestTools::new();
+    let sandbox = sandbox(&tools, quick());
+    let run = tokio::spawn({
+        let (sandbox, tools) = (sandbox.clone(), tools.clone());
+        async move {
+            let mut seen = Vec::new();
+            for attack in [
+                "Object.defineProperty(globalThis, 'kept', { value: 'alice', configurable: false }); return 1",
+                "Object.setPrototypeOf(globalThis, { kept: 'alice' }); return 1",
+                "Object.preventExtensions(globalThis); return 1",
+            ] {
+                completed(&sandbox.run(segment("return 0"), tools.clone()).await);
+                let before = executor_sandbox::contexts_created();
+                completed(&sandbox.run(segment(attack), tools.clone()).await);
+                let next = sandbox.run(segment("globalThis.x = 1; return [typeof kept, x]"), tools.clone()).await;
+                seen.push((attack, completed(&next).clone(), executor_sandbox::contexts_created() - before));
+            }
+            seen
+        }
+    });
+    for (attack, next, created) in run.await.unwrap() {
+        assert_eq!(next, json!(["undefined", 1]), "{attack}");
+        assert_eq!(created, 1, "a fresh context after {attack}");
+    }
+}
+
+/// Code cannot close the function it is wrapped in to declare a global.
+#[tokio::test]
+async fn code_cannot_step_outside_its_function() {
+    let (outcome, _) = run("return 1 }); let leaked = 1; (async function () {").await;
+    assert_eq!(error_code(&outcome), "syntax_error", "{outcome:?}");
+}
+
+/// Work left running by one execution is that execution's CPU, never the
+/// next one's, on the same thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn work_left_running_stays_with_its_execution() {
+    let tools = TestTools::new();
+    let sandbox = sandbox(&tools, quick());
     let spinner = "(async () => { for (;;) await null })(); return 1";
     assert_eq!(error_code(&sandbox.run(segment(spinner), tools.clone()).await), "cpu_limit");
     assert_eq!(completed(&sandbox.run(segment("return 2"), tools.clone()).await), &json!(2));
-    assert!(tools.calls().is_empty(), "an unawaited call is never made: {:?}", tools.calls());
 }

@@ -247,15 +247,19 @@ impl<'a> Driver<'a> {
         Phase::Exit(if self.engine.relocating() { Exit::Relocated } else { Exit::Failed(error) })
     }
 
-    /// The run's outcome, with its logs. Only a run that completed, paused or
-    /// was handed off leaves its engine's runtime to be kept for the next run
-    /// (if no limit tripped): after any other end it may hold jobs or garbage.
+    /// The run's outcome, with its logs. A run that completed, paused, was
+    /// handed off or failed on its own terms leaves its engine to be reset for
+    /// the next run (if no limit tripped): after a limit or a relocation it
+    /// may be cut short mid-operation.
     fn exit(self, exit: Exit) -> Result<Outcome, Relocate> {
         let Self { segment, engine, .. } = self;
         let snapshot = |segment: Segment| Snapshot { code: segment.code, journal: segment.journal };
         Ok(match exit {
             Exit::Completed(result) => Outcome::Completed { result, logs: engine.into_logs(true) },
-            Exit::Failed(error) => Outcome::Failed { error, logs: engine.into_logs(false) },
+            Exit::Failed(error) => {
+                let clean = error.leaves_engine_clean();
+                Outcome::Failed { error, logs: engine.into_logs(clean) }
+            }
             Exit::Paused => Outcome::Paused { snapshot: snapshot(segment), logs: engine.into_logs(true) },
             Exit::HandedOff => Outcome::Yielded { snapshot: snapshot(segment), logs: engine.into_logs(true) },
             Exit::Relocated => {
