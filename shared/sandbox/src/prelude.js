@@ -17,7 +17,7 @@ export function install(hostCall, hostLog, hostNow, hostRandom, hostLoadTools) {
   const RealError = Error;
   const stringify = JSON.stringify;
   const parse = JSON.parse;
-  const { defineProperty, freeze, getOwnPropertyDescriptors, getPrototypeOf, isExtensible } = Object;
+  const { defineProperty, freeze, getOwnPropertyDescriptors, getPrototypeOf, isExtensible, isFrozen } = Object;
   const { ownKeys, getOwnPropertyDescriptor, deleteProperty } = Reflect;
 
   // Date: the pinned clock of the journal.
@@ -61,7 +61,7 @@ export function install(hostCall, hostLog, hostNow, hostRandom, hostLoadTools) {
     for (const level of ["log", "info", "warn", "error", "debug"]) {
       console[level] = (...args) => { hostLog(level, args.map(show).join(" ")); };
     }
-    return harden([console])[0];
+    return harden([console], true)[0];
   });
 
   // tools: built from its own module on first use (tools.js).
@@ -147,12 +147,13 @@ export function install(hostCall, hostLog, hostNow, hostRandom, hostLoadTools) {
   return { deliver, finish, reset };
 
   // Freeze every object reachable from `roots` (properties, accessors,
-  // prototypes), the global object itself left extensible. A writable built-in
+  // prototypes), the global object itself left extensible; for an object
+  // built after the lock-down (`console`), up to the frozen built-ins. A writable built-in
   // property that code commonly sets on its own objects (`this.name = ...` in
   // an Error subclass, `o.toString = ...`) becomes an accessor whose setter
   // defines the property on the object assigned to, so freezing does not
   // break those assignments (SES calls this the override mistake).
-  function harden(roots) {
+  function harden(roots, afterLockdown = false) {
     const seen = new Set();
     const stack = [...roots];
     const push = (v) => {
@@ -160,7 +161,7 @@ export function install(hostCall, hostLog, hostNow, hostRandom, hostLoadTools) {
     };
     while (stack.length > 0) {
       const o = stack.pop();
-      if (seen.has(o)) continue;
+      if (seen.has(o) || (afterLockdown && isFrozen(o))) continue;
       seen.add(o);
       const descriptors = getOwnPropertyDescriptors(o);
       for (const key of ownKeys(descriptors)) {

@@ -241,7 +241,8 @@ fn execute_tool(namespaces: &[String], limits: &Limits) -> Tool {
          `await tools.describe.tool({{ path }})`, then call it as `await tools.<path>(args)`, which returns \
          `{{ ok: true, data }}` or `{{ ok: false, error: {{ code, message }} }}`. Every tool call must be awaited \
          (`await Promise.all([...])` for several at once): a call not awaited before the code returns is never \
-         made. `console.log` output comes back in `logs`. There is no fetch, no imports and no timers. Limits: \
+         made. `console.log` output comes back in `logs`. There is no fetch, no imports and no timers; built-ins \
+         are frozen (no polyfills or patching). Limits: \
          the returned JSON at most {result}, {cpu} of JavaScript CPU time (tool calls not counted), {wall_clock} \
          wall clock with tool calls (time paused for approval not counted), {memory} of memory; past one, the \
          execution fails with `result_too_large`, `cpu_limit`, `wall_clock_limit` or `memory_limit`. Calls that \
@@ -427,6 +428,7 @@ mod tests {
             "64 MiB of memory",
             "Every tool call must be awaited",
             "a call not awaited before the code returns is never made",
+            "built-ins are frozen",
             "path, description, namespace, kind, approval",
         ] {
             assert!(default.contains(shown), "{shown} in {default}");
