@@ -3,8 +3,11 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use executor_core::{ClientInfo, ElicitationMode, ManualClock, Principal, Session, SessionId, Timestamp};
-use executor_store::{Access, EmbeddedStore, SessionStore, StoreError};
+use executor_core::{
+    ClientInfo, ElicitationMode, ExecutionId, ExecutionRecord, ExecutionStatus, Happened, HistoryAppend, HistoryEntry,
+    ManualClock, Principal, Session, SessionId, Timestamp,
+};
+use executor_store::{Access, EmbeddedStore, HistoryStore, SessionStore, StoreError};
 
 fn now() -> Timestamp {
     SystemTime::now().into()
@@ -56,4 +59,47 @@ async fn expired_items_are_purged_like_dynamodb_ttl() {
     assert_eq!(store.purge_expired().unwrap(), 1);
     assert_eq!(store.purge_expired().unwrap(), 0);
     assert!(store.get_session(Access::Internal, &SessionId::parse("kept").unwrap()).await.is_ok());
+}
+
+/// Histories queued to be written after their answer are in the file once
+/// the store is closed, however many were waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_histories_are_written_before_the_store_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let owner = Principal::parse("alice").unwrap();
+    let appends: Vec<HistoryAppend> = (0..300).map(|i| unstored(&format!("h{i}"), &owner)).collect();
+    {
+        let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+        let queued: Vec<_> = appends
+            .iter()
+            .map(|append| {
+                let (store, append) = (store.clone(), append.clone());
+                tokio::spawn(async move { store.queue_history(&append).await })
+            })
+            .collect();
+        for queued in queued {
+            queued.await.unwrap().unwrap();
+        }
+    }
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    for append in &appends {
+        let (record, entries) = store.execution_history(Access::Internal, &append.record.id).await.unwrap();
+        assert_eq!((record, entries), (append.record.clone(), append.entries.clone()));
+    }
+}
+
+fn unstored(id: &str, owner: &Principal) -> HistoryAppend {
+    let at = now();
+    let record = ExecutionRecord {
+        id: ExecutionId::parse(id).unwrap(),
+        owner: owner.clone(),
+        toolkit: None,
+        status: ExecutionStatus::Completed,
+        created_at: at,
+        updated_at: at,
+        pending: None,
+    };
+    let settled = Happened::Settled { status: ExecutionStatus::Completed, error_code: None };
+    let entries = vec![HistoryEntry { at, what: settled }];
+    HistoryAppend { record, part: 0, entries, keep_until: at.plus(Duration::from_secs(3600)) }
 }

@@ -59,6 +59,7 @@ executor_tests::on_both_stores!(
     every_owners_executions_are_listed_for_the_service,
     history_is_read_in_order_and_by_its_owner_only,
     history_of_an_unstored_execution_is_listed_and_read,
+    a_queued_history_is_read_at_once_and_a_refused_one_changes_nothing,
     expired_history_reads_as_absent,
     export_returns_every_owners_entries_and_pages_without_loss,
     a_large_history_round_trips_in_split_items,
@@ -1306,6 +1307,41 @@ async fn history_of_an_unstored_execution_is_listed_and_read<S: Store + 'static>
     let refused = store.append_history(&again).await;
     assert!(matches!(refused, Err(StoreError::AlreadyExists { .. })), "{refused:?}");
     assert_eq!(store.execution_history(Access::Internal, &eid("quick")).await.unwrap().1, answered.entries);
+}
+
+/// `queue_history` may write later (the embedded store batches), but every
+/// read through the store sees what was queued before it; a queued part that
+/// is already stored is refused now or left out later, and never overwrites.
+async fn a_queued_history_is_read_at_once_and_a_refused_one_changes_nothing<S: Store + 'static>(store: Arc<S>) {
+    let t0 = now();
+    let at = |ms: u64| t0.plus(Duration::from_millis(ms));
+    let first = standalone(record("q0", alice(), at(0)), 0, vec![called(0, at(0))]);
+    store.queue_history(&first).await.unwrap();
+    let again = standalone(record("q0", alice(), at(0)), 0, vec![called(9, at(0))]);
+    let queued: Vec<HistoryAppend> = (1..=40)
+        .map(|i| standalone(record(&format!("q{i}"), alice(), at(i)), 0, vec![called(i as u32, at(i))]))
+        .collect();
+    let racing: Vec<_> = queued
+        .iter()
+        .map(|append| {
+            let (store, append) = (store.clone(), append.clone());
+            tokio::spawn(async move { store.queue_history(&append).await })
+        })
+        .collect();
+    let refused = store.queue_history(&again).await;
+    assert!(matches!(refused, Ok(()) | Err(StoreError::AlreadyExists { .. })), "{refused:?}");
+    for queued in racing {
+        queued.await.unwrap().unwrap();
+    }
+    let read = store.execution_history(Access::Owner(&alice()), &eid("q0")).await.unwrap();
+    assert_eq!(read, (first.record.clone(), first.entries.clone()), "the refused part changed nothing");
+    for append in &queued {
+        let read = store.execution_history(Access::Owner(&alice()), &append.record.id).await.unwrap();
+        assert_eq!(read, (append.record.clone(), append.entries.clone()));
+    }
+    let listed = all_pages(&*store, Access::Owner(&alice()), None, 100).await.concat();
+    assert_eq!(listed.len(), 41, "{listed:?}");
+    assert_eq!(store.export_history(None, 100, None).await.unwrap().items.len(), 41);
 }
 
 async fn expired_history_reads_as_absent<S: Store + 'static>(store: Arc<S>) {

@@ -23,6 +23,8 @@ use crate::records::{self, API_KEY, CONNECTION, EVENT, EXECUTION, GRANT, OAUTH_C
 mod console;
 #[path = "embedded_history.rs"]
 mod history;
+#[path = "embedded_history_queue.rs"]
+mod history_queue;
 #[path = "embedded_quota.rs"]
 mod quota;
 use crate::traced::traced;
@@ -49,6 +51,8 @@ struct PausedMarker {
 #[derive(Clone)]
 pub struct EmbeddedStore {
     db: Arc<Database>,
+    /// Histories written after their answer; the last clone dropped writes what is left.
+    queue: Arc<history_queue::HistoryQueue>,
     /// Decides what has expired (an item past `expires_at` reads as absent).
     clock: Arc<dyn Clock>,
 }
@@ -75,7 +79,9 @@ impl EmbeddedStore {
             ),
             other => StoreError::backend("open the embedded store", format!("{}: {other}", path.display())),
         })?;
-        let store = Self { db: Arc::new(db), clock: Arc::new(SystemClock) };
+        let db = Arc::new(db);
+        let queue = Arc::new(history_queue::HistoryQueue::start(db.clone()));
+        let store = Self { db, queue, clock: Arc::new(SystemClock) };
         store.write_blocking("create tables", |txn| {
             txn.open_table(ITEMS)?;
             Ok(())

@@ -50,18 +50,21 @@ struct Expiry {
 }
 
 /// Put the listing item over whatever is there, and each part where no live
-/// one is (`AlreadyExists` otherwise, which aborts the whole transaction).
+/// one is: `AlreadyExists` otherwise, with nothing of `history` written
+/// (every part is checked before anything is put).
 pub(super) fn write_history(txn: &WriteTransaction, history: &EncodedHistory, now: Timestamp) -> Result<(), Failure> {
     let mut table = txn.open_table(ITEMS)?;
-    let (pk, sk, value) = &history.listing;
-    table.insert((pk.as_str(), sk.as_str()), value.as_slice())?;
-    for (pk, sk, value) in &history.parts {
+    for (pk, sk, _) in &history.parts {
         if let Some(stored) = table.get((pk.as_str(), sk.as_str()))? {
             let stored: Expiry = records::decode(HISTORY, stored.value()).map_err(Failure::Store)?;
             if now < stored.expires_at {
                 return Err(Failure::Store(StoreError::AlreadyExists { what: HISTORY_PART }));
             }
         }
+    }
+    let (pk, sk, value) = &history.listing;
+    table.insert((pk.as_str(), sk.as_str()), value.as_slice())?;
+    for (pk, sk, value) in &history.parts {
         table.insert((pk.as_str(), sk.as_str()), value.as_slice())?;
     }
     Ok(())
@@ -137,12 +140,18 @@ fn history_after(
 }
 
 impl EmbeddedStore {
-    /// Run `f` over the items table in a read transaction on the blocking pool.
+    async fn write_history_now(&self, history: EncodedHistory, now: Timestamp) -> Result<(), StoreError> {
+        self.write("store an execution's history", move |txn| write_history(txn, &history, now)).await
+    }
+
+    /// Run `f` over the items table in a read transaction on the blocking
+    /// pool, once every history handed on before is written.
     async fn read_audit<T: Send + 'static>(
         &self,
         operation: &'static str,
         f: impl FnOnce(&Items) -> Result<T, Failure> + Send + 'static,
     ) -> Result<T, StoreError> {
+        self.queue.settled().await;
         let db = self.db.clone();
         let read = move || -> Result<T, Failure> { f(&db.begin_read()?.open_table(ITEMS)?) };
         tokio::task::spawn_blocking(read)
@@ -157,8 +166,18 @@ impl HistoryStore for EmbeddedStore {
     async fn append_history(&self, append: &HistoryAppend) -> Result<(), StoreError> {
         traced("store.append_history", BACKEND, async {
             let history = encode_history(append)?;
-            let now = self.clock.now();
-            self.write("store an execution's history", move |txn| write_history(txn, &history, now)).await
+            self.write_history_now(history, self.clock.now()).await
+        })
+        .await
+    }
+
+    async fn queue_history(&self, append: &HistoryAppend) -> Result<(), StoreError> {
+        traced("store.queue_history", BACKEND, async {
+            let (history, now) = (encode_history(append)?, self.clock.now());
+            match self.queue.hand_on(history, now) {
+                Ok(()) => Ok(()),
+                Err(history) => self.write_history_now(history, now).await,
+            }
         })
         .await
     }
@@ -196,6 +215,7 @@ impl HistoryStore for EmbeddedStore {
         id: &ExecutionId,
     ) -> Result<(ExecutionRecord, Vec<HistoryEntry>), StoreError> {
         traced("store.execution_history", BACKEND, async {
+            self.queue.settled().await;
             let values =
                 self.range("read an execution's history", records::history_pk(id), records::PART_PREFIX).await?;
             let now = self.clock.now();

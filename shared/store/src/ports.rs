@@ -363,6 +363,19 @@ pub trait HistoryStore: Send + Sync {
     /// ended within its answer): its record and entries, in one atomic write.
     async fn append_history(&self, append: &HistoryAppend) -> Result<(), StoreError>;
 
+    /// [`HistoryStore::append_history`] for a history whose execution already
+    /// has its answer, so nobody waits on the write: a store may take it now
+    /// and write it moments later with others (the embedded store: one
+    /// commit for all that arrived meanwhile). It is visible to every read
+    /// through this store once this returns, and written before the store
+    /// closes; a crash of the process first loses it, and a refusal found
+    /// then is logged and counted (`HistoryNotWritten`) instead of returned.
+    /// By default (DynamoDB: a Lambda may be frozen once it answers) it is
+    /// written now.
+    async fn queue_history(&self, append: &HistoryAppend) -> Result<(), StoreError> {
+        self.append_history(append).await
+    }
+
     /// The execution records `access` may see (one owner's; every owner's
     /// with `Access::Internal`), newest created first, created at or after
     /// `since`, at most `limit`, from where `cursor` (a page's `next`) left

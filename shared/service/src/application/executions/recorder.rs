@@ -93,7 +93,7 @@ impl Recorder {
         match (write, &history) {
             (Write::Create, _) => self.store.create_execution_emitting(execution, with).await?,
             (Write::Update, _) => self.store.update_execution_emitting(execution, with).await?,
-            (Write::HistoryOnly, Some(history)) => self.history.append_history(history).await?,
+            (Write::HistoryOnly, Some(history)) => self.history.queue_history(history).await?,
             (Write::HistoryOnly, None) => {}
         }
         if let Some(run) = run {
