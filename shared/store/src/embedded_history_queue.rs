@@ -83,7 +83,8 @@ impl HistoryQueue {
         }
         waiting.histories.push(Handed { history, at });
         waiting.handed += 1;
-        if waiting.histories.len() == 1 {
+        // The writer waits for a first history, or gathers until half full.
+        if waiting.histories.len() == 1 || waiting.histories.len() == MAX_WAITING / 2 {
             self.shared.wake.notify_one();
         }
         Ok(())
