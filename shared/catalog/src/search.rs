@@ -41,7 +41,7 @@
 //! - intent: 1.4 for a tool that reads when the query asks to read ("what",
 //!   "list", "show"), or writes when it asks to write ("open", "delete");
 //! - lists: 1.4 for a tool that lists ("list" in its name) when the query
-//!   asks who, or what or which of something in the plural.
+//!   asks who, what or which of something in the plural, or "is there".
 //!
 //! Tools matching nothing are left out; ties go to the shorter, then the
 //! alphabetically first path. A query that is exactly a tool's path ranks it

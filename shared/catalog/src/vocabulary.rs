@@ -47,6 +47,8 @@ const MEANS: Table = &[
     ("back up", &["snapshot", "export"]),
     ("take down", &["delete", "remove"]),
     ("spin up", &["create", "start"]),
+    ("bring back", &["restore"]),
+    ("commit history", &["commits"]),
 ];
 
 /// Words and phrases that also name something else: abbreviations, nouns
@@ -121,6 +123,9 @@ const ALSO: Table = &[
     ("spend", &["billing usage"]),
     ("spent", &["billing usage"]),
     ("cost", &["billing usage"]),
+    ("doing", &["activity", "event"]),
+    ("activity", &["event"]),
+    ("token", &["credential"]),
     // Verbs: writing.
     ("open", &["create"]),
     ("new", &["create"]),
@@ -154,6 +159,9 @@ const ALSO: Table = &[
     ("ask", &["request"]),
     ("stop", &["cancel"]),
     ("retry", &["rerun"]),
+    ("rerun", &["rerequest"]),
+    ("rebuild", &["build"]),
+    ("store", &["create", "set"]),
     ("trigger", &["dispatch"]),
     // Verbs: reading.
     ("show", &["list", "get"]),
@@ -288,6 +296,9 @@ const WRITES: &[&str] = &[
     "configure",
     "register",
     "verify",
+    "rebuild",
+    "report",
+    "store",
 ];
 
 /// One thing the query asks for, in the ways a tool may say it.
@@ -430,6 +441,7 @@ mod tests {
             ("open a pull request", Some(Effect::Write)),
             // Not "who": the verb before it.
             ("block a user who keeps spamming me", Some(Effect::Write)),
+            ("store a secret that only production can read", Some(Effect::Write)),
             ("the rate limit", None),
         ];
         for (query, expected) in table {

@@ -135,7 +135,9 @@ impl Query {
         }
         let has = |word: &str| typed.iter().any(|t| t == word);
         let plural = forms.iter().any(|(word, stem)| word.len() > 3 && word.ends_with('s') && word != stem);
-        let asks_many = has("who") || ((has("what") || has("which")) && plural);
+        // "Is there a ..." asks what there is.
+        let there = matches!(typed, [first, second, ..] if (first == "is" || first == "are") && second == "there");
+        let asks_many = has("who") || there || ((has("what") || has("which")) && plural);
         Self { concepts, intent: vocabulary::intent(typed), idf, sure, forms, asks_many }
     }
 

@@ -65,6 +65,8 @@ fn ranking() {
         // A name with the word as typed beats one with it in another form.
         ("what branches are there", &["gh.repos.listBranches", "gh.repos.getBranch"]),
         ("get the branch", &["gh.repos.getBranch", "gh.repos.listBranches"]),
+        // "Is there ..." asks for a list.
+        ("is there a branch", &["gh.repos.listBranches", "gh.repos.getBranch"]),
         // The exact path wins outright.
         ("gh.repos.list", &["gh.repos.list"]),
         ("nothing matches this", &[]),
