@@ -579,9 +579,14 @@ async fn paths_by_id(catalog: &Catalog, operations: &[Operation]) -> HashMap<Str
 struct Evaluation {
     name: &'static str,
     tools: usize,
-    /// Per part (tuned, held out, then all): its tasks, ours and the baseline's figures.
+    /// Per part (tuned, held out, held out but for the tasks also in the
+    /// tuned part, then all): its tasks, ours and the baseline's figures.
     parts: Vec<(&'static str, usize, Figures, Figures)>,
 }
+
+/// The part of the held-out figures to believe: a held-out task also asked
+/// word for word in the tuned part was tuned on (two were, in the third round).
+const UNSEEN: &str = "held out, not in the tuned part";
 
 async fn evaluate(document: &Published, namespace: &'static str, parts: [(&'static str, Tasks); 2]) -> Evaluation {
     let text = std::fs::read_to_string(document.path()).unwrap();
@@ -592,6 +597,8 @@ async fn evaluate(document: &Published, namespace: &'static str, parts: [(&'stat
     let ids_by_path: HashMap<&str, &str> = paths.iter().map(|(id, path)| (path.as_str(), id.as_str())).collect();
     let mut evaluated = Vec::new();
     let (mut ours_all, mut plain_all) = (Vec::new(), Vec::new());
+    let (mut ours_unseen, mut plain_unseen) = (Vec::new(), Vec::new());
+    let tuned: Vec<&str> = parts[0].1.iter().map(|(query, _)| *query).collect();
     for (part, tasks) in parts {
         let (mut ours, mut plain) = (Vec::new(), Vec::new());
         for (query, expected) in tasks {
@@ -609,6 +616,10 @@ async fn evaluate(document: &Published, namespace: &'static str, parts: [(&'stat
                     &ranked[..ranked.len().min(3)]
                 );
             }
+            if part != "tuned" && !tuned.contains(query) {
+                ours_unseen.push(r);
+                plain_unseen.push(b);
+            }
             ours.push(r);
             plain.push(b);
         }
@@ -616,6 +627,7 @@ async fn evaluate(document: &Published, namespace: &'static str, parts: [(&'stat
         ours_all.extend(ours);
         plain_all.extend(plain);
     }
+    evaluated.push((UNSEEN, ours_unseen.len(), Figures::of(&ours_unseen), Figures::of(&plain_unseen)));
     evaluated.push(("all", ours_all.len(), Figures::of(&ours_all), Figures::of(&plain_all)));
     Evaluation { name: namespace, tools: operations.len(), parts: evaluated }
 }
@@ -640,14 +652,14 @@ async fn tasks_find_their_operations_in_published_documents() {
         }
     }
     // The issue asked for recall@5 0.9 on GitHub's held-out part; this
-    // ranking holds 0.88 (35 of 40) and 0.72 at 1 (docs/benchmarks.md).
+    // ranking holds less (docs/benchmarks.md, "Discovery").
     if tuning {
         return;
     }
-    let held_out = github.parts[1].2;
-    assert!(held_out.at5 >= 0.875 && held_out.at1 >= 0.7, "GitHub, held out: {held_out:?}");
+    let (part, _, unseen, _) = github.parts[2];
+    assert!(unseen.at5 >= 0.865 && unseen.at1 >= 0.7, "GitHub, {part}: {unseen:?}");
     for evaluation in [&github, &directus] {
-        let (_, _, ours, plain) = evaluation.parts[2];
+        let (_, _, ours, plain) = evaluation.parts[3];
         assert!(ours.mrr > plain.mrr && ours.at5 >= plain.at5, "{}: {ours:?} against BM25 {plain:?}", evaluation.name);
     }
 }
