@@ -49,6 +49,10 @@ const MEANS: Table = &[
     ("spin up", &["create", "start"]),
     ("bring back", &["restore"]),
     ("commit history", &["commits"]),
+    ("start with", &["matching", "prefix"]),
+    ("throw away", &["delete"]),
+    ("stop watching", &["delete subscription"]),
+    ("older version", &["revision"]),
 ];
 
 /// Words and phrases that also name something else: abbreviations, nouns
@@ -104,6 +108,7 @@ const ALSO: Table = &[
     ("forgot", &["reset", "request"]),
     ("pass", &["status", "success"]),
     ("off", &["remove", "delete"]),
+    ("how many", &["count"]),
     ("many", &["multiple"]),
     ("several", &["multiple"]),
     ("bulk", &["multiple"]),
@@ -126,6 +131,9 @@ const ALSO: Table = &[
     ("doing", &["activity", "event"]),
     ("activity", &["event"]),
     ("token", &["credential"]),
+    ("heart", &["reaction"]),
+    ("star", &["stargazer"]),
+    ("grep", &["search"]),
     // Verbs: writing.
     ("open", &["create"]),
     ("new", &["create"]),
@@ -412,6 +420,7 @@ mod tests {
             // The longest phrase wins over its first word.
             ("log in", &["login | authenticate"]),
             ("log files", &["log", "files | content"]),
+            ("how many stars", &["many | count", "stars | stargazer"]),
         ];
         for (query, expected) in table {
             assert_eq!(shown(query), *expected, "{query}");
