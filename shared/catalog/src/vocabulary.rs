@@ -53,6 +53,8 @@ const MEANS: Table = &[
     ("throw away", &["delete"]),
     ("stop watching", &["delete subscription"]),
     ("older version", &["revision"]),
+    ("take away", &["remove", "cancel", "revoke"]),
+    ("most visited", &["top", "popular"]),
 ];
 
 /// Words and phrases that also name something else: abbreviations, nouns
@@ -99,7 +101,7 @@ const ALSO: Table = &[
     ("column", &["field"]),
     ("left", &["remaining", "limit"]),
     ("quota", &["rate limit"]),
-    ("history", &["revision", "activity", "log"]),
+    ("history", &["revision", "activity", "log", "commits"]),
     ("automation", &["flow", "workflow"]),
     ("backup", &["snapshot", "export"]),
     ("model", &["schema"]),
@@ -131,9 +133,16 @@ const ALSO: Table = &[
     ("doing", &["activity", "event"]),
     ("activity", &["event"]),
     ("token", &["credential"]),
+    ("get a token", &["create token"]),
     ("heart", &["reaction"]),
     ("star", &["stargazer"]),
     ("grep", &["search"]),
+    ("outstanding", &["pending"]),
+    ("using", &["usage"]),
+    ("sub", &["child"]),
+    ("failed", &["status"]),
+    ("fix", &["autofix"]),
+    ("raw", &["blob"]),
     // Verbs: writing.
     ("open", &["create"]),
     ("new", &["create"]),
@@ -166,6 +175,8 @@ const ALSO: Table = &[
     ("approve", &["review"]),
     ("ask", &["request"]),
     ("stop", &["cancel"]),
+    ("detach", &["remove", "delete"]),
+    ("invite", &["add"]),
     ("retry", &["rerun"]),
     ("rerun", &["rerequest"]),
     ("rebuild", &["build"]),
