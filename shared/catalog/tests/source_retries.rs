@@ -228,18 +228,23 @@ async fn the_background_task_retries_when_due_until_connected() {
     let clock = Arc::new(ManualClock::starting_now());
     let config = shop_config(dir.path(), &spec.url, &shop.base_url);
     let catalog = Arc::new(Catalog::connect_with_clock(&config, clock.clone()).await.unwrap());
-    let _healing = catalog.heal_in_background();
+    let healing = catalog.heal_in_background();
+    let mut rounds = healing.rounds();
     spec.bring_up();
-    // The clock has not moved: its tick passes, and nothing is retried.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The clock has not moved: a whole round begun after the source came up
+    // passes, and nothing is retried.
+    let seen = *rounds.borrow_and_update();
+    let passed = rounds.wait_for(|made| *made >= seen + 2);
+    tokio::time::timeout(Duration::from_secs(20), passed).await.expect("a round of retries").unwrap();
     assert_eq!(spec.asked(), 1);
     assert!(!catalog.readiness().is_ready());
     clock.advance(Duration::from_secs(2));
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !catalog.readiness().is_ready() {
-        assert!(tokio::time::Instant::now() < deadline, "not connected: {:?}", catalog.readiness());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // The next round is due: it connects, and the retries end.
+    let connected = rounds.wait_for(|_| catalog.readiness().is_ready());
+    let _ = tokio::time::timeout(Duration::from_secs(20), connected).await.expect("a round after the clock moved");
+    assert!(catalog.readiness().is_ready(), "not connected: {:?}", catalog.readiness());
+    let ended = async { while rounds.changed().await.is_ok() {} };
+    tokio::time::timeout(Duration::from_secs(20), ended).await.expect("the retries end once all is connected");
     assert_eq!(spec.asked(), 2);
     let listed = catalog.call("shop.items.listItems", json!({}), &ctx()).await.unwrap();
     assert_eq!(listed[1]["name"], "desk");

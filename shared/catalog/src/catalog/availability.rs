@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use executor_core::Timestamp;
 use executor_sandbox::{Readiness, SourceReadiness};
 use executor_telemetry::Metric;
+use tokio::sync::watch;
 
 use crate::catalog::connect::connect_source;
 use crate::catalog::{Catalog, Connection, Source, SourceState};
@@ -157,11 +158,23 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// The background retries of [`Catalog::heal_in_background`]; dropping it stops them.
-pub struct Healing(tokio::task::JoinHandle<()>);
+pub struct Healing {
+    task: tokio::task::JoinHandle<()>,
+    rounds: watch::Receiver<u64>,
+}
+
+impl Healing {
+    /// How many rounds the retries have made (a round retries what is due,
+    /// then waits for the next): what shows that one passed without
+    /// waiting for a guess at how long a round takes.
+    pub fn rounds(&self) -> watch::Receiver<u64> {
+        self.rounds.clone()
+    }
+}
 
 impl Drop for Healing {
     fn drop(&mut self) {
-        self.0.abort();
+        self.task.abort();
     }
 }
 
@@ -184,7 +197,8 @@ impl Catalog {
     /// between requests (`executor serve`). A Lambda function does not run
     /// between invocations; there a source is retried on its first use.
     pub fn heal_in_background(self: &Arc<Self>) -> Healing {
-        Healing(tokio::spawn(heal_until_connected(Arc::downgrade(self))))
+        let (made, rounds) = watch::channel(0);
+        Healing { task: tokio::spawn(heal_until_connected(Arc::downgrade(self), made)), rounds }
     }
 
     /// Retry `namespace`'s source if it is unavailable and its retry is due:
@@ -251,11 +265,13 @@ impl Catalog {
 
 /// [`Catalog::heal_in_background`]'s loop. The catalog is held only while
 /// retrying: a catalog its host dropped is not kept alive by its retries.
-async fn heal_until_connected(catalog: Weak<Catalog>) {
+async fn heal_until_connected(catalog: Weak<Catalog>, rounds: watch::Sender<u64>) {
     loop {
         let wait = {
             let Some(catalog) = catalog.upgrade() else { return };
-            if catalog.heal().await == 0 {
+            let unavailable = catalog.heal().await;
+            rounds.send_modify(|made| *made += 1);
+            if unavailable == 0 {
                 return;
             }
             let now = catalog.context.clock.now();
