@@ -1,5 +1,6 @@
 //! The policy sets as tables: the examples' decisions call by call, and the
-//! checks at start with the file and line they name.
+//! checks at start with the file and line they name; and generated sets,
+//! whose every call the slices must decide as the whole set does.
 
 use std::path::PathBuf;
 
@@ -369,4 +370,195 @@ fn slices_decide_as_the_whole_set_does() {
     let (path, read) = &tools[0];
     let slice = example.slices.get(path, read, &uid("Tool", path)).unwrap();
     assert_eq!(slice.asked_of(), [None, None], "a read is known from the tool alone");
+}
+
+/// Generated policy sets and arguments, for `slices_follow_cedar_on_generated_sets`:
+/// conditions of every kind `terms.rs` follows (and some it leaves to Cedar),
+/// over arguments of every shape, so that any call where the terms would
+/// say other than Cedar turns up. Such a call is a policy that does not
+/// hold: a write run unattended that a `forbid` was written to stop.
+mod generated_sets {
+    use proptest::prelude::*;
+
+    /// An argument path: what the generated conditions and arguments both name.
+    fn arg() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(vec!["a", "n", "ref", "a.b", "a.n", "labels"])
+    }
+
+    fn literal() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(vec![
+            "\"x\"",
+            "\"\"",
+            "\"heads/x\"",
+            "\"1.5\"",
+            "\"7\"",
+            "7",
+            "0",
+            "-1",
+            "true",
+            "false",
+            "Executor::Owner::\"alice\"",
+            "[\"x\", \"heads/x\"]",
+        ])
+    }
+
+    fn pattern() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(vec!["\"*\"", "\"heads/*\"", "\"*x\"", "\"x\"", "\"\"", "\"*/*\"", "\"h*s/x*\""])
+    }
+
+    /// A boolean condition: leaves over the arguments, the tool, the
+    /// principal, the counts and the action, joined by `!`, `&&`, `||`, `if`.
+    fn condition() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            3 => arg().prop_map(|a| match a.split_once('.') {
+                Some((record, name)) => format!("context.args.{record} has {name}"),
+                None => format!("context.args has {a}"),
+            }),
+            2 => (arg(), literal()).prop_map(|(a, l)| format!("context.args.{a} == {l}")),
+            1 => (arg(), literal()).prop_map(|(a, l)| format!("context.args.{a} != {l}")),
+            2 => (arg(), prop::sample::select(vec!["<", "<=", ">", ">="]), prop::sample::select(vec![-1i64, 0, 7, 8]))
+                .prop_map(|(a, op, n)| format!("context.args.{a} {op} {n}")),
+            2 => (
+                prop::sample::select(vec!["calls", "writes", "calls_to_tool"]),
+                prop::sample::select(vec!["<", "<=", ">", ">=", "=="]),
+                prop::sample::select(vec![0i64, 3, 9]),
+            )
+                .prop_map(|(count, op, n)| format!("context.execution.{count} {op} {n}")),
+            2 => (arg(), pattern()).prop_map(|(a, p)| format!("context.args.{a} like {p}")),
+            1 => (arg(), literal()).prop_map(|(a, l)| format!("context.args.{a}.contains({l})")),
+            1 => arg().prop_map(|a| format!("context.args.{a}")),
+            1 => arg().prop_map(|a| format!("context.args.{a}.containsAny([\"x\", \"heads/x\"])")),
+            3 => prop::sample::select(vec![
+                "true",
+                "false",
+                "resource.kind == \"write\"",
+                "resource.destructive",
+                "resource.method == \"DELETE\"",
+                "resource.namespace like \"git*\"",
+                "resource.operation == \"issues/update\"",
+                "[\"repos/delete\", \"op-7\"].contains(resource.operation)",
+                "resource has namespace",
+                "principal.toolkit == \"sandbox\"",
+                "principal.toolkit like \"kit*\"",
+                "principal == Executor::Owner::\"alice\"",
+                "action == Executor::Action::\"call_unattended\"",
+                "context.execution.calls_to_tool + 1 > 3",
+                "principal in Executor::Owner::\"bob\"",
+            ])
+            .prop_map(str::to_owned),
+        ];
+        leaf.prop_recursive(2, 6, 2, |inner| {
+            prop_oneof![
+                inner.clone().prop_map(|c| format!("!({c})")),
+                (inner.clone(), inner.clone()).prop_map(|(l, r)| format!("({l}) && ({r})")),
+                (inner.clone(), inner.clone()).prop_map(|(l, r)| format!("({l}) || ({r})")),
+                (inner.clone(), inner.clone(), inner).prop_map(|(c, t, e)| format!("if {c} then {t} else {e}")),
+            ]
+        })
+    }
+
+    /// A policy: permit or forbid, scoped or not, with a `when` and maybe an `unless`.
+    fn policy() -> impl Strategy<Value = String> {
+        let effect = prop::sample::select(vec!["permit", "forbid"]);
+        let principal = prop::sample::select(vec!["principal", "principal == Executor::Owner::\"alice\""]);
+        let action = prop::sample::select(vec![
+            "action",
+            "action == Executor::Action::\"call\"",
+            "action == Executor::Action::\"call_unattended\"",
+        ]);
+        let resource = prop::sample::select(vec![
+            "resource",
+            "resource == Executor::Tool::\"github.repos.delete\"",
+            "resource == Executor::Tool::\"github.issues.update\"",
+        ]);
+        (effect, principal, action, resource, condition(), prop::option::of(condition())).prop_map(
+            |(effect, principal, action, resource, when, unless)| {
+                let unless = unless.map(|u| format!(" unless {{ {u} }}")).unwrap_or_default();
+                format!("{effect}({principal}, {action}, {resource}) when {{ {when} }}{unless};")
+            },
+        )
+    }
+
+    /// A set of one to three policies, each with its id, after the broad
+    /// permits most sets have (without one, every call is blocked).
+    pub(super) fn policy_set() -> impl Strategy<Value = String> {
+        let base = prop::sample::select(vec![
+            "permit(principal, action == Executor::Action::\"call\", resource);\n",
+            "permit(principal, action == Executor::Action::\"call\", resource);\n\
+             permit(principal, action, resource) when { resource.kind == \"read\" };\n",
+            "",
+        ]);
+        (base, prop::collection::vec(policy(), 1..=3)).prop_map(|(base, policies)| {
+            let generated: String = policies.iter().enumerate().map(|(i, p)| format!("@id(\"p{i}\") {p}\n")).collect();
+            format!("{base}{generated}")
+        })
+    }
+
+    fn value() -> impl Strategy<Value = serde_json::Value> {
+        use serde_json::json;
+        let plain = prop::sample::select(vec![
+            json!(null),
+            json!(true),
+            json!(false),
+            json!(0),
+            json!(7),
+            json!(-1),
+            json!(1.5),
+            json!(18446744073709551615u64),
+            json!("x"),
+            json!(""),
+            json!("7"),
+            json!("1.5"),
+            json!("heads/x"),
+            json!("heads/xs/x"),
+            json!("alice"),
+        ]);
+        plain.prop_recursive(2, 8, 3, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(serde_json::Value::Array),
+                prop::collection::btree_map(prop::sample::select(vec!["b", "n", "x"]), inner, 0..3).prop_map(
+                    |fields| serde_json::Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+                ),
+            ]
+        })
+    }
+
+    /// A call's arguments: mostly a record of the names the conditions ask about.
+    pub(super) fn arguments() -> impl Strategy<Value = serde_json::Value> {
+        let names = prop::sample::select(vec!["a", "n", "ref", "labels", "other"]);
+        prop_oneof![
+            3 => prop::collection::btree_map(names, value(), 0..4)
+                .prop_map(|fields| serde_json::Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())),
+            1 => value(),
+        ]
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+
+    #[test]
+    fn slices_follow_cedar_on_generated_sets(
+        text in generated_sets::policy_set(),
+        args in proptest::collection::vec(generated_sets::arguments(), 6),
+    ) {
+        // Every generated policy is well typed: the checks at start take it.
+        let set = policies(&text).map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}\n{text}")))?;
+        let principals = [(Some("alice"), None), (Some("bob"), Some("kit3")), (Some("carol"), Some("sandbox"))];
+        let counts = [CallCounts::default(), CallCounts { calls: 9, writes: 3, calls_to_tool: 3 }];
+        for (path, tool) in &mixed_tools() {
+            for args in &args {
+                for (owner, toolkit) in principals {
+                    let owner = owner.map(|o| Principal::parse(o).unwrap());
+                    let toolkit = toolkit.map(|t| ToolkitName::parse(t).unwrap());
+                    for before in counts {
+                        let (owner, toolkit) = (owner.as_ref(), toolkit.as_ref());
+                        let call = PolicyCall { owner, toolkit, before, ..PolicyCall::new(path, args) };
+                        let (sliced, whole) = (set.decide(&call, tool), set.decide_whole(&call, tool));
+                        proptest::prop_assert_eq!(sliced, whole, "{}\n{} {} {:?} {:?}", text, path, args, owner, before);
+                    }
+                }
+            }
+        }
+    }
 }
