@@ -126,6 +126,11 @@ impl Faults {
         self.plan.lock().unwrap().armed = None;
     }
 
+    /// How many calls of `operation` were made since [`Faults::arm`] (or the start).
+    pub fn calls_of(&self, operation: &str) -> usize {
+        self.plan.lock().unwrap().calls.iter().filter(|call| **call == operation).count()
+    }
+
     /// The fault that hit, if the plan's call was reached.
     pub fn fired(&self) -> Option<Fired> {
         self.plan.lock().unwrap().fired.clone()

@@ -11,6 +11,7 @@ use std::time::Duration;
 use executor_cli::{keys, serve};
 use executor_service::HostConfig;
 use executor_store::EmbeddedStore;
+use executor_tests::faults::Faults;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use support::{McpClient, Recorded, World, call_tool, click_in_chromium, mcp_client, world};
@@ -25,6 +26,8 @@ struct Local {
     bob: String,
     client: McpClient,
     http: reqwest::Client,
+    /// Counts the host's store calls (no fault is armed): what shows a `resume` waiting.
+    store_calls: Faults,
     _data: tempfile::TempDir,
 }
 
@@ -32,7 +35,8 @@ impl Local {
     async fn start(config: HostConfig) -> Self {
         let world = world("").await;
         let data = tempfile::tempdir().unwrap();
-        let store = Arc::new(EmbeddedStore::open(data.path()).unwrap());
+        let store_calls = Faults::new();
+        let store = Arc::new(store_calls.wrap(EmbeddedStore::open(data.path()).unwrap()));
         let alice = keys::create(&*store, "alice").await.unwrap();
         let bob = keys::create(&*store, "bob").await.unwrap();
         let namespaces: Vec<String> = world.catalog.namespaces().into_iter().map(|n| n.namespace).collect();
@@ -41,7 +45,8 @@ impl Local {
         let base = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(serve::serve(listener, host, std::future::pending()));
         let client = mcp_client(&base, &alice, "browser").await;
-        Self { world, base, alice, bob, client, http: executor_http_client::builder().build().unwrap(), _data: data }
+        let http = executor_http_client::builder().build().unwrap();
+        Self { world, base, alice, bob, client, http, store_calls, _data: data }
     }
 
     async fn call(&self, name: &'static str, arguments: Value) -> Value {
@@ -55,6 +60,16 @@ impl Local {
         let url = paused["approvalUrl"].as_str().unwrap().to_owned();
         assert!(url.starts_with(&format!("{}/approvals/", self.base)), "{url}");
         (paused["executionId"].as_str().unwrap().to_owned(), url)
+    }
+
+    /// Once a `resume` begun after `reads` reads of an execution is waiting
+    /// for the decision: it has read the execution again after a wait.
+    async fn waiting_since(&self, reads: usize) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while self.store_calls.calls_of("get_execution") < reads + 2 {
+            assert!(tokio::time::Instant::now() < deadline, "the resume never waited for the decision");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     fn posts(&self) -> usize {
@@ -124,9 +139,10 @@ async fn approved_in_the_browser_while_the_model_waits() {
     assert!(page.cookie.as_deref().unwrap().starts_with("executor_csrf="));
 
     // The model is already waiting when the person decides.
+    let reads = local.store_calls.calls_of("get_execution");
     let waiting = local.call("resume", json!({ "executionId": id }));
     let decide = async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        local.waiting_since(reads).await;
         submit(&local.http, &url, &page, "accept").await
     };
     let (resumed, (status, html)) = tokio::join!(waiting, decide);
