@@ -260,9 +260,8 @@ fn escape_forms(text: &[u8], at: usize, c: char, out: &mut Vec<usize>) {
         return;
     }
     if c == '\\' {
-        // One backslash, escaped once or more.
+        // One backslash, escaped once or more (and, below, as `\x5c`, `\u005c`, `\u{5c}`).
         out.extend((2..=run).map(|n| at + n));
-        return;
     }
     let body = &rest[run..];
     let end = at + run;
@@ -393,6 +392,10 @@ mod tests {
             "k/+= &%\\u{fc}\"\\\\9x".into(),
             "k/+= &%\\xfc\"\\\\9x".into(),
             "k/+= &%\\xc3\\xbc\"\\\\9x".into(),
+            // The backslash as an escape of its own.
+            "k/+= &%ü\"\\u005c9x".into(),
+            "k/+= &%ü\"\\x5C9x".into(),
+            "k/+= &%ü\"\\u{5c}9x".into(),
             // HTML.
             "k&#x2F;+=&#32;&amp;%&#252;&quot;\\9x".into(),
             // UTF-8 read as Latin-1.
@@ -453,5 +456,118 @@ mod tests {
         let redactor = redactor();
         let data = serde_json::json!({"echo": SECRET, "n": 1});
         assert_eq!(redactor.redact_json(data), serde_json::json!({"echo": REDACTED, "n": 1}));
+    }
+
+    /// Secrets written character by character in forms chosen at random, the
+    /// way an attacker (or an upstream that echoes) may mix them.
+    mod generated {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Characters of every kind a form treats apart: plain, reserved in
+        /// URLs, escaped in JSON and HTML, backslash, Latin-1, multi-byte, astral.
+        fn character() -> impl Strategy<Value = char> {
+            prop::sample::select(vec![
+                'a', 'Z', '7', '-', '_', '.', '/', '+', '=', ' ', '&', '%', '"', '\'', '<', '>', '\\', '\n', '\t', 'ü',
+                'é', 'ß', '中', '😀',
+            ])
+        }
+
+        /// Hex digits in either case.
+        fn hex(value: u32, width: usize, upper: bool) -> String {
+            match upper {
+                true => format!("{value:0width$X}"),
+                false => format!("{value:0width$x}"),
+            }
+        }
+
+        /// `c` in the form numbered `form` (modulo the forms `c` has), hex in
+        /// upper case or not, escapes after `slashes` backslashes.
+        fn written(c: char, form: usize, upper: bool, slashes: usize) -> String {
+            let mut utf8 = [0; 4];
+            let bytes = c.encode_utf8(&mut utf8).as_bytes().to_vec();
+            let slash = "\\".repeat(slashes);
+            let code = u32::from(c);
+            let mut forms = vec![
+                c.to_string(),
+                bytes.iter().map(|b| format!("%{}", hex(u32::from(*b), 2, upper))).collect(),
+                bytes.iter().map(|b| format!("%25{}", hex(u32::from(*b), 2, upper))).collect(),
+                format!("{slash}u{{{}}}", hex(code, 1, upper)),
+                format!("&#{code};"),
+                format!("&#x{};", hex(code, 1, upper)),
+                bytes.iter().map(|b| format!("{slash}x{}", hex(u32::from(*b), 2, upper))).collect(),
+            ];
+            let mut pair = [0; 2];
+            match c.encode_utf16(&mut pair) {
+                [unit] => forms.push(format!("{slash}u{}", hex(u32::from(*unit), 4, upper))),
+                [high, low] => forms.push(format!(
+                    "{slash}u{}{slash}u{}",
+                    hex(u32::from(*high), 4, upper),
+                    hex(u32::from(*low), 4, upper)
+                )),
+                _ => {}
+            }
+            if (0x80..0x100).contains(&code) {
+                forms.push(format!("{slash}x{}", hex(code, 2, upper)));
+            }
+            if !c.is_ascii() {
+                forms.push(bytes.iter().map(|b| char::from(*b)).collect());
+            }
+            match c {
+                ' ' => forms.push("+".into()),
+                '\n' => forms.push(format!("{slash}n")),
+                '\t' => forms.push(format!("{slash}t")),
+                '/' | '"' | '\'' => forms.push(format!("{slash}{c}")),
+                '\\' => forms.push(format!("{slash}\\")),
+                _ => {}
+            }
+            let named = match c {
+                '&' => "&amp;",
+                '<' => "&lt;",
+                '>' => "&gt;",
+                '"' => "&quot;",
+                '\'' => "&apos;",
+                _ => "",
+            };
+            if !named.is_empty() {
+                forms.push(named.into());
+            }
+            forms.swap_remove(form % forms.len())
+        }
+
+        proptest! {
+            #[test]
+            fn a_secret_in_mixed_forms_is_redacted(
+                secret in prop::collection::vec(character(), 4..16),
+                choices in prop::collection::vec((0usize..16, any::<bool>(), 1usize..4), 16),
+            ) {
+                let secret: String = secret.into_iter().collect();
+                let mut redactor = Redactor::default();
+                redactor.add(&secret);
+                let form: String = secret
+                    .chars()
+                    .zip(&choices)
+                    .map(|(c, (form, upper, slashes))| written(c, *form, *upper, *slashes))
+                    .collect();
+                // `|` is in no form of any character above: nothing outside the form can match.
+                let text = format!("before| {form} |after");
+                prop_assert_eq!(redactor.redact(&text), format!("before| {REDACTED} |after"), "{:?} as {:?}", secret, form);
+                for engine in [&STANDARD, &STANDARD_NO_PAD, &URL_SAFE, &URL_SAFE_NO_PAD] {
+                    let text = format!("| {} |", engine.encode(&secret));
+                    prop_assert_eq!(redactor.redact(&text), format!("| {REDACTED} |"), "{:?} in base64", secret);
+                }
+            }
+
+            #[test]
+            fn text_without_the_secret_is_left_alone(
+                secret in "[a-z]{2,6}Q[a-z]{1,6}",
+                text in "[a-z ,.:|]{0,80}",
+            ) {
+                let mut redactor = Redactor::default();
+                redactor.add(&secret);
+                prop_assert_eq!(redactor.redact(&text), text);
+            }
+        }
     }
 }
