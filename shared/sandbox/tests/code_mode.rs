@@ -136,6 +136,12 @@ async fn let_keeps_its_meaning() {
         let (outcome, _) = run(code).await;
         assert_eq!(completed(&outcome), &expected, "{code}");
     }
+    // Declared twice in one scope: refused, as the language says, not run as two `var`s.
+    for code in ["let d = 1; let d = 2; return d", "let v = 1; var v = 2; return v"] {
+        let (outcome, _) = run(code).await;
+        let Outcome::Failed { error, .. } = &outcome else { panic!("{code}: {outcome:?}") };
+        assert!(error.to_string().contains("redefinition"), "{code}: {error}");
+    }
 }
 
 #[tokio::test]
