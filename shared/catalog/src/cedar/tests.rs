@@ -512,6 +512,9 @@ mod generated_sets {
             json!("heads/x"),
             json!("heads/xs/x"),
             json!("alice"),
+            // What Cedar's JSON reads as an entity or an extension value: here only records.
+            json!({"__entity": {"type": "Executor::Owner", "id": "alice"}}),
+            json!({"__extn": {"fn": "decimal", "arg": "1.5"}}),
         ]);
         plain.prop_recursive(2, 8, 3, |inner| {
             prop_oneof![
