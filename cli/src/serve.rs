@@ -36,6 +36,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
 
+use threads::ConnectionThreads;
+
+mod threads;
+
 /// How long a client may take at each step, and how many connections may be
 /// open at once. Each bound frees what a slow or idle client holds (a task,
 /// buffers, a file descriptor) instead of letting it wait forever.
@@ -156,6 +160,7 @@ pub async fn serve_with_limits(
     let open = Arc::new(Semaphore::new(limits.max_connections));
     let refusals = Arc::new(Semaphore::new(LINGERING_REFUSALS));
     let registry = Arc::new(Registry::default());
+    let threads = ConnectionThreads::start()?;
     let (stopping, stop) = watch::channel(Stop::Serving);
     let mut shutdown = pin!(shutdown);
     loop {
@@ -171,8 +176,8 @@ pub async fn serve_with_limits(
         };
         let start = Start { host: host.clone(), limits, stop: stop.clone(), registry: registry.clone() };
         match open.clone().try_acquire_owned() {
-            Ok(place) => start.spawn(stream, place),
-            Err(_) => make_room(stream, start, &refusals),
+            Ok(place) => start.spawn(&threads, stream, place),
+            Err(_) => make_room(&threads, stream, start, &refusals),
         }
     }
     drop(listener);
@@ -201,13 +206,22 @@ struct Start {
 }
 
 impl Start {
-    /// Serve `stream` in its own task, holding `place` while it is open.
-    /// Registered here, in the order connections arrive, for [`make_room`].
-    fn spawn(self, stream: TcpStream, place: OwnedSemaphorePermit) {
+    /// Serve `stream` in its own task on one of `threads`, holding `place`
+    /// while it is open. Registered here, in the order connections arrive, for [`make_room`].
+    fn spawn(self, threads: &ConnectionThreads, stream: TcpStream, place: OwnedSemaphorePermit) {
         let watch = Arc::new(Watch::new());
         let registered = Registered { id: self.registry.add(watch.clone(), place), registry: self.registry };
-        tokio::spawn(async move {
-            connection(stream, self.host, self.limits, self.stop, watch).await;
+        // Taken off the accepting runtime's I/O driver and put on the thread's
+        // own, or every read and write would be woken from the accepting thread.
+        let stream = match stream.into_std() {
+            Ok(stream) => stream,
+            Err(error) => return tracing::warn!(%error, "cannot hand a connection to its thread; closing it"),
+        };
+        threads.spawn(async move {
+            match TcpStream::from_std(stream) {
+                Ok(stream) => connection(stream, self.host, self.limits, self.stop, watch).await,
+                Err(error) => tracing::warn!(%error, "cannot serve a connection on its thread; closing it"),
+            }
             // Leaves the registry and gives the place back.
             drop(registered);
         });
@@ -222,9 +236,9 @@ impl Start {
 /// just connected and is about to send its head goes last. A connection
 /// being answered, or kept alive after an answer, is never closed for
 /// another: with none sending a head, the new one is refused (503).
-fn make_room(stream: TcpStream, start: Start, refusals: &Arc<Semaphore>) {
+fn make_room(threads: &ConnectionThreads, stream: TcpStream, start: Start, refusals: &Arc<Semaphore>) {
     match start.registry.shed_oldest_head() {
-        Some(place) => start.spawn(stream, place),
+        Some(place) => start.spawn(threads, stream, place),
         None => refuse(stream, refusals, start.limits.max_connections),
     }
 }

@@ -128,5 +128,12 @@ pub unsafe fn pin_time_zone() {
 /// execution's context and preparing the next one happen between requests,
 /// not on their path.
 pub fn tokio_runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().on_thread_park(tidy).build()
+    tokio_runtime_builder().build()
+}
+
+/// What [`tokio_runtime`] builds, for a host that sizes or names its runtimes itself.
+pub fn tokio_runtime_builder() -> tokio::runtime::Builder {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all().on_thread_park(tidy);
+    builder
 }
