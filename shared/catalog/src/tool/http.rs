@@ -336,32 +336,44 @@ impl RequestParts {
 
 /// Why a path parameter's value could change the path, if it could. Each
 /// layer of percent-decoding is looked at too (an upstream or a proxy may
-/// decode before routing), after NFKC normalisation (some fold `．` into
-/// `.`), and so is the part before a `;` (servlet containers route
-/// `..;x` as `..`).
+/// decode before routing), with and without NFKC normalisation before it
+/// (some fold `．` into `.`, and `％2e` into `%2e`, which decodes to `.`),
+/// and so is the part before a `;` (servlet containers route `..;x` as `..`).
 fn path_problem(value: &str) -> Option<&'static str> {
     if value.is_empty() {
         return Some("is empty");
     }
     let nfkc = ComposingNormalizerBorrowed::new_nfkc();
-    let mut layer = value.to_owned();
-    for _ in 0..=MAX_DECODINGS {
-        let normalized = nfkc.normalize(&layer);
-        let before_parameters = normalized.split(';').next().unwrap_or_default();
-        if matches!(before_parameters, "" | "." | "..") {
-            return Some("is, or decodes to, a `.` or `..` segment");
+    // The forms the value may reach after as many decodings as rounds so far.
+    let mut forms = vec![value.to_owned()];
+    for round in 0..=MAX_DECODINGS {
+        let mut decoded_forms: Vec<String> = Vec::new();
+        for form in &forms {
+            let normalized = nfkc.normalize(form);
+            for reading in [form.as_str(), &normalized] {
+                let before_parameters = reading.split(';').next().unwrap_or_default();
+                if matches!(before_parameters, "" | "." | "..") {
+                    return Some("is, or decodes to, a `.` or `..` segment");
+                }
+                if reading.chars().any(|c| matches!(c, '/' | '\\') || c.is_control()) {
+                    return Some("contains, or decodes to, `/`, `\\` or a control character");
+                }
+                let Ok(decoded) = percent_decode_str(reading).decode_utf8() else {
+                    // Overlong forms (`%c0%ae`) are `.` to some decoders.
+                    return Some("decodes to bytes that are not UTF-8");
+                };
+                if decoded != reading && !decoded_forms.iter().any(|known| *known == decoded) {
+                    decoded_forms.push(decoded.into_owned());
+                }
+            }
         }
-        if normalized.chars().any(|c| matches!(c, '/' | '\\') || c.is_control()) {
-            return Some("contains, or decodes to, `/`, `\\` or a control character");
-        }
-        let Ok(decoded) = percent_decode_str(&layer).decode_utf8() else {
-            // Overlong forms (`%c0%ae`) are `.` to some decoders.
-            return Some("decodes to bytes that are not UTF-8");
-        };
-        if decoded == layer.as_str() {
+        if decoded_forms.is_empty() {
             return None;
         }
-        layer = decoded.into_owned();
+        if round == MAX_DECODINGS {
+            break;
+        }
+        forms = decoded_forms;
     }
     Some("is percent-encoded too many times over")
 }
@@ -418,6 +430,11 @@ mod tests {
             ";x",
             "%2e%2e;jsessionid=1",
             "%2525252525252e",
+            "\u{ff05}2e",
+            "\u{ff05}2e\u{ff05}2e",
+            "\u{ff05}\u{ff12}\u{ff45}",
+            "a\u{ff05}2fb",
+            "%ef%bc%852e",
         ];
         for value in refused {
             assert!(path_problem(value).is_some(), "{value:?} is refused");
@@ -497,5 +514,83 @@ mod tests {
         let parts = dotted.request(&json!({})).unwrap();
         let error = parts.url(&Url::parse("https://h.test").unwrap(), &[], &dotted.path).unwrap_err();
         assert_eq!(error, ArgumentError::PathChanged { path: "/a/../b".into() });
+    }
+
+    /// Every form a chain of lenient upstreams and proxies might route one
+    /// URL path segment as: up to five steps, each a (lossy) percent-decoding
+    /// or an NFKC normalisation, in any order.
+    fn readings(segment: &str) -> Vec<String> {
+        let nfkc = ComposingNormalizerBorrowed::new_nfkc();
+        let mut seen = vec![segment.to_owned()];
+        let mut frontier = seen.clone();
+        for _ in 0..5 {
+            let mut next = Vec::new();
+            for form in &frontier {
+                for step in
+                    [percent_decode_str(form).decode_utf8_lossy().into_owned(), nfkc.normalize(form).into_owned()]
+                {
+                    if !seen.contains(&step) {
+                        seen.push(step.clone());
+                        next.push(step);
+                    }
+                }
+            }
+            frontier = next;
+        }
+        seen
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(3000))]
+
+        /// A path parameter's value, however it is written, lands as one
+        /// segment in its place, decodes back to itself, and no reading of
+        /// it is a dot segment or holds a separator; or it is refused.
+        #[test]
+        fn a_path_value_is_one_segment_under_every_reading(
+            pieces in proptest::collection::vec(proptest::sample::select(vec![
+                "a", "1", "~", "-", ".", "..", "/", "\\", ";", "?", "#", " ", "%", "%%", "2e", "2E", "25", "2f", "5c",
+                "%2e", "%2E", "%2f", "%5C", "%25", "%252e", "%c0%ae", "%e2%80%a4", "%ef%bc%8e", "\u{ff0e}", "\u{ff0f}",
+                "\u{ff3c}", "\u{2024}", "\u{2025}", "\u{ff05}", "\u{ff12}", "\u{ff45}", "\u{ff25}", "\u{ff46}",
+                "\u{fe52}", "\u{fe68}", "\u{0}", "\t", "\u{85}", "\u{2028}", "ü", "e\u{301}",
+            ]), 1..7),
+        ) {
+            let value: String = pieces.concat();
+            let op = HttpOperation {
+                method: "GET".into(),
+                path: "/files/{name}/end".into(),
+                operation_id: String::new(),
+                params: vec![Param {
+                    name: "name".into(),
+                    argument: "name".into(),
+                    location: ParamLocation::Path,
+                    required: true,
+                    kind: Some(ParamType::String),
+                    multi_segment: false,
+                }],
+                body: None,
+            };
+            let base = Url::parse("https://h.test/api/").unwrap();
+            match op.request(&json!({"name": value})) {
+                Err(error) => proptest::prop_assert!(matches!(error, ArgumentError::UnsafePath { .. }), "{error:?}"),
+                Ok(parts) => {
+                    let url = parts.url(&base, &[], &op.path).unwrap();
+                    let segments: Vec<&str> = url.path_segments().unwrap().collect();
+                    proptest::prop_assert_eq!(segments.len(), 4, "{}", url);
+                    proptest::prop_assert_eq!((segments[0], segments[1], segments[3]), ("api", "files", "end"));
+                    let decoded = percent_decode_str(segments[2]).decode_utf8().unwrap();
+                    proptest::prop_assert_eq!(&decoded, &value);
+                    for reading in readings(segments[2]) {
+                        let routed = reading.split(';').next().unwrap_or_default();
+                        proptest::prop_assert!(
+                            !matches!(routed, "" | "." | "..")
+                                && !reading.chars().any(|c| matches!(c, '/' | '\\') || c.is_control()),
+                            "{value:?} is sent as {} and may be read as {reading:?}",
+                            segments[2]
+                        );
+                    }
+                }
+            }
+        }
     }
 }
