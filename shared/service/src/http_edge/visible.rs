@@ -11,6 +11,9 @@ pub(crate) fn is_invisible(c: char) -> bool {
         '\u{0000}'..='\u{0008}' | '\u{000B}'..='\u{001F}' | '\u{007F}'..='\u{009F}' // controls but \t and \n
         | '\u{00AD}'                      // soft hyphen
         | '\u{034F}'                      // combining grapheme joiner
+        // prepended concatenation marks (Arabic, Syriac, Kaithi): they join the digits after them
+        | '\u{0600}'..='\u{0605}' | '\u{06DD}' | '\u{070F}' | '\u{0890}' | '\u{0891}' | '\u{08E2}'
+        | '\u{110BD}' | '\u{110CD}'
         | '\u{061C}'                      // Arabic letter mark
         | '\u{115F}' | '\u{1160}' | '\u{3164}' | '\u{FFA0}' // Hangul fillers
         | '\u{17B4}' | '\u{17B5}'
@@ -20,7 +23,9 @@ pub(crate) fn is_invisible(c: char) -> bool {
         | '\u{2060}'..='\u{206F}'         // word joiner, invisible operators, bidi isolates, deprecated formats
         | '\u{FE00}'..='\u{FE0F}'         // variation selectors
         | '\u{FEFF}'                      // zero-width no-break space
-        | '\u{FFF9}'..='\u{FFFB}'         // interlinear annotations
+        | '\u{FFF0}'..='\u{FFFB}'         // reserved as invisible, interlinear annotations
+        | '\u{13430}'..='\u{1343F}'       // Egyptian hieroglyph format controls
+        | '\u{1BCA0}'..='\u{1BCA3}'       // shorthand format controls
         | '\u{1D173}'..='\u{1D17A}'       // musical formatting
         | '\u{E0000}'..='\u{E0FFF}'       // tags and supplementary variation selectors
     )
@@ -62,5 +67,33 @@ mod tests {
         for (input, expected) in cases {
             assert_eq!(escape_invisible(input), expected, "{input:?}");
         }
+    }
+
+    /// Checked against Unicode's own data: every control but tab and
+    /// newline, every format character (bidi controls, zero-width ones),
+    /// line and paragraph separators, and every default-ignorable code point
+    /// (what renders as nothing: fillers, selectors, tags) is escaped.
+    #[test]
+    fn every_character_unicode_calls_invisible_is_escaped() {
+        use icu_properties::props::{DefaultIgnorableCodePoint, GeneralCategory};
+        use icu_properties::{CodePointMapData, CodePointSetData};
+        let category = CodePointMapData::<GeneralCategory>::new();
+        let ignorable = CodePointSetData::new::<DefaultIgnorableCodePoint>();
+        let missed: Vec<String> = (0..=0x10FFFF_u32)
+            .filter_map(char::from_u32)
+            .filter(|&c| c != '\t' && c != '\n')
+            .filter(|&c| {
+                let hidden = matches!(
+                    category.get(c),
+                    GeneralCategory::Control
+                        | GeneralCategory::Format
+                        | GeneralCategory::LineSeparator
+                        | GeneralCategory::ParagraphSeparator
+                );
+                (hidden || ignorable.contains(c)) && !is_invisible(c)
+            })
+            .map(|c| format!("U+{:04X} {:?}", c as u32, category.get(c)))
+            .collect();
+        assert!(missed.is_empty(), "shown as they are: {missed:?}");
     }
 }
