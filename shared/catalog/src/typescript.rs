@@ -55,21 +55,122 @@ pub fn declarations(
     if !summary.is_empty() {
         let _ = writeln!(out, "/** {} */", summary.replace("*/", "* /"));
     }
-    let mut input_types = Renderer::new(input.root);
-    let input_ts = if takes_nothing(input.schema) { "{}".into() } else { input_types.render(input.schema, 0, true) };
+    let mut types = Renderer::new(input.root);
+    let input_ts = if takes_nothing(input.schema) { "{}".into() } else { types.render(input.schema, 0, true) };
+    let mut named = String::new();
+    let output_ts = match output {
+        None => "unknown".to_owned(),
+        // One document (OpenAPI): a type both use is declared once.
+        Some(output) if std::ptr::addr_eq(output.root, input.root) => types.render(output.schema, 0, false),
+        // Its own (an MCP tool's output schema): its types take names the input's left.
+        Some(output) => {
+            let taken = types.write_named(&mut named);
+            let mut output_types = Renderer::new(output.root);
+            output_types.taken = taken;
+            let output_ts = output_types.render(output.schema, 0, false);
+            types = output_types;
+            output_ts
+        }
+    };
     let _ = writeln!(out, "type Input = {input_ts};");
-    let mut output_types = Renderer::new(output.map_or(input.root, |o| o.root));
-    let output_ts = output.map_or_else(|| "unknown".to_owned(), |o| output_types.render(o.schema, 0, false));
     let _ = writeln!(out, "type Output = {output_ts};");
-    input_types.write_named(&mut out);
-    output_types.write_named(&mut out);
+    types.write_named(&mut named);
+    out.push_str(&named);
     out
 }
+
+/// Names a declared type may not take: the tool's own, and TypeScript's
+/// keywords and types (a `Record` of the document's would change what
+/// `Record<string, unknown>` means).
+const RESERVED: &[&str] = &[
+    "Input",
+    "Output",
+    "Record",
+    "Promise",
+    "Array",
+    "string",
+    "number",
+    "boolean",
+    "bigint",
+    "symbol",
+    "object",
+    "unknown",
+    "never",
+    "any",
+    "void",
+    "null",
+    "undefined",
+    "true",
+    "false",
+    "this",
+    "type",
+    "typeof",
+    "keyof",
+    "infer",
+    "is",
+    "asserts",
+    "readonly",
+    "unique",
+    "abstract",
+    "as",
+    "satisfies",
+    "declare",
+    "namespace",
+    "module",
+    "global",
+    "require",
+    "break",
+    "case",
+    "catch",
+    "class",
+    "const",
+    "continue",
+    "debugger",
+    "default",
+    "delete",
+    "do",
+    "else",
+    "enum",
+    "export",
+    "extends",
+    "finally",
+    "for",
+    "function",
+    "if",
+    "import",
+    "in",
+    "instanceof",
+    "new",
+    "return",
+    "super",
+    "switch",
+    "throw",
+    "try",
+    "var",
+    "while",
+    "with",
+    "yield",
+    "let",
+    "static",
+    "implements",
+    "interface",
+    "package",
+    "private",
+    "protected",
+    "public",
+    "await",
+    "async",
+    "of",
+    "get",
+    "set",
+];
 
 struct Renderer<'a> {
     root: &'a dyn Refs,
     /// `$ref` pointer -> type name, in discovery order.
     names: BTreeMap<String, String>,
+    /// Names declared already by another renderer of the same declarations.
+    taken: Vec<String>,
     /// Declarations of named types, by name, once rendered.
     declared: Vec<(String, String)>,
     queue: Vec<(String, &'a Value)>,
@@ -77,18 +178,22 @@ struct Renderer<'a> {
 
 impl<'a> Renderer<'a> {
     fn new(root: &'a dyn Refs) -> Self {
-        Self { root, names: BTreeMap::new(), declared: Vec::new(), queue: Vec::new() }
+        Self { root, names: BTreeMap::new(), taken: Vec::new(), declared: Vec::new(), queue: Vec::new() }
     }
 
-    fn write_named(mut self, out: &mut String) {
+    /// Declare every named type met so far; the names declared, and taken
+    /// before, are returned.
+    fn write_named(&mut self, out: &mut String) -> Vec<String> {
         while let Some((name, schema)) = self.queue.pop() {
             let rendered = self.render(schema, 0, false);
             self.declared.push((name, rendered));
         }
         self.declared.sort();
-        for (name, rendered) in &self.declared {
+        for (name, rendered) in self.declared.drain(..) {
             let _ = writeln!(out, "type {name} = {rendered};");
         }
+        self.taken.extend(self.names.values().cloned());
+        std::mem::take(&mut self.taken)
     }
 
     fn named(&mut self, reference: &str) -> String {
@@ -100,7 +205,7 @@ impl<'a> Renderer<'a> {
         let base = sanitize(reference.rsplit('/').next().unwrap_or("Ref"));
         let mut name = base.clone();
         let mut n = 1;
-        while self.names.values().any(|taken| *taken == name) || matches!(name.as_str(), "Input" | "Output") {
+        while self.names.values().chain(&self.taken).any(|taken| *taken == name) || RESERVED.contains(&name.as_str()) {
             n += 1;
             name = format!("{base}{n}");
         }
@@ -231,6 +336,7 @@ fn parenthesise(ts: String) -> String {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
     use serde_json::json;
 
     use super::*;
@@ -306,6 +412,41 @@ mod tests {
         let got = ts(json!({"$ref": "#/components/schemas/Node"}), root);
         assert_eq!(got, "type Input = Node;\ntype Leaf = string;\ntype Node = { children?: Node[]; leaf?: Leaf };");
         assert_eq!(ts(json!({"$ref": "other.json#/x"}), json!({})), "type Input = unknown;");
+        // A document's type named like one of TypeScript's takes another name.
+        let root = json!({"components": {"schemas": {"Record": {"type": "string"}, "string": {"type": "number"}}}});
+        let got = ts(json!({"type": "array", "items": {"$ref": "#/components/schemas/Record"}}), root.clone());
+        assert_eq!(got, "type Input = Record2[];\ntype Record2 = string;");
+        assert_eq!(
+            ts(json!({"$ref": "#/components/schemas/string"}), root),
+            "type Input = string2;\ntype string2 = number;"
+        );
+    }
+
+    #[test]
+    fn input_and_output_declare_each_type_once() {
+        let root = json!({"components": {"schemas": {"Node": {"type": "string"}}}});
+        let node = json!({"$ref": "#/components/schemas/Node"});
+        let both = declarations(
+            "tools.t.x",
+            "",
+            SchemaIn { schema: &node, root: &root },
+            Some(SchemaIn { schema: &node, root: &root }),
+            false,
+        );
+        assert!(both.ends_with("type Input = Node;\ntype Output = Node;\ntype Node = string;\n"), "{both}");
+        // An output schema of its own (MCP): its types keep clear of the input's names.
+        let own = json!({"components": {"schemas": {"Node": {"type": "number"}}}});
+        let apart = declarations(
+            "tools.t.x",
+            "",
+            SchemaIn { schema: &node, root: &root },
+            Some(SchemaIn { schema: &node, root: &own }),
+            false,
+        );
+        assert!(
+            apart.ends_with("type Input = Node;\ntype Output = Node2;\ntype Node = string;\ntype Node2 = number;\n"),
+            "{apart}"
+        );
     }
 
     #[test]
@@ -327,5 +468,115 @@ mod tests {
             schema = json!({"type": "array", "items": schema});
         }
         assert!(ts(schema, Value::Null).contains("unknown"));
+    }
+
+    /// Names, texts and values a hostile document may hold.
+    const NAMES: &[&str] = &[
+        "Node", "node", "a-b", "a_b", "Input", "Output", "Record", "string", "number", "unknown", "never", "class",
+        "type", "default", "1st", "", "日本", "*/", "$x", "_",
+    ];
+    const TEXTS: &[&str] = &["plain", "*/ type X = 1; /*", "a\n*/b", "/* c", "\u{2028}x", "**/", "\\", "`${x}`"];
+
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            proptest::sample::select(TEXTS).prop_map(Value::from),
+            "[ -~\u{2028}\u{2029}\u{0}]{0,8}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(2, 8, 3, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
+                proptest::collection::btree_map(proptest::sample::select(NAMES), inner, 0..3)
+                    .prop_map(|m| Value::Object(m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())),
+            ]
+        })
+    }
+
+    fn schema() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            proptest::sample::select(&["string", "integer", "boolean", "null", "object", "array", "weird"][..])
+                .prop_map(|t| json!({"type": t})),
+            proptest::sample::select(NAMES).prop_map(|n| json!({"$ref": format!("#/components/schemas/{n}")})),
+            value().prop_map(|v| json!({"const": v})),
+            proptest::collection::vec(value(), 0..4).prop_map(|v| json!({"enum": v})),
+            Just(json!({})),
+            Just(json!(false)),
+        ];
+        leaf.prop_recursive(4, 24, 4, |inner| {
+            prop_oneof![
+                (
+                    proptest::collection::btree_map(
+                        proptest::sample::select(NAMES),
+                        (inner.clone(), proptest::option::of(proptest::sample::select(TEXTS))),
+                        0..4
+                    ),
+                    proptest::collection::vec(proptest::sample::select(NAMES), 0..3),
+                    proptest::option::of(inner.clone()),
+                )
+                    .prop_map(|(properties, required, extra)| {
+                        let properties: serde_json::Map<String, Value> = properties
+                            .into_iter()
+                            .map(|(name, (mut schema, description))| {
+                                if let (Some(object), Some(text)) = (schema.as_object_mut(), description) {
+                                    object.insert("description".into(), text.into());
+                                }
+                                (name.to_owned(), schema)
+                            })
+                            .collect();
+                        let mut object = json!({"type": "object", "properties": properties, "required": required});
+                        if let Some(extra) = extra {
+                            object["additionalProperties"] = extra;
+                        }
+                        object
+                    }),
+                inner.clone().prop_map(|items| json!({"type": "array", "items": items})),
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(|m| json!({"oneOf": m})),
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(|m| json!({"allOf": m})),
+                inner.prop_map(|mut s| {
+                    if let Some(object) = s.as_object_mut() {
+                        object.insert("nullable".into(), true.into());
+                    }
+                    s
+                }),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(2000))]
+
+        /// Whatever a document holds, what the model is shown is TypeScript
+        /// that parses and declares each type once, and names no type
+        /// after one of TypeScript's own.
+        #[test]
+        fn declarations_are_typescript_for_any_schema(
+            input in schema(),
+            output in proptest::option::of(schema()),
+            components in proptest::collection::btree_map(proptest::sample::select(NAMES), schema(), 0..6),
+            description in proptest::sample::select(TEXTS),
+        ) {
+            let components: serde_json::Map<String, Value> =
+                components.into_iter().map(|(name, schema)| (name.to_owned(), schema)).collect();
+            let root = json!({"components": {"schemas": components}});
+            let output = output.as_ref().map(|schema| SchemaIn { schema, root: &root });
+            let text = declarations("tools.t.x", description, SchemaIn { schema: &input, root: &root }, output, true);
+            let allocator = oxc::allocator::Allocator::default();
+            let parsed = oxc::parser::Parser::new(&allocator, &text, oxc::span::SourceType::ts()).parse();
+            let errors: Vec<String> = parsed.diagnostics.iter().map(ToString::to_string).collect();
+            proptest::prop_assert!(errors.is_empty(), "{errors:?} in\n{text}");
+            let checked = oxc::semantic::SemanticBuilder::new().with_check_syntax_error(true).build(&parsed.program);
+            let errors: Vec<String> = checked.diagnostics.iter().map(ToString::to_string).collect();
+            proptest::prop_assert!(errors.is_empty(), "{errors:?} in\n{text}");
+            for line in text.lines() {
+                if let Some(name) = line.strip_prefix("type ").and_then(|rest| rest.split(' ').next()) {
+                    proptest::prop_assert!(
+                        !["Record", "string", "number", "unknown", "never", "boolean", "null", "object"].contains(&name),
+                        "a type named `{}` hides TypeScript's own:\n{}", name, text
+                    );
+                }
+            }
+        }
     }
 }
