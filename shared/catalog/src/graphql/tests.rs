@@ -1,5 +1,6 @@
 use super::*;
 use crate::tool::graphql::{ArgumentError, MAX_PARSE_NESTING, MAX_SELECT_DEPTH};
+use apollo_parser::cst::CstNode;
 
 fn type_ref(text: &str) -> Value {
     if let Some(inner) = text.strip_suffix('!') {
@@ -307,4 +308,93 @@ fn broken_schemas_say_what_is_wrong() {
     assert_eq!(errors.to_string(), "the introspection answered with errors: introspection is disabled");
     let no_query = load("gh", r#"{"__schema": {"queryType": {"name": "Q"}, "types": []}}"#).unwrap_err();
     assert!(matches!(no_query, SchemaError::NoQueryType(_)));
+}
+
+/// The pieces hostile selects are made of: braces, strings and block strings,
+/// escapes, comments and line ends, fragments, operations and directives.
+const SELECT_PIECES: &[&str] = &[
+    "{",
+    "}",
+    "{ ",
+    " }",
+    "id",
+    "title",
+    " ",
+    "\n",
+    "\r",
+    "#",
+    "\"",
+    "\"\"\"",
+    "\\",
+    "\\\"",
+    "\\u007d",
+    "deleteAll",
+    "...",
+    " on ",
+    "Mutation",
+    "Issue",
+    "F",
+    "fragment ",
+    "mutation ",
+    "query ",
+    "subscription ",
+    "(",
+    ")",
+    ": ",
+    "q",
+    "$id",
+    "@include(if: true)",
+    ",",
+    "\u{feff}",
+    "a",
+    "[",
+    "]",
+    "1",
+    "-2.5e3",
+    "null",
+    "me: ",
+    "(q: \"",
+];
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config::with_cases(4000))]
+
+    /// Whatever `select` holds, the document sent is read by a GraphQL
+    /// parser of its own as one query that selects `issue(id: $id)` and
+    /// nothing else at its root, with no fragment; or the select is refused.
+    #[test]
+    fn a_select_never_adds_to_the_operation(
+        pieces in proptest::collection::vec(proptest::sample::select(SELECT_PIECES), 1..14),
+        braced in proptest::bool::ANY,
+    ) {
+        // Braced, most selects are whole, so the checks after sending are reached.
+        let select = if braced { format!("{{ id {} }}", pieces.concat()) } else { pieces.concat() };
+        let tools = load("gh", &schema()).unwrap();
+        let issue = operation(&tools, "gh.query.issue");
+        let Ok(request) = issue.request(&json!({"id": "1", "select": select})) else { return Ok(()) };
+        let document = apollo_parser::Parser::new(&request.query).parse();
+        proptest::prop_assert_eq!(document.errors().len(), 0, "{:?} sent as {}", select, request.query);
+        let definitions: Vec<_> = document.document().definitions().collect();
+        proptest::prop_assert_eq!(definitions.len(), 1, "{:?} sent as {}", select, request.query);
+        let apollo_parser::cst::Definition::OperationDefinition(operation) = &definitions[0] else {
+            return Err(proptest::test_runner::TestCaseError::fail(format!("{select:?} sent as {}", request.query)));
+        };
+        let kind = operation.operation_type().map(|t| t.syntax().text().to_string());
+        proptest::prop_assert_eq!(kind.as_deref(), Some("query"), "{}", request.query);
+        let roots: Vec<_> = operation.selection_set().into_iter().flat_map(|set| set.selections()).collect();
+        proptest::prop_assert_eq!(roots.len(), 1, "{:?} sent as {}", select, request.query);
+        let apollo_parser::cst::Selection::Field(root) = &roots[0] else {
+            return Err(proptest::test_runner::TestCaseError::fail(format!("{select:?} sent as {}", request.query)));
+        };
+        proptest::prop_assert!(root.alias().is_none() && root.directives().is_none(), "{}", request.query);
+        let name = root.name().map(|n| n.text().to_string());
+        proptest::prop_assert_eq!(name.as_deref(), Some("issue"));
+        let arguments: Vec<String> = root
+            .arguments()
+            .into_iter()
+            .flat_map(|a| a.arguments())
+            .map(|a| a.syntax().text().to_string().split_whitespace().collect::<String>())
+            .collect();
+        proptest::prop_assert_eq!(arguments, vec!["id:$id".to_owned()], "{}", request.query);
+    }
 }
