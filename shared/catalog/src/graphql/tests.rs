@@ -359,9 +359,9 @@ const SELECT_PIECES: &[&str] = &[
 proptest::proptest! {
     #![proptest_config(proptest::test_runner::Config::with_cases(4000))]
 
-    /// Whatever `select` holds, the document sent is read by a GraphQL
-    /// parser of its own as one query that selects `issue(id: $id)` and
-    /// nothing else at its root, with no fragment; or the select is refused.
+    /// Whatever `select` holds, the document sent, parsed anew as the service
+    /// would, is one query that selects `issue(id: $id)` and nothing else at
+    /// its root, with no fragment; or the select is refused.
     #[test]
     fn a_select_never_adds_to_the_operation(
         pieces in proptest::collection::vec(proptest::sample::select(SELECT_PIECES), 1..14),
