@@ -19,7 +19,7 @@ use executor_core::Effect;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::naming::{deduplicate, sanitize};
+use crate::naming::{deduplicate, path_segment};
 use crate::tool::graphql::{Argument, GraphqlOperation, OperationKind, SELECT_ARGUMENT};
 use crate::tool::{Schemas, Target, ToolDef, first_sentence};
 
@@ -236,7 +236,7 @@ fn build(namespace: &str, schema: Schema) -> Result<Vec<ToolDef>, SchemaError> {
                 _ => None,
             };
             let tool = tool(namespace, kind, field, selection, &root);
-            built.push((format!("{namespace}.{}.{}", kind.as_str(), sanitize(&field.name)), tool));
+            built.push((format!("{namespace}.{}.{}", kind.as_str(), path_segment(&field.name)), tool));
         }
     }
     let names = deduplicate(built.iter().map(|(wanted, _)| wanted.clone()));

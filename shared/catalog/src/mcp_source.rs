@@ -23,7 +23,7 @@ use url::Url;
 
 use crate::connections::{OwnerTokenError, OwnerTokens};
 use crate::mcp_client::{CallToolResult, ListedTool, McpClient, McpClientError};
-use crate::naming::{deduplicate, sanitize};
+use crate::naming::{deduplicate, path_segment};
 use crate::outbound::Outbound;
 use crate::redact::Redactor;
 use crate::search::SearchIndex;
@@ -120,7 +120,7 @@ fn listed_ui(namespace: &str, listed: Result<Vec<Value>, McpClientError>) -> tok
 fn tool_defs(namespace: &str, mut listed: Vec<ListedTool>) -> Vec<ToolDef> {
     // Named in name order, so collisions after sanitising resolve the same way every time.
     listed.sort_by(|a, b| a.name.cmp(&b.name));
-    let paths = deduplicate(listed.iter().map(|t| format!("{namespace}.{}", sanitize(&t.name))));
+    let paths = deduplicate(listed.iter().map(|t| format!("{namespace}.{}", path_segment(&t.name))));
     listed
         .into_iter()
         .zip(paths)

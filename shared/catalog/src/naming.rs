@@ -30,6 +30,19 @@ pub fn sanitize(text: &str) -> String {
     }
 }
 
+/// Names the sandbox's `tools` object answers itself on every node:
+/// `then` (so that awaiting a node is not awaiting a call) and the
+/// `toString` and `toJSON` that print the hint on how to find tools.
+const ANSWERED_BY_TOOLS: [&str; 3] = ["then", "toString", "toJSON"];
+
+/// One segment of a tool's path (`tools.<namespace>.<segment>...`) from
+/// free text: [`sanitize`]d, and with a `_` after a name the `tools` object
+/// answers itself, which no call could reach (`then` becomes `then_`).
+pub fn path_segment(text: &str) -> String {
+    let segment = sanitize(text);
+    if ANSWERED_BY_TOOLS.contains(&segment.as_str()) { format!("{segment}_") } else { segment }
+}
+
 /// Gives each wanted path a unique one, in input order: the first keeps it,
 /// later ones get `_2`, `_3`, ... Callers sort their input first, so the
 /// result does not depend on the order a spec happens to be read in.
@@ -70,6 +83,12 @@ mod tests {
             assert_eq!(got, expected, "{text}");
             assert!(is_identifier(&got), "{got}");
         }
+        for (text, expected) in
+            [("then", "then_"), ("toString", "toString_"), ("to-JSON", "to_JSON"), ("toJSON", "toJSON_")]
+        {
+            assert_eq!(path_segment(text), expected, "{text}");
+        }
+        assert_eq!(path_segment("issues/create"), "issues_create");
         assert!(!is_identifier(""));
         assert!(!is_identifier("1a"));
         assert!(!is_identifier("a.b"));

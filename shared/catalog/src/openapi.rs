@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::naming::{deduplicate, sanitize};
+use crate::naming::{deduplicate, path_segment};
 use crate::tool::{Schemas, Target, ToolDef, first_sentence, one_line};
 
 // The call model belongs to the tool model (`tool/http.rs`); still named
@@ -171,13 +171,13 @@ fn build(
 fn group(operation: &Value, path: &str) -> String {
     let tag = operation.pointer("/tags/0").and_then(Value::as_str);
     let segment = path.split('/').find(|s| !s.is_empty() && !s.starts_with('{'));
-    sanitize(tag.or(segment).unwrap_or("root"))
+    path_segment(tag.or(segment).unwrap_or("root"))
 }
 
 fn name(operation: &Value, method: &str, path: &str) -> String {
     match operation.get("operationId").and_then(Value::as_str) {
-        Some(id) => sanitize(id),
-        None => sanitize(&format!("{method} {path}")),
+        Some(id) => path_segment(id),
+        None => path_segment(&format!("{method} {path}")),
     }
 }
 
@@ -416,6 +416,18 @@ components:
         // `describe` still shows all of it.
         let ts = load_get(json!({"description": long})).typescript().unwrap();
         assert!(ts.contains(&format!("/** {long}\nGET /runs */")), "{ts}");
+    }
+
+    #[test]
+    fn names_the_tools_object_answers_itself_get_an_underscore() {
+        // `tools.x.then` is not a thenable's and `toString` prints the hint:
+        // a tool under either name could not be called.
+        let spec = json!({"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "paths": {
+            "/a": {"get": {"operationId": "then", "tags": ["toJSON"]}},
+            "/b": {"get": {"operationId": "toString"}},
+        }});
+        let paths: Vec<String> = load("x", &spec.to_string()).unwrap().into_iter().map(|t| t.path).collect();
+        assert_eq!(paths, ["x.toJSON_.then_", "x.b.toString_"]);
     }
 
     #[test]
