@@ -17,7 +17,7 @@ use rquickjs::{
 use serde_json::Value as Json;
 
 use crate::logs::Logs;
-use crate::{Limits, SandboxError, Stop};
+use crate::{CALL_OVERHEAD_BYTES, Limits, SandboxError, Stop};
 use meter::Meter;
 
 mod meter;
@@ -113,6 +113,12 @@ pub(crate) enum MainState {
 /// State shared between the host functions inside the context and the engine.
 struct Host {
     issued: Vec<IssuedCall>,
+    /// What `issued` holds, counted as [`Limits::call_bytes`] counts it.
+    issued_bytes: usize,
+    call_bytes: usize,
+    /// Set when a call would have taken `issued` past `call_bytes`: that call
+    /// and every later one is dropped, and the run ends with the limit.
+    calls_over: bool,
     next_step: u32,
     pinned_now: f64,
     random: SplitMix64,
@@ -120,8 +126,32 @@ struct Host {
 }
 
 impl Host {
-    fn new(seed: u64, pinned_now: f64, log_bytes: usize) -> Self {
-        Self { issued: Vec::new(), next_step: 0, pinned_now, random: SplitMix64(seed), logs: Logs::new(log_bytes) }
+    fn new(seed: u64, pinned_now: f64, limits: &Limits) -> Self {
+        Self {
+            issued: Vec::new(),
+            issued_bytes: 0,
+            call_bytes: limits.call_bytes,
+            calls_over: false,
+            next_step: 0,
+            pinned_now,
+            random: SplitMix64(seed),
+            logs: Logs::new(limits.log_bytes),
+        }
+    }
+
+    /// Hold a call the code made, unless the round's calls would hold too much.
+    fn issue(&mut self, path: String, args: Option<String>) -> u32 {
+        let step = self.next_step;
+        self.next_step += 1;
+        let size = args.as_ref().map_or(0, String::len) + path.len() + CALL_OVERHEAD_BYTES;
+        if self.calls_over || self.issued_bytes + size > self.call_bytes {
+            self.calls_over = true;
+            return step;
+        }
+        self.issued_bytes += size;
+        let args = args.and_then(|json| serde_json::from_str(&json).ok()).unwrap_or(Json::Null);
+        self.issued.push(IssuedCall::new(step, path, args));
+        step
     }
 }
 
@@ -296,7 +326,7 @@ fn prepare(runtime: Option<Runtime>) -> Result<Prepared, SandboxError> {
     };
     let context = new_context(&runtime).map_err(internal)?;
     CREATED.with(|created| created.set(created.get() + 1));
-    let host = Rc::new(RefCell::new(Host::new(0, 0.0, 0)));
+    let host = Rc::new(RefCell::new(Host::new(0, 0.0, &Limits::default())));
     let hooks = context.with(|ctx| -> Result<_, SandboxError> {
         let hooks = install_prelude(&ctx, &host).map_err(|e| SandboxError::Internal { message: e })?;
         let hook = |name: &str| -> Result<Persistent<Function<'static>>, SandboxError> {
@@ -363,7 +393,7 @@ impl Engine {
                 READY.with(|ready| ready.borrow_mut().take()).expect("tidy_now prepares a context")
             }
         };
-        *prepared.host.borrow_mut() = Host::new(seed, pinned_now, limits.log_bytes);
+        *prepared.host.borrow_mut() = Host::new(seed, pinned_now, limits);
         let runtime = &prepared.runtime;
         runtime.set_memory_limit(limits.memory_bytes);
         runtime.set_max_stack_size(limits.stack_bytes);
@@ -382,8 +412,15 @@ impl Engine {
             relocate_after,
             relocating: false,
         }));
-        let interrupt_meter = meter.clone();
-        runtime.set_interrupt_handler(Some(Box::new(move || interrupt_meter.borrow_mut().check())));
+        let (interrupt_meter, interrupt_host) = (meter.clone(), prepared.host.clone());
+        let call_bytes = limits.call_bytes;
+        runtime.set_interrupt_handler(Some(Box::new(move || {
+            let mut meter = interrupt_meter.borrow_mut();
+            if interrupt_host.borrow().calls_over {
+                meter.tripped.get_or_insert(SandboxError::CallBytesLimit { limit: call_bytes });
+            }
+            meter.check()
+        })));
         Ok(Self { main: None, prepared, meter, limits: limits.clone() })
     }
 
@@ -423,6 +460,11 @@ impl Engine {
             }
         };
         self.meter.borrow_mut().stop(started);
+        // Calls dropped since the last interrupt check end the run all the same.
+        if self.prepared.host.borrow().calls_over {
+            let limit = self.limits.call_bytes;
+            self.meter.borrow_mut().tripped.get_or_insert(SandboxError::CallBytesLimit { limit });
+        }
         if let Some(tripped) = self.meter.borrow().tripped.clone() {
             return Err(tripped);
         }
@@ -467,7 +509,9 @@ impl Engine {
 
     /// The calls issued since the last time, in step order.
     pub fn take_issued(&mut self) -> Vec<IssuedCall> {
-        std::mem::take(&mut self.prepared.host.borrow_mut().issued)
+        let mut host = self.prepared.host.borrow_mut();
+        host.issued_bytes = 0;
+        std::mem::take(&mut host.issued)
     }
 
     pub fn set_pinned_now(&mut self, millis: f64) {
@@ -516,12 +560,7 @@ fn install_prelude<'js>(ctx: &Ctx<'js>, host: &Rc<RefCell<Host>>) -> Result<Obje
     let fail = |e: rquickjs::Error| format!("installing the sandbox globals failed: {e}");
     let calls = host.clone();
     let host_call = Function::new(ctx.clone(), move |path: String, args: Opt<Option<String>>| -> u32 {
-        let mut host = calls.borrow_mut();
-        let step = host.next_step;
-        host.next_step += 1;
-        let args = args.0.flatten().and_then(|json| serde_json::from_str(&json).ok()).unwrap_or(Json::Null);
-        host.issued.push(IssuedCall::new(step, path, args));
-        step
+        calls.borrow_mut().issue(path, args.0.flatten())
     })
     .map_err(fail)?;
     let logs = host.clone();

@@ -27,6 +27,11 @@ pub enum SandboxError {
     MemoryLimit { limit: usize },
     #[error("the code recursed too deeply (stack over {limit} bytes); use a loop instead of deep recursion")]
     StackLimit { limit: usize },
+    #[error(
+        "the tool calls the code made without waiting hold more than {limit} bytes of arguments; await calls \
+         before making more, or send less in each"
+    )]
+    CallBytesLimit { limit: usize },
     #[error("the result is {size} bytes of JSON, over the {limit}-byte limit; return less data")]
     ResultTooLarge { size: usize, limit: usize },
     #[error("the result cannot be returned as JSON: {message}")]
@@ -79,6 +84,7 @@ impl SandboxError {
             Self::CpuLimit { .. } => "cpu_limit",
             Self::WallClockLimit { .. } => "wall_clock_limit",
             Self::MemoryLimit { .. } => "memory_limit",
+            Self::CallBytesLimit { .. } => "call_bytes_limit",
             Self::StackLimit { .. } => "stack_limit",
             Self::ResultTooLarge { .. } => "result_too_large",
             Self::ResultNotSerializable { .. } => "result_not_serializable",

@@ -29,7 +29,7 @@ pub use call_log::CallLog;
 pub use connections::{Authorization, ConnectError, ConnectionInfo, Connections, TakenAuthorization};
 pub use engine::{contexts_created, tidy};
 pub use error::SandboxError;
-pub use limits::Limits;
+pub use limits::{CALL_OVERHEAD_BYTES, Limits};
 pub use run::{Outcome, Segment, Snapshot};
 pub use source::SyntaxError;
 pub use stop::Stop;

@@ -24,7 +24,15 @@ pub struct Limits {
     pub log_bytes: usize,
     /// Bracket nesting of the code; deeper code is refused before parsing.
     pub nesting_depth: usize,
+    /// The tool calls one round of the code makes (those it issues before it
+    /// next waits): their arguments as JSON, and [`CALL_OVERHEAD_BYTES`] a
+    /// call. The host holds them, outside the QuickJS heap and its limit.
+    pub call_bytes: usize,
 }
+
+/// What one issued call counts towards [`Limits::call_bytes`] besides its
+/// arguments: its path, its place in the batch, the step's bookkeeping.
+pub const CALL_OVERHEAD_BYTES: usize = 1024;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -37,6 +45,7 @@ impl Default for Limits {
             result_bytes: 1 << 20,
             log_bytes: 64 << 10,
             nesting_depth: 256,
+            call_bytes: 16 << 20,
         }
     }
 }

@@ -132,6 +132,43 @@ async fn results_are_capped() {
     refused("return 'x'.repeat(5000)", limits, "result_too_large").await;
 }
 
+/// Calls the code makes without waiting are held by the host, outside the
+/// QuickJS heap: a round may hold only so much, however the code spends it.
+#[tokio::test]
+async fn calls_made_without_waiting_are_capped() {
+    let limits = Limits { call_bytes: 1 << 20, cpu: Duration::from_secs(5), ..quick() };
+    for code in [
+        // A few big ones: the same string sent again and again.
+        "const s = 'x'.repeat(1 << 16); for (let i = 0; i < 100000; i++) tools.echo.x({s}); return 1",
+        // Many tiny ones: each counts its overhead.
+        "for (let i = 0; i < 100000; i++) tools.echo.x({}); return 1",
+        // Caught nowhere: nothing is thrown to catch, the run just ends.
+        "try { for (let i = 0; i < 100000; i++) tools.echo.x({i}); } catch (e) {} return 1",
+        // One too big for any round.
+        "await tools.echo.x({s: 'x'.repeat(2 << 20)}); return 1",
+        // Cut before its first await: the round never starts.
+        "const s = 'x'.repeat(1 << 18); tools.echo.a({s}); tools.echo.b({s}); tools.echo.c({s}); tools.echo.d({s}); \
+         await null; return 1",
+    ] {
+        let tools = TestTools::new();
+        let sandbox = sandbox(&tools, limits.clone());
+        let outcome = sandbox.run(segment(code), tools.clone()).await;
+        assert_eq!(error_code(&outcome), "call_bytes_limit", "{code}: {outcome:?}");
+        assert!(tools.calls().is_empty(), "no call of the round is made: {code}");
+        let after = sandbox.run(segment("return 40 + 2"), tools.clone()).await;
+        assert_eq!(completed(&after), &json!(42), "the sandbox still works after {code}");
+    }
+    // Within the cap: a round of 100 calls, and a run that waits between big calls
+    // and so sends more in all than one round may hold.
+    let tools = TestTools::new();
+    let sandbox = sandbox(&tools, limits);
+    let many = "const r = await Promise.all(Array.from({length: 100}, (_, i) => tools.echo.x({i}))); return r.length";
+    assert_eq!(completed(&sandbox.run(segment(many), tools.clone()).await), &json!(100));
+    let paced = "const s = 'x'.repeat(1 << 16); let n = 0; \
+                 for (let i = 0; i < 40; i++) { await tools.echo.x({s}); n++ } return n";
+    assert_eq!(completed(&sandbox.run(segment(paced), tools.clone()).await), &json!(40));
+}
+
 #[tokio::test]
 async fn huge_strings_and_outputs_stay_contained() {
     let limits = Limits { log_bytes: 1000, memory_bytes: 32 << 20, ..quick() };
