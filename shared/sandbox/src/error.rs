@@ -32,6 +32,11 @@ pub enum SandboxError {
          before making more, or send less in each"
     )]
     CallBytesLimit { limit: usize },
+    #[error(
+        "the answers of the tool calls this execution made, which it keeps to replay them, hold more than {limit} \
+         bytes; make fewer calls per execution, or ask for less in each"
+    )]
+    KeptResultsLimit { limit: usize },
     #[error("the result is {size} bytes of JSON, over the {limit}-byte limit; return less data")]
     ResultTooLarge { size: usize, limit: usize },
     #[error("the result cannot be returned as JSON: {message}")]
@@ -85,6 +90,7 @@ impl SandboxError {
             Self::WallClockLimit { .. } => "wall_clock_limit",
             Self::MemoryLimit { .. } => "memory_limit",
             Self::CallBytesLimit { .. } => "call_bytes_limit",
+            Self::KeptResultsLimit { .. } => "kept_results_limit",
             Self::StackLimit { .. } => "stack_limit",
             Self::ResultTooLarge { .. } => "result_too_large",
             Self::ResultNotSerializable { .. } => "result_not_serializable",

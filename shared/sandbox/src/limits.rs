@@ -28,6 +28,10 @@ pub struct Limits {
     /// next waits): their arguments as JSON, and [`CALL_OVERHEAD_BYTES`] a
     /// call. The host holds them, outside the QuickJS heap and its limit.
     pub call_bytes: usize,
+    /// The answers of every call the execution has made, which its journal
+    /// keeps so that a resume replays them: about their JSON text, and 16
+    /// bytes a value. Held by the host, outside the QuickJS heap.
+    pub kept_results_bytes: usize,
 }
 
 /// What one issued call counts towards [`Limits::call_bytes`] besides its
@@ -46,6 +50,7 @@ impl Default for Limits {
             log_bytes: 64 << 10,
             nesting_depth: 256,
             call_bytes: 16 << 20,
+            kept_results_bytes: 64 << 20,
         }
     }
 }

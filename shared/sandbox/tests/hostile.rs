@@ -169,6 +169,24 @@ async fn calls_made_without_waiting_are_capped() {
     assert_eq!(completed(&sandbox.run(segment(paced), tools.clone()).await), &json!(40));
 }
 
+/// Every answer an execution receives is kept in its journal (a resume
+/// replays it), by the host: an execution may keep only so much.
+#[tokio::test]
+async fn the_answers_an_execution_keeps_are_capped() {
+    let limits = Limits { kept_results_bytes: 1 << 20, ..quick() };
+    let tools = TestTools::new();
+    let sandbox = sandbox(&tools, limits.clone());
+    // Each answer echoes 64 KiB and a little more: the sixteenth passes 1 MiB.
+    let code = "const s = 'x'.repeat(1 << 16); for (let i = 0; i < 1000; i++) await tools.echo.x({s}); return 1";
+    let outcome = sandbox.run(segment(code), tools.clone()).await;
+    assert_eq!(error_code(&outcome), "kept_results_limit", "{outcome:?}");
+    assert_eq!(tools.calls().len(), 16, "the run ends with the answer that passes the cap");
+    assert_eq!(completed(&sandbox.run(segment("return 40 + 2"), tools.clone()).await), &json!(42));
+    // Within the cap, many small answers.
+    let small = "let n = 0; for (let i = 0; i < 200; i++) { await tools.echo.x({i}); n++ } return n";
+    assert_eq!(completed(&sandbox.run(segment(small), tools.clone()).await), &json!(200));
+}
+
 #[tokio::test]
 async fn huge_strings_and_outputs_stay_contained() {
     let limits = Limits { log_bytes: 1000, memory_bytes: 32 << 20, ..quick() };

@@ -89,6 +89,8 @@ pub(super) struct Driver<'a> {
     /// Whether `Tools::prepare_approvals` ran in this run.
     prepared: Cell<bool>,
     steps: &'a mut Steps,
+    /// What the journal's answers hold ([`held_bytes`]), for [`crate::Limits::kept_results_bytes`].
+    kept_bytes: usize,
 }
 
 impl<'a> Driver<'a> {
@@ -124,7 +126,8 @@ impl<'a> Driver<'a> {
         let pinned = segment.journal.started_at;
         let (seed, stop) = (segment.journal.seed, segment.stop.clone());
         let engine = Engine::new(seed, pinned.as_millis() as f64, env.limits, env.deadline, stop, budget)?;
-        let mut driver = Self { segment, env, engine, pinned, prepared: Cell::new(false), steps };
+        let kept_bytes = segment.journal.steps.iter().map(|step| outcome_bytes(&step.outcome)).sum();
+        let mut driver = Self { segment, env, engine, pinned, prepared: Cell::new(false), steps, kept_bytes };
         let phase = match driver.engine.begin(&js) {
             Ok(()) => Phase::Running,
             Err(error) => driver.engine_error(error),
@@ -216,6 +219,7 @@ impl<'a> Driver<'a> {
     /// Journaling. Paused if a call waits for a decision: calls already made
     /// are journaled, nothing is delivered, so the replay re-forms this same batch.
     fn journal(&mut self, batch: Batch, made: Made) -> Phase {
+        self.kept_bytes += made.results.iter().map(|(result, _)| result_bytes(result)).sum::<usize>();
         let log = |call: &IssuedCall, action: &Action, made: Option<&(Result<ToolSuccess, ToolError>, Duration)>| {
             if let Some(called) = called(call, action, made, &*self.env.tools) {
                 self.segment.calls.add(called);
@@ -223,6 +227,10 @@ impl<'a> Driver<'a> {
         };
         let pending = record_batch(&mut self.segment.journal, &batch, made, log);
         self.steps.pending += pending;
+        let limit = self.env.limits.kept_results_bytes;
+        if self.kept_bytes > limit {
+            return Phase::Exit(Exit::Failed(SandboxError::KeptResultsLimit { limit }));
+        }
         if pending > 0 { Phase::Exit(Exit::Paused) } else { Phase::Delivering(batch.calls) }
     }
 
@@ -324,6 +332,31 @@ fn make(
 /// Journaling: record what happened to each call of the batch, the calls
 /// made with the batch's completion time, and `log` each new one for the
 /// audit trail. Answers how many wait for a decision.
+/// About what a JSON value holds in memory: its text, and 16 bytes a value.
+fn held_bytes(value: &Value) -> usize {
+    16 + match value {
+        Value::String(text) => text.len(),
+        Value::Array(items) => items.iter().map(held_bytes).sum(),
+        Value::Object(fields) => fields.iter().map(|(name, field)| name.len() + held_bytes(field)).sum(),
+        _ => 0,
+    }
+}
+
+fn result_bytes(result: &Result<ToolSuccess, ToolError>) -> usize {
+    match result {
+        Ok(success) => held_bytes(&success.data),
+        Err(error) => error.code.len() + error.message.len(),
+    }
+}
+
+fn outcome_bytes(outcome: &StepOutcome) -> usize {
+    match outcome {
+        StepOutcome::Ok { data } | StepOutcome::HttpOk { data, .. } => held_bytes(data),
+        StepOutcome::Err { code, message } => code.len() + message.len(),
+        other => serde_json::to_string(other).map_or(0, |text| text.len()),
+    }
+}
+
 fn record_batch(
     journal: &mut Journal,
     batch: &Batch,
