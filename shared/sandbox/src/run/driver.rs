@@ -329,9 +329,6 @@ fn make(
     .instrument(span)
 }
 
-/// Journaling: record what happened to each call of the batch, the calls
-/// made with the batch's completion time, and `log` each new one for the
-/// audit trail. Answers how many wait for a decision.
 /// About what a JSON value holds in memory: its text, and 16 bytes a value.
 fn held_bytes(value: &Value) -> usize {
     16 + match value {
@@ -357,6 +354,9 @@ fn outcome_bytes(outcome: &StepOutcome) -> usize {
     }
 }
 
+/// Journaling: record what happened to each call of the batch, the calls
+/// made with the batch's completion time, and `log` each new one for the
+/// audit trail. Answers how many wait for a decision.
 fn record_batch(
     journal: &mut Journal,
     batch: &Batch,
