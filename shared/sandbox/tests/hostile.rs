@@ -182,6 +182,14 @@ async fn the_answers_an_execution_keeps_are_capped() {
     assert_eq!(error_code(&outcome), "kept_results_limit", "{outcome:?}");
     assert_eq!(tools.calls().len(), 16, "the run ends with the answer that passes the cap");
     assert_eq!(completed(&sandbox.run(segment("return 40 + 2"), tools.clone()).await), &json!(42));
+    // One round of many calls: once the answers in hand pass the cap, the
+    // rest are not made (at most one round's worth of calls in flight, 64).
+    let wide = "const s = 'x'.repeat(1 << 16); \
+                await Promise.all(Array.from({length: 200}, (_, i) => tools.echo.x({s, i}))); return 1";
+    let tools = TestTools::new();
+    let outcome = sandbox.run(segment(wide), tools.clone()).await;
+    assert_eq!(error_code(&outcome), "kept_results_limit", "{outcome:?}");
+    assert!(tools.calls().len() <= 64, "{} of 200 calls made", tools.calls().len());
     // Within the cap, many small answers.
     let small = "let n = 0; for (let i = 0; i < 200; i++) { await tools.echo.x({i}); n++ } return n";
     assert_eq!(completed(&sandbox.run(segment(small), tools.clone()).await), &json!(200));

@@ -7,13 +7,14 @@
 //! of a replay is the order of these transitions and nothing else.
 
 use std::cell::Cell;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use executor_core::{
     AllowedBy, CallOutcome, Called, Effect, Journal, JournalStep, PendingCall, StepOutcome, Timestamp,
 };
-use futures_util::FutureExt;
+use futures_util::{FutureExt, StreamExt};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
@@ -26,6 +27,10 @@ use crate::source;
 use crate::tools::{
     Allowance, CallContext, CallCounts, DESCRIBE_PATH, Policy, PolicyCall, SEARCH_PATH, ToolError, ToolSuccess, Tools,
 };
+
+/// The calls of one round in flight at once. The host holds every answer of
+/// the round until the round ends, each as big as an upstream may send.
+const CALLS_IN_FLIGHT: usize = 64;
 
 /// Where a run is. Each phase does one thing and names the next.
 #[derive(Debug)]
@@ -183,10 +188,15 @@ impl<'a> Driver<'a> {
         plan_batch(&self.segment, calls, counts, decide)
     }
 
-    /// Calling: the runnable calls, concurrently; CPU time is not counted meanwhile.
+    /// Calling: the runnable calls, [`CALLS_IN_FLIGHT`] at a time; CPU time
+    /// is not counted meanwhile. Once the answers in hand pass what the
+    /// execution may keep, the calls not yet begun are not made (the run then
+    /// ends with the limit, in [`Driver::journal`]).
     fn call(&mut self, batch: Batch) -> Phase {
         let env = self.env;
         self.steps.replayed += batch.actions.iter().filter(|a| matches!(a, Action::Replay(_))).count();
+        let room = env.limits.kept_results_bytes.saturating_sub(self.kept_bytes);
+        let answered = Rc::new(Cell::new(0usize));
         let runnable = batch.calls.iter().zip(&batch.actions).zip(&batch.counts);
         let calls = runnable.filter(|((_, a), _)| matches!(a, Action::Call(_))).map(|((call, _), before)| {
             self.steps.called += 1;
@@ -195,9 +205,20 @@ impl<'a> Driver<'a> {
                 before: *before,
                 ..CallContext::new(self.segment.execution_id.clone(), call.step)
             };
-            make(env.tools.clone(), ctx, call.clone())
+            let (made, answered) = (make(env.tools.clone(), ctx, call.clone()), answered.clone());
+            async move {
+                if answered.get() > room {
+                    let message = "not made: the answers the execution keeps passed their limit".to_owned();
+                    return (Err(ToolError { code: "not_made".into(), message }), Duration::ZERO);
+                }
+                let made = made.await;
+                answered.set(answered.get() + result_bytes(&made.0));
+                made
+            }
         });
-        let mut all = futures_util::future::join_all(calls);
+        // Made into futures now (none starts before it is polled), so the batch is free to move on.
+        let calls: Vec<_> = calls.collect();
+        let mut all = futures_util::stream::iter(calls).buffered(CALLS_IN_FLIGHT).collect::<Vec<_>>();
         // Calls that finish at once (in-process tools) need no timer or runtime hand-off.
         let results = match (&mut all).now_or_never() {
             Some(results) => results,
@@ -364,7 +385,7 @@ fn record_batch(
     mut log: impl FnMut(&IssuedCall, &Action, Option<&(Result<ToolSuccess, ToolError>, Duration)>),
 ) -> usize {
     let completed_at = made.completed_at;
-    // `join_all` answers in the order it was given the calls, the batch's.
+    // `buffered` answers in the order it was given the calls, the batch's.
     let mut results = made.results.into_iter();
     let mut pending = 0;
     for (call, action) in batch.calls.iter().zip(&batch.actions) {
