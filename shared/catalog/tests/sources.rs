@@ -159,6 +159,12 @@ async fn search_ranks_and_describe_writes_typescript() {
     assert_eq!(search(&w.catalog, json!("search documentation")).await[0], "docs.search_docs");
     let unknown = w.catalog.search(json!({"query": "x", "namespace": "nope"})).await.unwrap_err();
     assert!(unknown.message.contains("namespaces: shop, docs"), "{}", unknown.message);
+    // A query is a few words: one of a whole document would cost the host its ranking, word by word.
+    let long = "list the items ".repeat(200);
+    let refused = w.catalog.search(json!({"query": long})).await.unwrap_err();
+    assert_eq!(refused.code, "invalid_arguments");
+    assert!(refused.message.contains("3000 bytes, over the 2048-byte limit"), "{}", refused.message);
+    assert_eq!(search(&w.catalog, json!({"query": &long[..2040]})).await[0], "shop.items.listItems");
 
     let described = w.catalog.describe(json!({"path": "shop.items.listItems"})).await.unwrap();
     let described = described.as_str().unwrap();

@@ -30,6 +30,11 @@ struct SearchRequest {
     offset: Option<usize>,
 }
 
+/// The longest `tools.search` query: far more than the few words a search
+/// needs, and little enough that no query costs the host more than a few
+/// milliseconds.
+const MAX_QUERY_BYTES: usize = 2048;
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DescribeRequest {
@@ -320,6 +325,14 @@ impl Catalog {
     /// `tools.search`: the matching tools `visible` lets through, a page of
     /// them, and the namespaces searched whose tools are not known.
     fn search_tools(&self, request: SearchRequest, visible: &PathFilter<'_>) -> Result<Value, ToolError> {
+        // Ranking costs the host about 8 µs a word, outside the sandbox's CPU limit.
+        if request.query.len() > MAX_QUERY_BYTES {
+            let size = request.query.len();
+            return Err(invalid(format!(
+                "the query is {size} bytes, over the {MAX_QUERY_BYTES}-byte limit; search with a few words of what \
+                 the tool does"
+            )));
+        }
         if let Some(namespace) = &request.namespace {
             match self.source(namespace) {
                 None => {
