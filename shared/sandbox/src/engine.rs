@@ -7,19 +7,19 @@ use std::rc::Rc;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use executor_core::ArgsHash;
 use rquickjs::function::Opt;
 use rquickjs::module::WriteOptions;
 use rquickjs::promise::PromiseState;
 use rquickjs::{
     CatchResultExt, CaughtError, Context, Ctx, Function, Module, Object, Persistent, Promise, Runtime, Value,
 };
-use serde_json::Value as Json;
 
-use crate::logs::Logs;
-use crate::{CALL_OVERHEAD_BYTES, Limits, SandboxError, Stop};
+use crate::{Limits, SandboxError, Stop};
+use host::Host;
+pub(crate) use host::IssuedCall;
 use meter::Meter;
 
+mod host;
 mod meter;
 
 const PRELUDE: &str = include_str!("prelude.js");
@@ -76,22 +76,6 @@ fn new_context(runtime: &Runtime) -> rquickjs::Result<Context> {
         .build(runtime)
 }
 
-/// A tool call the code issued and is awaiting.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct IssuedCall {
-    pub step: u32,
-    pub path: String,
-    pub args: Json,
-    pub args_hash: ArgsHash,
-}
-
-impl IssuedCall {
-    pub fn new(step: u32, path: impl Into<String>, args: Json) -> Self {
-        let args_hash = ArgsHash::of(&args);
-        Self { step, path: path.into(), args, args_hash }
-    }
-}
-
 /// What the awaiting promise of a call receives.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Delivery {
@@ -108,67 +92,6 @@ pub(crate) enum MainState {
     /// The returned value as JSON.
     Completed(String),
     Failed(SandboxError),
-}
-
-/// State shared between the host functions inside the context and the engine.
-struct Host {
-    issued: Vec<IssuedCall>,
-    /// What `issued` holds, counted as [`Limits::call_bytes`] counts it.
-    issued_bytes: usize,
-    call_bytes: usize,
-    /// Set when a call would have taken `issued` past `call_bytes`: that call
-    /// and every later one is dropped, and the run ends with the limit.
-    calls_over: bool,
-    next_step: u32,
-    pinned_now: f64,
-    random: SplitMix64,
-    logs: Logs,
-}
-
-impl Host {
-    fn new(seed: u64, pinned_now: f64, limits: &Limits) -> Self {
-        Self {
-            issued: Vec::new(),
-            issued_bytes: 0,
-            call_bytes: limits.call_bytes,
-            calls_over: false,
-            next_step: 0,
-            pinned_now,
-            random: SplitMix64(seed),
-            logs: Logs::new(limits.log_bytes),
-        }
-    }
-
-    /// Hold a call the code made, unless the round's calls would hold too much.
-    fn issue(&mut self, path: String, args: Option<String>) -> u32 {
-        let step = self.next_step;
-        self.next_step += 1;
-        let size = args.as_ref().map_or(0, String::len) + path.len() + CALL_OVERHEAD_BYTES;
-        if self.calls_over || self.issued_bytes + size > self.call_bytes {
-            self.calls_over = true;
-            return step;
-        }
-        self.issued_bytes += size;
-        let args = args.and_then(|json| serde_json::from_str(&json).ok()).unwrap_or(Json::Null);
-        self.issued.push(IssuedCall::new(step, path, args));
-        step
-    }
-}
-
-/// `Math.random()`: SplitMix64 from the journal's seed, so a replay draws the
-/// same numbers in the same order.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_f64(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        // The top 53 bits, as a fraction in [0, 1).
-        (z >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
 /// A context with the globals and the prelude installed and no execution's
