@@ -27,7 +27,8 @@ pub(crate) fn approval_message(
     redactor: &Redactor,
 ) -> String {
     let mut text = headline.to_owned();
-    let description = first_paragraph(description);
+    // Each text is redacted whole before it is cut: a secret the cut splits would be matched by neither half.
+    let description = first_paragraph(&redactor.redact(description));
     if !description.is_empty() {
         text.push_str("\nWhat it does: ");
         text.push_str(&description);
@@ -36,7 +37,7 @@ pub(crate) fn approval_message(
     text.push_str(effect);
     text.push_str("\nArguments:\n");
     let shown = serde_json::to_string_pretty(&redact_secret_fields(args)).unwrap_or_else(|_| args.to_string());
-    text.push_str(&executor_core::cut_text(&shown, MAX_ARGUMENTS_BYTES));
+    text.push_str(&executor_core::cut_text(&redactor.redact(&shown), MAX_ARGUMENTS_BYTES));
     redactor.redact(&text)
 }
 
@@ -111,6 +112,20 @@ mod tests {
         let args = json!({"body": "é".repeat(MAX_ARGUMENTS_BYTES)});
         let text = approval_message("h", "", "GET x", &args, &Redactor::default());
         assert!(text.ends_with("more bytes not shown)"), "{}", &text[text.len() - 50..]);
+    }
+
+    #[test]
+    fn a_secret_a_cut_would_split_is_redacted_whole() {
+        let secret = "sk-live-0123456789abcdefghij";
+        let mut redactor = Redactor::default();
+        redactor.add(secret);
+        // `{\n  "body": "` comes first: the cut falls ten bytes into the secret.
+        let args = json!({"body": format!("{}{secret} and more", "a".repeat(MAX_ARGUMENTS_BYTES - 10 - 13))});
+        let description = format!("{}{secret} and more", "d".repeat(MAX_DESCRIPTION_CHARS - 10));
+        let text = approval_message("h", &description, "POST x", &args, &redactor);
+        assert!(text.ends_with("more bytes not shown)"), "the arguments are cut");
+        assert!(!text.contains(&secret[..8]), "a part of the secret is shown: {}", &text[text.len() - 80..]);
+        assert!(text.contains("[redac"), "the cut passes through the marker instead");
     }
 
     #[test]
