@@ -18,9 +18,11 @@ use crate::{Limits, SandboxError, Stop};
 use host::Host;
 pub(crate) use host::IssuedCall;
 use meter::Meter;
+use plain_json::Plain;
 
 mod host;
 mod meter;
+mod plain_json;
 
 const PRELUDE: &str = include_str!("prelude.js");
 const TOOLS: &str = include_str!("tools.js");
@@ -105,6 +107,8 @@ struct Prepared {
     host: Rc<RefCell<Host>>,
     /// Executions this context has run.
     uses: u32,
+    /// The class id of ordinary objects, for [`plain_json`].
+    object_class: u32,
 }
 
 /// The prelude's functions the engine calls (prelude.js).
@@ -250,8 +254,9 @@ fn prepare(runtime: Option<Runtime>) -> Result<Prepared, SandboxError> {
     let context = new_context(&runtime).map_err(internal)?;
     CREATED.with(|created| created.set(created.get() + 1));
     let host = Rc::new(RefCell::new(Host::new(0, 0.0, &Limits::default())));
-    let hooks = context.with(|ctx| -> Result<_, SandboxError> {
-        let hooks = install_prelude(&ctx, &host).map_err(|e| SandboxError::Internal { message: e })?;
+    let (hooks, object_class) = context.with(|ctx| -> Result<_, SandboxError> {
+        let object_class = plain_json::object_class(&ctx).map_err(internal)?;
+        let hooks = install_prelude(&ctx, &host, object_class).map_err(|e| SandboxError::Internal { message: e })?;
         let hook = |name: &str| -> Result<Persistent<Function<'static>>, SandboxError> {
             let hook: Function = hooks.get(name).map_err(|e| SandboxError::Internal { message: e.to_string() })?;
             Ok(Persistent::save(&ctx, hook))
@@ -260,9 +265,9 @@ fn prepare(runtime: Option<Runtime>) -> Result<Prepared, SandboxError> {
         // `tools` is built on first use (prelude.js); nearly every execution
         // uses it, and here, ahead of the request, building it costs nothing.
         ctx.globals().get::<_, Value>("tools").map_err(internal)?;
-        Ok(hooks)
+        Ok((hooks, object_class))
     })?;
-    Ok(Prepared { hooks, context, runtime, host, uses: 0 })
+    Ok(Prepared { hooks, context, runtime, host, uses: 0, object_class })
 }
 
 /// glibc gives the top of the heap back to the kernel whenever more than 128 KiB
@@ -414,7 +419,14 @@ impl Engine {
                 PromiseState::Resolved => {
                     let serialised =
                         main.result::<Value>().and_then(Result::ok).ok_or(rquickjs::Error::Unknown).and_then(|value| {
-                            self.prepared.hooks.finish.clone().restore(&ctx)?.call::<_, String>((value,))
+                            // Plain data has no function, BigInt or Symbol for finish() to refuse.
+                            match plain_json::text(&ctx, &value, self.prepared.object_class)? {
+                                Plain::Text(json) => Ok(json),
+                                Plain::Undefined => Ok("null".to_owned()),
+                                Plain::No => {
+                                    self.prepared.hooks.finish.clone().restore(&ctx)?.call::<_, String>((value,))
+                                }
+                            }
                         });
                     match serialised.catch(&ctx) {
                         Ok(json) => MainState::Completed(json),
@@ -479,8 +491,10 @@ impl Engine {
     }
 }
 
-fn install_prelude<'js>(ctx: &Ctx<'js>, host: &Rc<RefCell<Host>>) -> Result<Object<'js>, String> {
+fn install_prelude<'js>(ctx: &Ctx<'js>, host: &Rc<RefCell<Host>>, object_class: u32) -> Result<Object<'js>, String> {
     let fail = |e: rquickjs::Error| format!("installing the sandbox globals failed: {e}");
+    let json: Object = ctx.globals().get("JSON").map_err(fail)?;
+    json.set("stringify", plain_json::stringify(ctx, object_class).map_err(fail)?).map_err(fail)?;
     let calls = host.clone();
     let host_call = Function::new(ctx.clone(), move |path: String, args: Opt<Option<String>>| -> u32 {
         calls.borrow_mut().issue(path, args.0.flatten())

@@ -41,6 +41,43 @@ async fn values_json_cannot_hold_are_clear_errors() {
     }
 }
 
+/// `JSON.stringify` writes plain data itself (engine/plain_json.rs) and leaves
+/// the rest to QuickJS's: the answers are the standard's either way.
+#[tokio::test]
+async fn json_stringify_is_the_standard_one() {
+    let cases = [
+        (
+            "return JSON.stringify({b: 1, a: [1, 'x', null, undefined, () => 1], c: undefined, s: Symbol()})",
+            json!("{\"b\":1,\"a\":[1,\"x\",null,null,null]}"),
+        ),
+        (
+            "return JSON.stringify({d: new Date(0), n: new Number(2), t: {toJSON: (key) => 'at ' + key}})",
+            json!("{\"d\":\"1970-01-01T00:00:00.000Z\",\"n\":2,\"t\":\"at t\"}"),
+        ),
+        ("return JSON.stringify({a: [1, {b: 2}]}, null, 1)", json!("{\n \"a\": [\n  1,\n  {\n   \"b\": 2\n  }\n ]\n}")),
+        ("return JSON.stringify({a: 1, b: 2}, ['b'])", json!("{\"b\":2}")),
+        ("return JSON.stringify({a: 1, b: 2}, (k, v) => k === 'a' ? undefined : v)", json!("{\"b\":2}")),
+        // A getter that changes the object as it is written: the keys are the ones it had.
+        (
+            "const o = {a: 1, get b() { delete this.c; this.d = 4; return 2 }, c: 3}; return JSON.stringify(o)",
+            json!("{\"a\":1,\"b\":2}"),
+        ),
+        ("return JSON.stringify('\\ud800\\u0007\"')", json!("\"\\ud800\\u0007\\\"\"")),
+        ("return [JSON.stringify(), JSON.stringify(undefined), JSON.stringify(() => 1)]", json!([null, null, null])),
+        (
+            "return [JSON.stringify.name, JSON.stringify.length, JSON.stringify(-0), JSON.stringify([NaN, 1e21, 0.1])]",
+            json!(["stringify", 3, "0", "[null,1e+21,0.1]"]),
+        ),
+        ("try { new JSON.stringify({}); return 'constructed' } catch (e) { return e.name }", json!("TypeError")),
+        ("const c = {}; c.c = c; try { JSON.stringify(c) } catch (e) { return e.name }", json!("TypeError")),
+        ("try { JSON.stringify({a: 1n}) } catch (e) { return e.name }", json!("TypeError")),
+    ];
+    for (code, expected) in cases {
+        let (outcome, _) = run(code).await;
+        assert_eq!(completed(&outcome), &expected, "{code}");
+    }
+}
+
 #[tokio::test]
 async fn typescript_and_fences_are_accepted() {
     let code = "```ts\ninterface Row { id: number; name?: string }\nconst rows: Row[] = [{ id: 1 }, { id: 2 }];\n\

@@ -63,6 +63,8 @@ async fn memory_bombs_hit_the_memory_limit() {
         "const a = []; while (true) a.push(new Array(100000).fill(1.5));",
         "const m = new Map(); for (let i = 0; ; i++) m.set(i, {i, s: 'v' + i});",
         "return new Array(1 << 26).fill(0).length",
+        // Text the host writes for plain data (engine/plain_json.rs) counts against the limit too.
+        "const a = new Array(1000).fill('x'.repeat(1000)); const texts = []; while (true) texts.push(JSON.stringify(a));",
     ] {
         refused(code, limits.clone(), "memory_limit").await;
     }
