@@ -22,7 +22,7 @@ impl ArgsHash {
         // time, ten times slower, and every tool call is hashed.
         let mut text = [0u8; 64];
         hex::encode_to_slice(Sha256::digest(&canonical), &mut text).expect("64 hex digits for 32 bytes");
-        Self(String::from_utf8_lossy(&text).into_owned())
+        Self(std::str::from_utf8(&text).expect("hex digits are ASCII").to_owned())
     }
 
     pub fn as_str(&self) -> &str {

@@ -91,14 +91,30 @@ fn planned(decision: Result<Policy, String>, ahead: Option<ApprovalAction>) -> A
 /// in the journal (made, refused or waiting) or earlier in the batch, and the
 /// same code issues the same calls on every replay, so the counts are stable.
 pub(super) fn counts_before(journal: &Journal, batch: &[IssuedCall], writes: impl Fn(&str) -> bool) -> Vec<CallCounts> {
-    let mut issued: BTreeMap<u32, &str> = journal.steps.iter().map(|s| (s.step, s.path.as_str())).collect();
-    issued.extend(journal.pending.iter().map(|p| (p.step, p.path.as_str())));
-    issued.extend(batch.iter().map(|c| (c.step, c.path.as_str())));
+    // Every issued step once, in step order; a step both journaled and in the
+    // batch (a replay issues it again) is the batch's. Called every round, so
+    // a sort of what is nearly sorted already, not a map built anew.
+    let mut issued: Vec<(u32, &str, Option<usize>)> = journal
+        .steps
+        .iter()
+        .map(|s| (s.step, s.path.as_str(), None))
+        .chain(journal.pending.iter().map(|p| (p.step, p.path.as_str(), None)))
+        .chain(batch.iter().enumerate().map(|(index, c)| (c.step, c.path.as_str(), Some(index))))
+        .collect();
+    issued.sort_by_key(|&(step, ..)| step);
     let (mut running, mut per_tool) = (CallCounts::default(), HashMap::<&str, u32>::new());
-    let mut before: HashMap<u32, CallCounts> = HashMap::with_capacity(batch.len());
-    for (step, path) in issued.range(..=batch.iter().map(|c| c.step).max().unwrap_or(0)) {
-        if batch.iter().any(|c| c.step == *step) {
-            before.insert(*step, CallCounts { calls_to_tool: per_tool.get(path).copied().unwrap_or(0), ..running });
+    let mut before = vec![CallCounts::default(); batch.len()];
+    let mut left = batch.len();
+    for (at, &(step, path, in_batch)) in issued.iter().enumerate() {
+        if left == 0 {
+            break;
+        }
+        if issued.get(at + 1).is_some_and(|&(next, ..)| next == step) {
+            continue;
+        }
+        if let Some(index) = in_batch {
+            before[index] = CallCounts { calls_to_tool: per_tool.get(path).copied().unwrap_or(0), ..running };
+            left -= 1;
         }
         if !is_builtin(path) {
             running.calls += 1;
@@ -106,7 +122,7 @@ pub(super) fn counts_before(journal: &Journal, batch: &[IssuedCall], writes: imp
             *per_tool.entry(path).or_default() += 1;
         }
     }
-    batch.iter().map(|c| before.get(&c.step).copied().unwrap_or_default()).collect()
+    before
 }
 
 /// Decide every call of a batch before any is made. `decide` checks a new
