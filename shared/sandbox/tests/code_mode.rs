@@ -64,6 +64,7 @@ async fn json_stringify_is_the_standard_one() {
         ),
         ("return JSON.stringify('\\ud800\\u0007\"')", json!("\"\\ud800\\u0007\\\"\"")),
         ("return [JSON.stringify(), JSON.stringify(undefined), JSON.stringify(() => 1)]", json!([null, null, null])),
+        ("return JSON.stringify([1], undefined, undefined, 'more')", json!("[1]")),
         (
             "return [JSON.stringify.name, JSON.stringify.length, JSON.stringify(-0), JSON.stringify([NaN, 1e21, 0.1])]",
             json!(["stringify", 3, "0", "[null,1e+21,0.1]"]),

@@ -11,8 +11,8 @@
 //! trap, nothing that could change the data under it) and writes the text
 //! itself. On anything else it answers [`Plain::No`] and the caller uses
 //! QuickJS's own, which then gives every answer and error the specification
-//! asks for. The differential tests in `tests/plain_json.rs` hold the two to
-//! the same text.
+//! asks for. The generated tests (`plain_json/tests.rs`) hold the two to the
+//! same text.
 
 use rquickjs::function::Opt;
 use rquickjs::{Ctx, Function, IntoJs, Value, qjs};
@@ -143,7 +143,11 @@ impl Walk {
                 }
                 qjs::JS_TAG_UNDEFINED => return Ok(Step::Skipped),
                 qjs::JS_TAG_STRING | qjs::JS_TAG_STRING_ROPE => self.text_of(v, true)?,
-                qjs::JS_TAG_OBJECT => return self.object(v),
+                qjs::JS_TAG_OBJECT => {
+                    if !matches!(self.object(v)?, Step::Wrote) {
+                        return Ok(Step::No);
+                    }
+                }
                 // Symbols, BigInts: QuickJS's own leaves them out or throws.
                 _ => return Ok(Step::No),
             }
@@ -187,6 +191,10 @@ impl Walk {
             };
             self.out.push(b'[');
             for index in 0..length.max(0) as u32 {
+                // Checked here too: `null`s for `undefined`s, one object many times.
+                if self.out.len() > MAX_TEXT_BYTES {
+                    return Ok(Step::No);
+                }
                 if index > 0 {
                     self.out.push(b',');
                 }
@@ -233,6 +241,9 @@ impl Walk {
             self.out.push(b'{');
             let mut first = true;
             for name in names {
+                if self.out.len() > MAX_TEXT_BYTES {
+                    return Ok(Step::No);
+                }
                 // A `toJSON` is called even when it is not enumerable.
                 if name.atom == qjs::JS_ATOM_toJSON as qjs::JSAtom {
                     return Ok(Step::No);

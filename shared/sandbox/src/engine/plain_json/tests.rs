@@ -195,6 +195,11 @@ fn what_a_walk_of_own_properties_would_get_wrong_is_left_to_quickjs() {
         "({a: Symbol()})",
         "new Date(0)",
         "new String(\"s\")",
+        // Text over the host's cap, however it is made.
+        "new Array(1500000).fill(undefined)",
+        "new Array(1500000).fill({})",
+        "({a: new Array(1500000).fill([]), b: 1})",
+        "\"x\".repeat(5000000)",
     ] {
         assert!(matches!(both(expression).0, Plain::No), "{expression}");
     }
