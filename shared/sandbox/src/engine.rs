@@ -21,6 +21,7 @@ use meter::Meter;
 use plain_json::Plain;
 
 mod host;
+mod json_parse;
 mod meter;
 mod plain_json;
 
@@ -514,8 +515,9 @@ fn install_prelude<'js>(ctx: &Ctx<'js>, host: &Rc<RefCell<Host>>, object_class: 
         load(&ctx, &bytecode.tools, "build")
     })
     .map_err(fail)?;
+    let host_parse = json_parse::host_parse(ctx).map_err(fail)?;
     let prelude: Function = load(ctx, &bytecode.prelude, "install").map_err(fail)?;
-    prelude.call((host_call, host_log, host_now, host_random, host_load_tools)).map_err(fail)
+    prelude.call((host_call, host_log, host_now, host_random, host_load_tools, host_parse)).map_err(fail)
 }
 
 /// Turn a JavaScript exception into the error the client sees.

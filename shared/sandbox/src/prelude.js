@@ -11,12 +11,13 @@
 // syntax is frozen here (as SES's lockdown does), the globals the context
 // starts with can be neither replaced nor deleted, and reset() removes the
 // globals an execution added, or says the context cannot be reused.
-export function install(hostCall, hostLog, hostNow, hostRandom, hostLoadTools) {
+export function install(hostCall, hostLog, hostNow, hostRandom, hostLoadTools, hostParse) {
   const g = globalThis;
   const RealDate = Date;
   const RealError = Error;
+  // The engine's own JSON.stringify (engine/plain_json.rs), already installed.
   const stringify = JSON.stringify;
-  const parse = JSON.parse;
+  const quickjsParse = JSON.parse;
   const { defineProperty, freeze, getOwnPropertyDescriptors, getPrototypeOf, isExtensible, isFrozen } = Object;
   const { ownKeys, getOwnPropertyDescriptor, deleteProperty } = Reflect;
 
@@ -31,6 +32,21 @@ export function install(hostCall, hostLog, hostNow, hostRandom, hostLoadTools) {
   PinnedDate.UTC = RealDate.UTC;
   defineProperty(RealDate.prototype, "constructor", { value: PinnedDate, writable: true, configurable: true });
   g.Date = PinnedDate;
+
+  // JSON.parse: a string without a reviver is read by the host
+  // (engine/json_parse.rs), which answers undefined for any text it leaves to
+  // QuickJS's own (so errors are QuickJS's SyntaxErrors); a reviver, or a
+  // value that is not a string, goes to QuickJS's own as well.
+  const parse = {
+    parse(text, reviver) {
+      if (reviver === undefined && typeof text === "string") {
+        const value = hostParse(text);
+        if (value !== undefined) return value;
+      }
+      return quickjsParse(text, reviver);
+    },
+  }.parse;
+  JSON.parse = parse;
 
   // Math.random: the seeded generator of the journal.
   Math.random = hostRandom;

@@ -79,6 +79,33 @@ async fn json_stringify_is_the_standard_one() {
     }
 }
 
+/// `JSON.parse` reads a string itself (engine/json_parse.rs) and leaves the
+/// rest to QuickJS's: the answers are the standard's either way.
+#[tokio::test]
+async fn json_parse_is_the_standard_one() {
+    let cases = [
+        (
+            r#"return JSON.parse('{"a": [1, -0, 1.5e3, "x\\u00e9\\ud83d\\ude00"], "b": {"c": null, "d": true}}')"#,
+            json!({"a": [1, 0, 1500, "xé😀"], "b": {"c": null, "d": true}}),
+        ),
+        (
+            r#"const o = JSON.parse('{"__proto__": {"x": 1}}'); return [Object.keys(o), o.x === undefined, Object.getPrototypeOf(o) === Object.prototype]"#,
+            json!([["__proto__"], true, true]),
+        ),
+        (r#"return Object.is(JSON.parse('-0'), -0)"#, json!(true)),
+        (r#"return JSON.parse('{"a": 1, "b": 2}', (k, v) => k === 'a' ? undefined : v)"#, json!({"b": 2})),
+        (r#"return JSON.parse({toString: () => '[7]'})"#, json!([7])),
+        (r#"return JSON.parse('"\\ud800"').charCodeAt(0)"#, json!(0xd800)),
+        (r#"try { JSON.parse('{"a": 1,}') } catch (e) { return e.name }"#, json!("SyntaxError")),
+        (r#"try { JSON.parse() } catch (e) { return e.name }"#, json!("SyntaxError")),
+        (r#"return [JSON.parse.name, JSON.parse.length]"#, json!(["parse", 2])),
+    ];
+    for (code, expected) in cases {
+        let (outcome, _) = run(code).await;
+        assert_eq!(completed(&outcome), &expected, "{code}");
+    }
+}
+
 #[tokio::test]
 async fn typescript_and_fences_are_accepted() {
     let code = "```ts\ninterface Row { id: number; name?: string }\nconst rows: Row[] = [{ id: 1 }, { id: 2 }];\n\

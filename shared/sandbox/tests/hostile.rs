@@ -175,7 +175,14 @@ async fn calls_made_without_waiting_are_capped() {
 /// replays it), by the host: an execution may keep only so much.
 #[tokio::test]
 async fn the_answers_an_execution_keeps_are_capped() {
-    let limits = Limits { kept_results_bytes: 1 << 20, ..quick() };
+    // CPU to spare (200 calls of 64 KiB take about 0.2 s of a debug build's
+    // JavaScript time): on a loaded machine the cap must still be what trips.
+    let limits = Limits {
+        kept_results_bytes: 1 << 20,
+        cpu: Duration::from_secs(10),
+        wall_clock: Duration::from_secs(30),
+        ..quick()
+    };
     let tools = TestTools::new();
     let sandbox = sandbox(&tools, limits.clone());
     // Each answer echoes 64 KiB and a little more: the sixteenth passes 1 MiB.
