@@ -32,6 +32,14 @@ pub(crate) enum KeyError {
     Store(StoreError),
 }
 
+/// A key [`Keys::verify`] found: who holds it, the toolkit it is scoped to,
+/// and its hash (what names it in decisions, computed once a request).
+pub(crate) struct VerifiedKey {
+    pub owner: Principal,
+    pub toolkit: Option<ToolkitName>,
+    pub hash: TokenHash,
+}
+
 pub(crate) struct Keys {
     store: Arc<dyn KeyStore>,
     verified: KeyCache,
@@ -87,18 +95,18 @@ impl Keys {
     }
 
     /// The owner of the key `token`, and the toolkit it is scoped to, if any.
-    pub async fn verify(&self, token: &str) -> Result<(Principal, Option<ToolkitName>), KeyError> {
+    pub async fn verify(&self, token: &str) -> Result<VerifiedKey, KeyError> {
         let hash = TokenHash::of_token(token);
         if let Some(Verified { owner, toolkit, .. }) = self.verified.get(&hash) {
-            return Ok((owner, toolkit));
+            return Ok(VerifiedKey { owner, toolkit, hash });
         }
         match self.store.find_key(&hash).await {
             Ok(key) => {
                 // Read from the store at most once a minute per key (the cache), and the store
                 // throttles too. Best effort: `keys list` shows it; a failed write refuses no one.
                 let _ = self.store.record_key_use(&hash, self.verified.clock.now()).await;
-                self.verified.put(hash, key.owner.clone(), key.toolkit.clone());
-                Ok((key.owner, key.toolkit))
+                self.verified.put(hash.clone(), key.owner.clone(), key.toolkit.clone());
+                Ok(VerifiedKey { owner: key.owner, toolkit: key.toolkit, hash })
             }
             Err(StoreError::NotFound { .. }) => Err(KeyError::Unknown),
             Err(e) => Err(KeyError::Store(e)),

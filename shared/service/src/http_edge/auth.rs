@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use executor_core::{Clock, DecidedBy, Principal, TokenHash, ToolkitName};
+use executor_core::{Clock, DecidedBy, Principal, ToolkitName};
 use executor_store::KeyStore;
 use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 
-use crate::application::keys::{KeyError, Keys};
+use crate::application::keys::{KeyError, Keys, VerifiedKey};
 use crate::http_edge::oidc::Oidc;
 use crate::http_edge::responses::rpc_error;
 use crate::http_edge::spans;
@@ -83,9 +83,9 @@ impl Authenticator {
             return Ok(Authenticated { credential: DecidedBy::principal(&owner), owner, toolkit });
         }
         match self.keys.verify(token).await {
-            Ok((owner, toolkit)) => {
+            Ok(VerifiedKey { owner, toolkit, hash }) => {
                 spans::record_owner(&owner);
-                let credential = DecidedBy::key(&owner, &TokenHash::of_token(token));
+                let credential = DecidedBy::key(&owner, &hash);
                 Ok(Authenticated { owner, toolkit, credential })
             }
             Err(error @ KeyError::Unknown) => Err(challenge(&error.to_string())),

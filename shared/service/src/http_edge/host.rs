@@ -170,11 +170,13 @@ impl Host {
                 Some(name) => with_cors(self.mcp.serve(request, Some(&name), base_url).await),
                 None => with_cors(crate::http_edge::toolkits::unknown(name)),
             },
-            Route::ApprovalPage => self.approvals.page(&request, base_url.starts_with("https://")).await,
-            Route::Console => self.console.handle(&request, &base_url).await,
-            Route::Connect | Route::ConnectCallback => self.connect(request, &base_url).await,
+            // The other routes' futures boxed: inline, the largest (kilobytes)
+            // would size every request's future, moved at each await.
+            Route::ApprovalPage => Box::pin(self.approvals.page(&request, base_url.starts_with("https://"))).await,
+            Route::Console => Box::pin(self.console.handle(&request, &base_url)).await,
+            Route::Connect | Route::ConnectCallback => Box::pin(self.connect(request, &base_url)).await,
             Route::Api(api) => match self.guard(&request, api, &base_url).await {
-                Ok(caller) => self.api(api, &request, caller, &base_url).await,
+                Ok(caller) => Box::pin(self.api(api, &request, caller, &base_url)).await,
                 Err(refusal) => refusal,
             },
             Route::ClientMetadata => json_response(StatusCode::OK, &ClientSite::new(&base_url).client_metadata()),

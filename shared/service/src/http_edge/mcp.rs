@@ -253,7 +253,9 @@ fn with_declarations(method: &str, response: Response<Bytes>, server: &McpServer
 
 async fn forward(service: &McpService, request: Request<Bytes>) -> Response<Bytes> {
     let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default().to_owned();
-    let response = service.handle(request.map(Full::new)).await;
+    // Boxed: rmcp's future is kilobytes, and every future awaiting it
+    // inline would be as large, moved by each layer down to hyper's.
+    let response = Box::pin(service.handle(request.map(Full::new))).await;
     let (parts, body) = response.into_parts();
     let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
     let body = match parts.status == StatusCode::FORBIDDEN && body.as_ref() == RMCP_FOREIGN_HOST.as_bytes() {
