@@ -295,7 +295,7 @@ impl<T: HistoryStore> HistoryStore for Faulty<T> {
         self.faults.run("append_history", self.inner.append_history(append)).await
     }
 
-    async fn queue_history(&self, append: &HistoryAppend) -> Result<(), StoreError> {
+    async fn queue_history(&self, append: HistoryAppend) -> Result<(), StoreError> {
         self.faults.run("append_history", self.inner.queue_history(append)).await
     }
 

@@ -74,7 +74,7 @@ async fn queued_histories_are_written_before_the_store_closes() {
             .iter()
             .map(|append| {
                 let (store, append) = (store.clone(), append.clone());
-                tokio::spawn(async move { store.queue_history(&append).await })
+                tokio::spawn(async move { store.queue_history(append).await })
             })
             .collect();
         for queued in queued {

@@ -1311,12 +1311,13 @@ async fn history_of_an_unstored_execution_is_listed_and_read<S: Store + 'static>
 
 /// `queue_history` may write later (the embedded store batches), but every
 /// read through the store sees what was queued before it; a queued part that
-/// is already stored is refused now or left out later, and never overwrites.
+/// is already stored (or too large to store) is refused now or left out
+/// later, and never overwrites.
 async fn a_queued_history_is_read_at_once_and_a_refused_one_changes_nothing<S: Store + 'static>(store: Arc<S>) {
     let t0 = now();
     let at = |ms: u64| t0.plus(Duration::from_millis(ms));
     let first = standalone(record("q0", alice(), at(0)), 0, vec![called(0, at(0))]);
-    store.queue_history(&first).await.unwrap();
+    store.queue_history(first.clone()).await.unwrap();
     let again = standalone(record("q0", alice(), at(0)), 0, vec![called(9, at(0))]);
     let queued: Vec<HistoryAppend> = (1..=40)
         .map(|i| standalone(record(&format!("q{i}"), alice(), at(i)), 0, vec![called(i as u32, at(i))]))
@@ -1325,16 +1326,26 @@ async fn a_queued_history_is_read_at_once_and_a_refused_one_changes_nothing<S: S
         .iter()
         .map(|append| {
             let (store, append) = (store.clone(), append.clone());
-            tokio::spawn(async move { store.queue_history(&append).await })
+            tokio::spawn(async move { store.queue_history(append).await })
         })
         .collect();
-    let refused = store.queue_history(&again).await;
+    let refused = store.queue_history(again).await;
     assert!(matches!(refused, Ok(()) | Err(StoreError::AlreadyExists { .. })), "{refused:?}");
+    // Too large to store (one entry over an item's size): refused now or
+    // left out later, alone.
+    let mut oversized = called(0, at(50));
+    if let Happened::Called(call) = &mut oversized.what {
+        call.policy_id = Some("p".repeat(400_000));
+    }
+    let huge = standalone(record("qhuge", alice(), at(50)), 0, vec![oversized]);
+    let refused = store.queue_history(huge).await;
+    assert!(matches!(refused, Ok(()) | Err(StoreError::TooLarge { .. })), "{refused:?}");
     for queued in racing {
         queued.await.unwrap().unwrap();
     }
     let read = store.execution_history(Access::Owner(&alice()), &eid("q0")).await.unwrap();
     assert_eq!(read, (first.record.clone(), first.entries.clone()), "the refused part changed nothing");
+    assert_not_found(store.execution_history(Access::Internal, &eid("qhuge")).await);
     for append in &queued {
         let read = store.execution_history(Access::Owner(&alice()), &append.record.id).await.unwrap();
         assert_eq!(read, (append.record.clone(), append.entries.clone()));

@@ -171,12 +171,12 @@ impl HistoryStore for EmbeddedStore {
         .await
     }
 
-    async fn queue_history(&self, append: &HistoryAppend) -> Result<(), StoreError> {
+    async fn queue_history(&self, append: HistoryAppend) -> Result<(), StoreError> {
         traced("store.queue_history", BACKEND, async {
-            let (history, now) = (encode_history(append)?, self.clock.now());
-            match self.queue.hand_on(history, now) {
+            let now = self.clock.now();
+            match self.queue.hand_on(append, now) {
                 Ok(()) => Ok(()),
-                Err(history) => self.write_history_now(history, now).await,
+                Err(append) => self.write_history_now(encode_history(&append)?, now).await,
             }
         })
         .await

@@ -1,7 +1,8 @@
 //! Histories written after their answer (`HistoryStore::queue_history`):
 //! the history of an execution that ended within its answer is handed to one
-//! writer thread, which stores what was handed to it in one transaction at
-//! most every [`COMMIT_EVERY`]. A commit writes pages and syncs the file
+//! writer thread, which encodes what was handed to it and stores it in one
+//! transaction at most every [`COMMIT_EVERY`] (encoding it there too keeps
+//! it off the answer's path: it was a twentieth of a stateless `execute`). A commit writes pages and syncs the file
 //! (about half a millisecond of a core on a local disk); paid per request,
 //! that was most of a stateless `execute`, and committed as soon as
 //! anything waits it still took a third of the machine. Reads of the
@@ -16,13 +17,13 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use executor_core::Timestamp;
+use executor_core::{HistoryAppend, Timestamp};
 use executor_telemetry::{Metric, count};
 use redb::Database;
 use tokio::sync::watch;
 
 use super::Failure;
-use super::history::{EncodedHistory, write_history};
+use super::history::{encode_history, write_history};
 
 /// The most histories waiting at once; more are written by their callers
 /// (so a disk slower than the requests slows the requests, never memory).
@@ -36,7 +37,7 @@ const COMMIT_EVERY: Duration = Duration::from_millis(10);
 /// A history handed on, with the time it was handed on (what decides
 /// whether a part already stored is still live).
 struct Handed {
-    history: EncodedHistory,
+    history: HistoryAppend,
     at: Timestamp,
 }
 
@@ -76,10 +77,10 @@ impl HistoryQueue {
 
     /// Hand `history` to the writer; given back when too many wait (the
     /// caller writes it itself).
-    pub(super) fn hand_on(&self, history: EncodedHistory, at: Timestamp) -> Result<(), EncodedHistory> {
+    pub(super) fn hand_on(&self, history: HistoryAppend, at: Timestamp) -> Result<(), Box<HistoryAppend>> {
         let mut waiting = self.shared.waiting.lock().unwrap_or_else(PoisonError::into_inner);
         if waiting.closing || waiting.histories.len() >= MAX_WAITING {
-            return Err(history);
+            return Err(Box::new(history));
         }
         waiting.histories.push(Handed { history, at });
         waiting.handed += 1;
@@ -161,15 +162,18 @@ fn write_handed(shared: &Shared, db: &Database) {
     }
 }
 
-/// Write `batch` in one transaction: a history refused (a live part of it is
-/// stored) is left out alone; a failed commit loses them all. Returns how
-/// many were not written, each logged.
+/// Write `batch` in one transaction: a history refused (too large, or a
+/// live part of it is stored) is left out alone; a failed commit loses them
+/// all. Returns how many were not written, each logged.
 fn write_batch(db: &Database, batch: &[Handed]) -> usize {
     const OPERATION: &str = "store executions' histories";
+    // Encoded before the transaction, which holds the store's write lock.
+    let encoded: Vec<_> =
+        batch.iter().map(|handed| (encode_history(&handed.history).map_err(Failure::Store), handed.at)).collect();
     let committed = db.begin_write().map_err(|e| crate::StoreError::backend(OPERATION, e)).and_then(|txn| {
         let mut refused = 0;
-        for handed in batch {
-            match write_history(&txn, &handed.history, handed.at) {
+        for (history, at) in encoded {
+            match history.and_then(|history| write_history(&txn, &history, at)) {
                 Ok(()) => {}
                 Err(Failure::Store(error)) => {
                     refused += 1;

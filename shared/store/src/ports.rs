@@ -371,9 +371,10 @@ pub trait HistoryStore: Send + Sync {
     /// closes; a crash of the process first loses it, and a refusal found
     /// then is logged and counted (`HistoryNotWritten`) instead of returned.
     /// By default (DynamoDB: a Lambda may be frozen once it answers) it is
-    /// written now.
-    async fn queue_history(&self, append: &HistoryAppend) -> Result<(), StoreError> {
-        self.append_history(append).await
+    /// written now. Taken whole, so that a store writing it later can also
+    /// encode it later, off the answer's path.
+    async fn queue_history(&self, append: HistoryAppend) -> Result<(), StoreError> {
+        self.append_history(&append).await
     }
 
     /// The execution records `access` may see (one owner's; every owner's

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use executor_core::{
     AllowedBy, CallOutcome, Called, Effect, Journal, JournalStep, PendingCall, StepOutcome, Timestamp,
 };
+use futures_util::future::Either;
 use futures_util::{FutureExt, StreamExt};
 use serde_json::{Value, json};
 use tracing::Instrument;
@@ -218,9 +219,18 @@ impl<'a> Driver<'a> {
         });
         // Made into futures now (none starts before it is polled), so the batch is free to move on.
         let calls: Vec<_> = calls.collect();
-        let mut all = futures_util::stream::iter(calls).buffered(CALLS_IN_FLIGHT).collect::<Vec<_>>();
+        // A lone call (each `await tools.x(...)` in turn) is awaited as it is:
+        // the stream that keeps several in flight cost more than an
+        // in-process call.
+        let all = match <[_; 1]>::try_from(calls) {
+            Ok([one]) => Either::Left(one.map(|made| vec![made])),
+            Err(calls) => {
+                Either::Right(futures_util::stream::iter(calls).buffered(CALLS_IN_FLIGHT).collect::<Vec<_>>())
+            }
+        };
+        let mut all = std::pin::pin!(all);
         // Calls that finish at once (in-process tools) need no timer or runtime hand-off.
-        let results = match (&mut all).now_or_never() {
+        let results = match all.as_mut().now_or_never() {
             Some(results) => results,
             None => {
                 let remaining = env.deadline.saturating_duration_since(Instant::now());

@@ -89,10 +89,10 @@ impl Recorder {
         };
         let (owner, toolkit) = (execution.owner.clone(), execution.toolkit.clone());
         let ungranted = beside.ungranted.map(|tools| Ungranted { owner: &owner, toolkit: toolkit.as_ref(), tools });
-        let with = Emitted { events: &emitted, history: history.as_ref(), receipt: beside.receipt, ungranted };
-        match (write, &history) {
-            (Write::Create, _) => self.store.create_execution_emitting(execution, with).await?,
-            (Write::Update, _) => self.store.update_execution_emitting(execution, with).await?,
+        let with = |history| Emitted { events: &emitted, history, receipt: beside.receipt, ungranted };
+        match (write, history) {
+            (Write::Create, history) => self.store.create_execution_emitting(execution, with(history.as_ref())).await?,
+            (Write::Update, history) => self.store.update_execution_emitting(execution, with(history.as_ref())).await?,
             (Write::HistoryOnly, Some(history)) => self.history.queue_history(history).await?,
             (Write::HistoryOnly, None) => {}
         }

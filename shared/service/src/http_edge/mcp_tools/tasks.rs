@@ -31,7 +31,7 @@ const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 pub(crate) fn is_task_message(message: &Value) -> bool {
     match message.get("method").and_then(Value::as_str) {
         Some("tasks/get" | "tasks/result" | "tasks/cancel") => true,
-        Some("tools/call") => message.pointer("/params/task").is_some_and(Value::is_object),
+        Some("tools/call") => message["params"].get("task").is_some_and(Value::is_object),
         _ => false,
     }
 }

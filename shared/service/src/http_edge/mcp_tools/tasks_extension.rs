@@ -63,7 +63,7 @@ pub(crate) fn is_extension_request(message: &Value, headers: &HeaderMap) -> bool
 pub(crate) fn may_become_task(message: &Value, headers: &HeaderMap) -> bool {
     message.get("method").and_then(Value::as_str) == Some("tools/call")
         && message["params"]["name"] == "execute"
-        && message.pointer("/params/task").is_none()
+        && message["params"].get("task").is_none()
         && protocol_version(headers) >= STATELESS_VERSION
         && declares_extension(message)
 }
