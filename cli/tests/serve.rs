@@ -209,22 +209,29 @@ async fn on_every_interface_it_serves_other_machines_at_its_public_url() {
     assert_eq!(tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>(), ["execute", "resume"]);
     client.cancel().await.unwrap();
 
-    // Other names are still refused (DNS-rebinding protection stays on).
+    // Other names are still refused (DNS-rebinding protection stays on), for
+    // every message: those answered before rmcp (MCP tasks) too, with a key or without.
     let port = base.rsplit(':').next().unwrap();
-    let rebound = http()
-        .post(&server.url)
-        .header("host", format!("attacker.example:{port}"))
-        .header("authorization", format!("Bearer {token}"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(rebound.status(), 403);
-    let refusal: serde_json::Value = rebound.json().await.unwrap();
-    let message = refusal["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("attacker.example") && message.contains("--public-url"), "says what to do: {refusal}");
+    let messages = [
+        (Some(&token), json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})),
+        (Some(&token), json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": "t1"}})),
+        (None, json!({"jsonrpc": "2.0", "id": 3, "method": "ping"})),
+    ];
+    for (key, message) in messages {
+        let mut rebound = http()
+            .post(&server.url)
+            .header("host", format!("attacker.example:{port}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some(key) = key {
+            rebound = rebound.header("authorization", format!("Bearer {key}"));
+        }
+        let rebound = rebound.body(message.to_string()).send().await.unwrap();
+        assert_eq!(rebound.status(), 403, "{message}");
+        let refusal: serde_json::Value = rebound.json().await.unwrap();
+        let text = refusal["error"]["message"].as_str().unwrap_or_default();
+        assert!(text.contains("attacker.example") && text.contains("--public-url"), "says what to do: {refusal}");
+    }
     interrupt(server);
 }
 

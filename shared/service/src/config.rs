@@ -270,7 +270,7 @@ impl HostConfig {
             return Err(invalid());
         }
         if let Some(hosts) = &mut self.allowed_hosts {
-            // With its port when it names one: rmcp then matches host and port.
+            // With its port when it names one: host and port must then match.
             hosts.push(authority.as_str().to_owned());
         }
         self.public_url = Some(url.trim_end_matches('/').to_owned());

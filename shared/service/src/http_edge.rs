@@ -2,6 +2,7 @@
 //! request into a [`Route`](routes::Route), checks who calls (one guard for the
 //! authenticated API routes) and hands it to the room that answers it.
 
+pub(crate) mod allowed_hosts;
 pub(crate) mod approval_page;
 pub(crate) mod approvals;
 pub(crate) mod auth;

@@ -1,5 +1,6 @@
 //! The MCP edge: `/mcp` and each toolkit's endpoint, in front of rmcp's
-//! *stateless* Streamable HTTP service. Who calls is checked here (a key
+//! *stateless* Streamable HTTP service. The `Host` is checked here
+//! (`allowed_hosts`), then who calls (a key
 //! scoped to a toolkit works on its endpoint only), the body is capped and
 //! parsed, the session named by `Mcp-Session-Id` checked, the elicitation
 //! mode chosen; MCP task messages (2025-11-25 and the 2026-07-28 extension)
@@ -29,6 +30,7 @@ use tracing::Span;
 use crate::application::sessions::{STATELESS_VERSION, Sessions};
 use crate::compose::Services;
 use crate::config::{HostConfig, parse_mode};
+use crate::http_edge::allowed_hosts::AllowedHosts;
 use crate::http_edge::auth::{Authenticated, Authenticator, rpc_refusal, scoped_elsewhere};
 use crate::http_edge::mcp_tools::{Caller, McpServer, tasks_extension, ui_resources};
 use crate::http_edge::native::NativeApprovals;
@@ -47,6 +49,7 @@ struct McpEndpoint {
 }
 
 pub(crate) struct McpEdge {
+    hosts: AllowedHosts,
     auth: Arc<Authenticator>,
     sessions: Arc<Sessions>,
     root: McpEndpoint,
@@ -87,6 +90,7 @@ impl McpEdge {
             })
             .collect();
         Self {
+            hosts: AllowedHosts::new(config.allowed_hosts.as_deref()),
             auth,
             sessions: services.sessions.clone(),
             native_available: native.is_some(),
@@ -111,6 +115,10 @@ impl McpEdge {
     ) -> Response<Bytes> {
         if request.method() == Method::OPTIONS {
             return preflight();
+        }
+        if let Err(refused) = self.hosts.check(request.uri(), request.headers()) {
+            let (status, message) = refused.answer();
+            return rpc_error(status, -32600, &message);
         }
         let (owner, credential) = match self.auth.authenticate_scoped(request.headers(), &base_url, rpc_refusal).await {
             Ok(Authenticated { owner, toolkit: None, credential }) => (owner, credential),
@@ -217,19 +225,16 @@ impl McpEdge {
     }
 }
 
-/// rmcp's stateless, JSON-answering configuration, with the body cap and the
-/// allowed `Host` values of the settings.
+/// rmcp's stateless, JSON-answering configuration, with the body cap. Its
+/// `Host` check is off: [`McpEdge::serve`] checks every request first.
 fn rmcp_config(config: &HostConfig) -> StreamableHttpServerConfig {
-    let rmcp_config = StreamableHttpServerConfig::default()
+    StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(None)
         .with_sse_retry(None)
-        .with_max_request_body_bytes(config.max_body_bytes);
-    match &config.allowed_hosts {
-        Some(hosts) => rmcp_config.with_allowed_hosts(hosts.clone()),
-        None => rmcp_config.disable_allowed_hosts(),
-    }
+        .with_max_request_body_bytes(config.max_body_bytes)
+        .disable_allowed_hosts()
 }
 
 /// rmcp's answer to `method`, declaring what [`crate::http_edge::mcp_tools`] adds: MCP tasks
@@ -252,31 +257,12 @@ fn with_declarations(method: &str, response: Response<Bytes>, server: &McpServer
 }
 
 async fn forward(service: &McpService, request: Request<Bytes>) -> Response<Bytes> {
-    let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default().to_owned();
     // Boxed: rmcp's future is kilobytes, and every future awaiting it
     // inline would be as large, moved by each layer down to hyper's.
     let response = Box::pin(service.handle(request.map(Full::new))).await;
     let (parts, body) = response.into_parts();
     let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-    let body = match parts.status == StatusCode::FORBIDDEN && body.as_ref() == RMCP_FOREIGN_HOST.as_bytes() {
-        true => Bytes::from(foreign_host(&host)),
-        false => body,
-    };
     crate::http_edge::jsonrpc::error_as_json_rpc(Response::from_parts(parts, body))
-}
-
-/// What rmcp answers a request whose `Host` is not among the allowed hosts.
-const RMCP_FOREIGN_HOST: &str = "Forbidden: Host header is not allowed";
-
-/// The same refusal, saying what to do: a server on loopback answers only
-/// its own names (a DNS-rebinding guard) until it is told the address its
-/// clients use.
-fn foreign_host(host: &str) -> String {
-    let shown: String = host.chars().take(100).collect();
-    format!(
-        "Forbidden: this server does not answer to the Host `{shown}` (it guards against DNS rebinding); if clients \
-         reach it at that address, start it with --public-url <the URL they use> (EXECUTOR_PUBLIC_URL)"
-    )
 }
 
 /// Whether a 2026-07-28 request's client capabilities (in `_meta`, SEP-2575)
