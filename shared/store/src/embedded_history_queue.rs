@@ -2,7 +2,8 @@
 //! the history of an execution that ended within its answer is handed to one
 //! writer thread, which encodes what was handed to it and stores it in one
 //! transaction at most every [`COMMIT_EVERY`] (encoding it there too keeps
-//! it off the answer's path: it was a twentieth of a stateless `execute`). A commit writes pages and syncs the file
+//! it off the answer's path: it was a twentieth of a stateless `execute`).
+//! A commit writes pages and syncs the file
 //! (about half a millisecond of a core on a local disk); paid per request,
 //! that was most of a stateless `execute`, and committed as soon as
 //! anything waits it still took a third of the machine. Reads of the

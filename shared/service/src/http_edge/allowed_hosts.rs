@@ -10,12 +10,13 @@ use http::{HeaderMap, StatusCode, Uri, header};
 
 /// The hosts the MCP endpoints answer to; `None` (behind API Gateway, which
 /// routes by host already) answers any.
-pub(crate) struct AllowedHosts(Option<Vec<Named>>);
+pub(crate) struct AllowedHosts(Option<Vec<Named<String>>>);
 
-/// A host, and its port when the allowed entry names one (any port otherwise).
+/// A host (lowercase when configured), and its port when the allowed entry
+/// names one (any port otherwise).
 #[derive(Debug, PartialEq)]
-struct Named {
-    host: String,
+struct Named<H> {
+    host: H,
     port: Option<u16>,
 }
 
@@ -31,7 +32,7 @@ pub(crate) enum Refused {
 impl AllowedHosts {
     /// `hosts` as configured: `name` (any port) or `name:port`.
     pub fn new(hosts: Option<&[String]>) -> Self {
-        Self(hosts.map(|hosts| hosts.iter().filter_map(|h| named(h.trim())).collect()))
+        Self(hosts.map(|hosts| hosts.iter().filter_map(|h| configured(h.trim())).collect()))
     }
 
     pub fn check(&self, uri: &Uri, headers: &HeaderMap) -> Result<(), Refused> {
@@ -43,11 +44,11 @@ impl AllowedHosts {
         };
         // A `Host` is a host and a port: never user information (`user@host`),
         // an IPv6 address in brackets.
-        if text.contains('@') || Authority::try_from(text).is_err() {
-            return Err(Refused::Malformed);
-        }
-        let asked = named(text).ok_or(Refused::Malformed)?;
-        let answers = |a: &Named| a.host == asked.host && a.port.is_none_or(|port| asked.port == Some(port));
+        let authority = Authority::try_from(text).ok().filter(|_| !text.contains('@'));
+        let asked = authority.as_ref().and_then(named).ok_or(Refused::Malformed)?;
+        let answers = |a: &Named<String>| {
+            a.host.eq_ignore_ascii_case(asked.host) && a.port.is_none_or(|port| asked.port == Some(port))
+        };
         match allowed.iter().any(answers) {
             true => Ok(()),
             false => Err(Refused::Foreign(text.to_owned())),
@@ -73,17 +74,22 @@ impl Refused {
     }
 }
 
-/// `name` or `name:port` as compared: lowercase, an IPv6 address without
-/// its brackets. A bare IPv6 address (`::1`, as configured) is a name.
-fn named(text: &str) -> Option<Named> {
+/// An authority's host, an IPv6 address without its brackets, and port.
+fn named(authority: &Authority) -> Option<Named<&str>> {
+    let port = authority.port_u16();
+    // Without a port the authority is its host alone (`host:port` with a
+    // port that is no number parses, with no port).
+    if port.is_none() && authority.as_str() != authority.host() {
+        return None;
+    }
+    Some(Named { host: authority.host().trim_start_matches('[').trim_end_matches(']'), port })
+}
+
+/// An allowed entry, `name` or `name:port`, lowercase. A bare IPv6 address
+/// (`::1`, as configured) is a name.
+fn configured(text: &str) -> Option<Named<String>> {
     match Authority::try_from(text) {
-        // Without a port the authority is its host alone (`host:port` with
-        // a port that is no number parses, with no port).
-        Ok(authority) if authority.port_u16().is_none() && authority.as_str() != authority.host() => None,
-        Ok(authority) => {
-            let host = authority.host().trim_start_matches('[').trim_end_matches(']');
-            Some(Named { host: host.to_ascii_lowercase(), port: authority.port_u16() })
-        }
+        Ok(authority) => named(&authority).map(|n| Named { host: n.host.to_ascii_lowercase(), port: n.port }),
         Err(_) if text.parse::<std::net::Ipv6Addr>().is_ok() => Some(Named { host: text.to_owned(), port: None }),
         Err(_) => None,
     }
