@@ -7,6 +7,8 @@
 mod support;
 
 mod api_gateway;
+#[path = "mcp_host/direct_calls.rs"]
+mod direct_calls;
 #[path = "mcp_host/quotas.rs"]
 mod quotas;
 #[path = "mcp_host/toolkits.rs"]
@@ -15,6 +17,7 @@ mod toolkits;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use direct_calls::rmcp_and_the_direct_path_answer_tool_calls_alike;
 use executor_cli::{keys, serve};
 use executor_core::{Clock, ManualClock};
 use executor_sandbox::{Limits, Sandbox};
@@ -232,6 +235,7 @@ on_both_deployments!(
     ten_racing_executes_against_five_an_hour,
     a_pause_resume_loop_stops_at_the_resume_cap,
     twenty_racing_executes_with_one_idempotency_key_run_once,
+    rmcp_and_the_direct_path_answer_tool_calls_alike,
 );
 
 /// One decision covers every call of a `Promise.all` batch, so every channel

@@ -12,6 +12,7 @@ pub(crate) mod connect;
 pub(crate) mod console;
 pub(crate) mod console_oidc;
 pub(crate) mod console_page;
+pub(crate) mod direct_call;
 pub(crate) mod grants_api;
 pub(crate) mod history_api;
 pub(crate) mod host;

@@ -5,8 +5,9 @@
 //! parsed, the session named by `Mcp-Session-Id` checked, the elicitation
 //! mode chosen; MCP task messages (2025-11-25 and the 2026-07-28 extension)
 //! and the upstreams' UI resources (MCP Apps: `resources/*`, where there are
-//! any) are answered before rmcp, everything else by rmcp and the `execute` and `resume` tools
-//! (`mcp_tools`).
+//! any) are answered before rmcp, and so is the common `tools/call` of a
+//! client before 2026-07-28 (`direct_call`, the same handler rmcp would run);
+//! everything else by rmcp and the `execute` and `resume` tools (`mcp_tools`).
 //!
 //! Stateless rather than rmcp's session mode with its `SessionStore`: rmcp's
 //! session mode keeps a live worker per session in memory, answers with SSE
@@ -32,6 +33,7 @@ use crate::compose::Services;
 use crate::config::{HostConfig, parse_mode};
 use crate::http_edge::allowed_hosts::AllowedHosts;
 use crate::http_edge::auth::{Authenticated, Authenticator, rpc_refusal, scoped_elsewhere};
+use crate::http_edge::direct_call::DirectCall;
 use crate::http_edge::mcp_tools::{Caller, McpServer, tasks_extension, ui_resources};
 use crate::http_edge::native::NativeApprovals;
 use crate::http_edge::responses::{json_response, preflight, rpc_error};
@@ -191,6 +193,9 @@ impl McpEdge {
         }
         if ui_resources::answers(&message, endpoint.server.tools()) {
             return endpoint.server.answer_resources(&caller, &parts.headers, &message).await;
+        }
+        if let Some(call) = DirectCall::of(&message, &parts.headers) {
+            return call.answer(&endpoint.server, caller).await;
         }
         // A 2026-07-28 execute that declares the tasks extension: `running` may become a task.
         let task_caller = tasks_extension::may_become_task(&message, &parts.headers).then(|| caller.clone());

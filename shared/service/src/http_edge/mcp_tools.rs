@@ -1,8 +1,9 @@
 //! The MCP tools, declared next to their handlers: `execute` and `resume`.
 //!
 //! rmcp speaks the protocol; this handler sees each call with the caller the
-//! HTTP layer authenticated (request extensions), so the owner check happens
-//! before any store read.
+//! HTTP layer authenticated (request extensions, or handed over by
+//! `direct_call` for the calls answered without rmcp), so the owner check
+//! happens before any store read.
 
 mod tasks;
 pub(crate) mod tasks_extension;
@@ -156,6 +157,33 @@ impl McpServer {
             .answer_native(&caller.owner, id, step, (answer.action, answer.remember), caller.credential.clone(), tools)
             .await;
         self.render_resumed(caller, result)
+    }
+
+    /// A `tools/call`, from rmcp's handler or answered directly (`direct_call`).
+    pub(crate) async fn call(
+        &self,
+        caller: &Caller,
+        request: CallToolRequestParams,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = request.arguments.clone().unwrap_or_default();
+        #[cfg(feature = "conformance")]
+        if let Some(result) = crate::http_edge::conformance::call(&request.name, &args) {
+            return Ok(result.into());
+        }
+        let span = caller.span.clone();
+        // Boxed: the call runs on a task of its own (rmcp's, or `direct_call`'s), and inline the
+        // whole run (sandbox, store, catalog) is tens of KiB to copy per request.
+        let response = match (request.name.as_ref(), request.request_state.as_deref()) {
+            ("execute" | "resume", Some(state)) => {
+                Box::pin(self.answer(caller, &request, state)).instrument(span).await
+            }
+            ("execute", None) => Box::pin(self.execute(caller, &args)).instrument(span).await,
+            ("resume", None) => Box::pin(self.resume(caller, &args)).instrument(span).await,
+            (other, _) => {
+                return Err(ErrorData::invalid_params(format!("unknown tool {other:?}; use execute or resume"), None));
+            }
+        };
+        Ok(response)
     }
 
     fn render_resumed(&self, caller: &Caller, result: Result<ExecutionResult, ResumeError>) -> CallToolResponse {
@@ -336,25 +364,7 @@ impl ServerHandler for McpServer {
             .ok_or_else(|| {
                 ErrorData::internal_error("the request reached the tools without an authenticated caller", None)
             })?;
-        let args = request.arguments.clone().unwrap_or_default();
-        #[cfg(feature = "conformance")]
-        if let Some(result) = crate::http_edge::conformance::call(&request.name, &args) {
-            return Ok(result.into());
-        }
-        let span = caller.span.clone();
-        // Boxed: rmcp moves this future into a task of its own, and inline the
-        // whole run (sandbox, store, catalog) is tens of KiB to copy per request.
-        let response = match (request.name.as_ref(), request.request_state.as_deref()) {
-            ("execute" | "resume", Some(state)) => {
-                Box::pin(self.answer(&caller, &request, state)).instrument(span).await
-            }
-            ("execute", None) => Box::pin(self.execute(&caller, &args)).instrument(span).await,
-            ("resume", None) => Box::pin(self.resume(&caller, &args)).instrument(span).await,
-            (other, _) => {
-                return Err(ErrorData::invalid_params(format!("unknown tool {other:?}; use execute or resume"), None));
-            }
-        };
-        Ok(response)
+        self.call(&caller, request).await
     }
 }
 
