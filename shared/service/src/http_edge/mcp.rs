@@ -185,11 +185,14 @@ impl McpEdge {
         let mode = self.effective_mode(mode, &parts.headers, &message);
         spans::record("executor.elicitation_mode", mode.as_str());
         let caller = Caller { owner: owner.clone(), credential, session, mode, base_url, span: Span::current() };
+        // The task messages' futures boxed: inline, they (kilobytes) would
+        // size every request's future, which is moved at each await.
         if tasks_extension::is_extension_request(&message, &parts.headers) {
-            return endpoint.server.answer_tasks_extension(&caller, &parts.headers, &message).await;
+            return Box::pin(endpoint.server.answer_tasks_extension(&caller, &parts.headers, &message)).await;
         }
         if crate::http_edge::mcp_tools::is_task_message(&message) {
-            return json_response(StatusCode::OK, &endpoint.server.answer_task_message(&caller, &message).await);
+            let answer = Box::pin(endpoint.server.answer_task_message(&caller, &message)).await;
+            return json_response(StatusCode::OK, &answer);
         }
         if ui_resources::answers(&message, endpoint.server.tools()) {
             return endpoint.server.answer_resources(&caller, &parts.headers, &message).await;
@@ -208,7 +211,7 @@ impl McpEdge {
             _ => response,
         };
         let response = match task_caller {
-            Some(caller) => endpoint.server.as_task(&caller, response).await,
+            Some(caller) => Box::pin(endpoint.server.as_task(&caller, response)).await,
             None => response,
         };
         if !initialize || response.status() != StatusCode::OK {
