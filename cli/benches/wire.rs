@@ -9,7 +9,7 @@
 //! `cargo bench -p executor-cli --bench wire -- [--connections N] [--seconds S] [--rounds R] [NAME=URL[,TOKEN]]...`
 //!
 //! Prints one JSON line per target:
-//! `{"name", "connections", "requests", "requestsPerSecond", "p50Us", "p99Us"}`.
+//! `{"name", "connections", "requests", "requestsPerSecond", "p50Us", "p90Us", "p99Us"}`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -237,6 +237,7 @@ fn main() {
             "requests": target.latencies.len(),
             "requestsPerSecond": (target.latencies.len() as f64 / target.busy.as_secs_f64()).round(),
             "p50Us": at(0.5).as_micros(),
+            "p90Us": at(0.9).as_micros(),
             "p99Us": at(0.99).as_micros(),
         });
         println!("{figures}");

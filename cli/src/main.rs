@@ -97,6 +97,21 @@ struct LimitArgs {
     #[arg(long, env = "EXECUTOR_MAX_CONNECTIONS", default_value_t = 1024, value_name = "N",
           value_parser = positive::<u32>("EXECUTOR_MAX_CONNECTIONS", "a whole number"))]
     max_connections: u32,
+    /// Microseconds a connection thread polls its sockets for the next request before it sleeps
+    /// (0: never): a client sending requests back to back is answered sooner, for at most this
+    /// much of a core each time a thread runs out of work.
+    #[arg(long, env = "EXECUTOR_BUSY_POLL_US", default_value_t = serve::busy_poll::DEFAULT.as_micros() as u64,
+          value_name = "US", value_parser = busy_poll_us)]
+    busy_poll_us: u64,
+}
+
+/// `--busy-poll-us`: zero (off) up to [`serve::busy_poll::MAX`].
+fn busy_poll_us(value: &str) -> Result<u64, String> {
+    let max = serve::busy_poll::MAX.as_micros() as u64;
+    match value.trim().parse::<u64>() {
+        Ok(us) if us <= max => Ok(us),
+        _ => Err(format!("EXECUTOR_BUSY_POLL_US (or the flag) must be a whole number of microseconds from 0 to {max}")),
+    }
 }
 
 /// A whole number above zero for a flag that `variable` may set: clap's own
@@ -123,6 +138,7 @@ impl LimitArgs {
             max_connections: self.max_connections as usize,
             // A stop waits as long as a request in flight may take anyway: no new setting.
             drain_timeout: body_timeout + answer,
+            busy_poll: Duration::from_micros(self.busy_poll_us),
         }
     }
 }
@@ -157,8 +173,8 @@ Environment (checked before anything is created; a bad value names the variable)
   EXECUTOR_OIDC_SHARE_KEY_OWNERS      true: the claim's value is a key owner's name [default: false]
   EXECUTOR_CONSOLE_CLIENT_ID          the console signs in with the OIDC issuer as this public client [default: links only]
   EXECUTOR_CONSOLE_SESSION_MS         how long a console sign-in lasts [default: 28800000, 8 hours]
-  EXECUTOR_HEADER_TIMEOUT_MS, EXECUTOR_BODY_TIMEOUT_MS, EXECUTOR_IDLE_TIMEOUT_MS, EXECUTOR_MAX_CONNECTIONS
-                                      as their options above
+  EXECUTOR_HEADER_TIMEOUT_MS, EXECUTOR_BODY_TIMEOUT_MS, EXECUTOR_IDLE_TIMEOUT_MS, EXECUTOR_MAX_CONNECTIONS,
+  EXECUTOR_BUSY_POLL_US               as their options above
   EXECUTOR_EVENT_WEBHOOK              POST lifecycle events here (https, or http on loopback) [default: none]
   EXECUTOR_EVENT_BUS                  put lifecycle events on this EventBridge bus (name or ARN) [default: none]
   EXECUTOR_TELEMETRY_FLUSH_MS         how long a stop (SIGINT, SIGTERM) waits for span export [default: 500]

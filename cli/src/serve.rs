@@ -38,6 +38,7 @@ use tokio::time::Instant;
 
 use threads::ConnectionThreads;
 
+pub mod busy_poll;
 mod threads;
 
 /// How long a client may take at each step, and how many connections may be
@@ -61,6 +62,10 @@ pub struct ConnectionLimits {
     /// host's answer (`executor serve` sets it from the body timeout and the
     /// response budget), so a stop cuts no request that keeps to the bounds.
     pub drain_timeout: Duration,
+    /// How long a connection thread about to sleep first polls its
+    /// connections' sockets for the next request (zero: never), so that a
+    /// client sending requests back to back does not wait for it to wake.
+    pub busy_poll: Duration,
 }
 
 impl Default for ConnectionLimits {
@@ -71,7 +76,10 @@ impl Default for ConnectionLimits {
     /// 1,024 connections are far more than the agents and approvers of one
     /// `executor serve`, and fit the usual file limit once it is raised (see
     /// [`raise_open_files_limit`]). The drain is the body timeout plus the
-    /// default response budget (20 s).
+    /// default response budget (20 s). A thread polls its sockets for 0.1 ms
+    /// before it sleeps: the next request of a client sending them back to
+    /// back comes within that, and it is at most 0.1 ms of a core each time
+    /// the thread runs out of work ([`busy_poll`]).
     fn default() -> Self {
         Self {
             header_timeout: Duration::from_secs(10),
@@ -79,6 +87,7 @@ impl Default for ConnectionLimits {
             idle_timeout: Duration::from_secs(60),
             max_connections: 1024,
             drain_timeout: Duration::from_secs(50),
+            busy_poll: busy_poll::DEFAULT,
         }
     }
 }
@@ -160,7 +169,7 @@ pub async fn serve_with_limits(
     let open = Arc::new(Semaphore::new(limits.max_connections));
     let refusals = Arc::new(Semaphore::new(LINGERING_REFUSALS));
     let registry = Arc::new(Registry::default());
-    let threads = ConnectionThreads::start()?;
+    let threads = ConnectionThreads::start(limits.busy_poll)?;
     let (stopping, stop) = watch::channel(Stop::Serving);
     let mut shutdown = pin!(shutdown);
     loop {
@@ -217,7 +226,7 @@ impl Start {
             Ok(stream) => stream,
             Err(error) => return tracing::warn!(%error, "cannot hand a connection to its thread; closing it"),
         };
-        threads.spawn(async move {
+        threads.spawn(busy_poll::fd_of(&stream), async move {
             match TcpStream::from_std(stream) {
                 Ok(stream) => connection(stream, self.host, self.limits, self.stop, watch).await,
                 Err(error) => tracing::warn!(%error, "cannot serve a connection on its thread; closing it"),

@@ -106,6 +106,12 @@ fn each_bad_setting_is_refused_before_anything_is_created_or_printed() {
             "'many'",
         ),
         (
+            vec![("EXECUTOR_BUSY_POLL_US", "20000")],
+            "EXECUTOR_BUSY_POLL_US",
+            "a whole number of microseconds from 0 to 10000",
+            "'20000'",
+        ),
+        (
             vec![("EXECUTOR_EVENT_WEBHOOK", "http://hooks.example.com/executor")],
             "EXECUTOR_EVENT_WEBHOOK",
             "an https:// URL, or http:// on a loopback address",

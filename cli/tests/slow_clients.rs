@@ -241,6 +241,7 @@ async fn shutdown_finishes_requests_in_flight_and_closes_the_rest_at_once() {
         idle_timeout: hour,
         max_connections: 16,
         drain_timeout: hour,
+        ..ConnectionLimits::default()
     };
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
@@ -294,6 +295,7 @@ async fn a_stop_waits_for_requests_in_flight_only_until_the_drain_bound() {
         idle_timeout: hour,
         max_connections: 16,
         drain_timeout: Duration::from_millis(500),
+        ..ConnectionLimits::default()
     };
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());

@@ -237,10 +237,30 @@ impl Prepared {
     /// is left for the next one to see.
     fn reset(&self) -> bool {
         self.context.with(|ctx| {
-            let reset = self.hooks.reset.clone().restore(&ctx).and_then(|reset| reset.call::<_, bool>(()));
+            let Some(keys) = own_key_count(&ctx, &ctx.globals()) else { return false };
+            let reset = self.hooks.reset.clone().restore(&ctx).and_then(|reset| reset.call::<_, bool>((keys,)));
             reset.catch(&ctx).unwrap_or(false)
         })
     }
+}
+
+/// How many own keys (strings and symbols, as `Reflect.ownKeys`) `object`
+/// has, counted without building the array of them: that array was three
+/// quarters of a reset, which nearly always only needs to know that no
+/// global was added. `None` if QuickJS could not list them (out of memory).
+fn own_key_count(ctx: &Ctx<'_>, object: &Object<'_>) -> Option<u32> {
+    let (raw_ctx, raw_object) = (ctx.as_raw().as_ptr(), object.as_raw());
+    let (mut keys, mut count) = (std::ptr::null_mut(), 0u32);
+    let flags = (rquickjs::qjs::JS_GPN_STRING_MASK | rquickjs::qjs::JS_GPN_SYMBOL_MASK) as i32;
+    // SAFETY: `object` is a live value of `ctx`; on success QuickJS hands us
+    // `count` entries, freed here and nowhere else.
+    unsafe {
+        if rquickjs::qjs::JS_GetOwnPropertyNames(raw_ctx, &mut keys, &mut count, raw_object, flags) < 0 {
+            return None;
+        }
+        rquickjs::qjs::JS_FreePropertyEnum(raw_ctx, keys, count);
+    }
+    Some(count)
 }
 
 /// A context ready for code, in `runtime` if given (a fresh one otherwise).

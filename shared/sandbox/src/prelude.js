@@ -146,13 +146,15 @@ export function install(hostCall, hostLog, hostNow, hostRandom, hostLoadTools, h
   const globalsProto = getPrototypeOf(g);
 
   // After an execution: forget its waiters and tools, delete the globals it
-  // added. False if the context cannot start the next one clean.
-  const reset = () => {
+  // added. False if the context cannot start the next one clean. The host
+  // counts the global's own keys (`keyCount`): the globals cannot be
+  // deleted, so as many as at the start means none was added.
+  const reset = (keyCount) => {
     waiters.clear();
     forgetTools();
     if (getPrototypeOf(g) !== globalsProto || !isExtensible(g)) return false;
+    if (keyCount === globals.size) return true;
     const keys = ownKeys(g);
-    if (keys.length === globals.size) return true;
     if (keys.length > globals.size + 1000) return false;
     for (const key of keys) {
       if (!globals.has(key) && !deleteProperty(g, key)) return false;

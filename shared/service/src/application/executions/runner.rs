@@ -33,6 +33,7 @@ use executor_sandbox::{Outcome, Sandbox, SandboxError, Segment, Snapshot, Stop, 
 use executor_store::{Access, ExecutionStore, HistoryStore, MAX_UNGRANTED_TOOLS, StoreError};
 use executor_telemetry::{Metric, count};
 use tokio::sync::{Mutex, OwnedSemaphorePermit, oneshot};
+use tokio::task::JoinHandle;
 use tracing::{Instrument, Span};
 
 use super::outcome::{not_found, paused_result, settled};
@@ -65,6 +66,20 @@ struct Run {
     finishing: bool,
     /// The calls it made, for the history of the writes that record it.
     log: RunLog,
+    /// The task that watches the stored record ([`Runner::watch`]), started
+    /// once the run is stored: a run that ends unstored (most of them)
+    /// needs none.
+    watcher: Option<JoinHandle<()>>,
+}
+
+impl Run {
+    /// Watch the stored record from now on, unless it is watched already
+    /// or the run is finishing (then nobody would stop the watcher).
+    fn watch(&mut self, runner: &Runner, run: &Arc<Mutex<Run>>, stop: &Stop) {
+        if self.stored && !self.finishing && self.watcher.is_none() {
+            self.watcher = Some(tokio::spawn(runner.clone().watch(run.clone(), stop.clone())));
+        }
+    }
 }
 
 /// One run from its start or claim to its settle, and what it needs: the
@@ -141,9 +156,9 @@ impl Runner {
         // An MCP task's runner stores its outcomes: that is how its code arrived.
         let via = if self.stored_outcomes { Via::Task } else { Via::Mcp };
         let log = RunLog { calls: segment.calls.clone(), via };
-        let run = Arc::new(Mutex::new(Run { execution, stored, finishing: false, log }));
-        let (done, mut outcome) = oneshot::channel();
+        let run = Arc::new(Mutex::new(Run { execution, stored, finishing: false, log, watcher: None }));
         let (this, task_run, task_stop) = (self.clone(), run.clone(), stop.clone());
+        let (done, mut outcome) = oneshot::channel();
         // Boxed: a task's future is copied as it is spawned and again as it
         // finishes, and this one holds the whole run.
         tokio::spawn(Box::pin(
@@ -169,6 +184,7 @@ impl Runner {
             return result.unwrap_or_else(|_| Err(task_lost()));
         }
         {
+            let shared = run.clone();
             let mut run = run.lock().await;
             if !run.finishing && self.continuations.is_some() {
                 // Stopped at the next safe point and handed to another
@@ -184,6 +200,7 @@ impl Runner {
                     }
                     run.stored = true;
                 }
+                run.watch(self, &shared, &stop);
                 tracing::info!(executor.execution.id = id.as_str(), "execution handed on");
                 return Ok(ExecutionResult::Running { execution_id: id });
             }
@@ -260,10 +277,8 @@ impl Runner {
     ) -> Result<ExecutionResult, ResumeError> {
         loop {
             let again = Again::of(&segment);
-            let watcher = tokio::spawn(self.clone().watch(run.clone(), stop.clone()));
+            run.lock().await.watch(self, run, &stop);
             let ran = crate::application::quotas::counted(self.sandbox.run(segment, tools.clone()).await);
-            watcher.abort();
-            let _ = watcher.await;
             match self.finish(run, ran, grants.as_deref()).await? {
                 Pass::Ended(result) => return Ok(result),
                 Pass::Again(paused) => {
@@ -288,7 +303,15 @@ impl Runner {
     ) -> Result<Pass, ResumeError> {
         let mut run = run.lock().await;
         run.finishing = true;
-        let Run { execution, stored, log, finishing } = &mut *run;
+        // Finishing, nobody starts another: this one is stopped before the
+        // outcome is recorded (and the answer given, so a host shut down
+        // after the answer leaves no task holding the store). It waits for
+        // the lock, or sleeps: stopping it does not need the lock.
+        if let Some(watcher) = run.watcher.take() {
+            watcher.abort();
+            let _ = watcher.await;
+        }
+        let Run { execution, stored, log, finishing, .. } = &mut *run;
         if *stored {
             let settled = self.settle(execution, outcome, log, grants).await;
             *finishing = !matches!(settled, Ok(Pass::Again(_)));
