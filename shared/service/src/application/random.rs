@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 use std::fmt;
 
-use executor_core::{ExecutionId, GrantId, SessionId, TokenHash};
+use executor_core::{ExecutionId, GrantId, SessionId, Timestamp, TokenHash};
 
 /// How many bytes one request to the system fetches.
 const BLOCK: usize = 512;
@@ -47,8 +47,17 @@ fn random_hex() -> Result<String, getrandom::Error> {
     Ok(hex::encode(bytes))
 }
 
-pub(crate) fn execution_id() -> Result<ExecutionId, getrandom::Error> {
-    Ok(ExecutionId::parse(random_hex()?).expect("hex is a valid id"))
+/// An execution created at `now`: its time in 12 hex digits (epoch ms),
+/// then [`random_hex`]. Ids made later sort later, so the items keyed by them
+/// (its history above all, written with nearly every `execute`) go in at
+/// the end of the embedded store's tree instead of at random places in it,
+/// where each would rewrite a page of its own: about a sixth of four busy
+/// connections' requests. The random part alone makes it unguessable; the
+/// time it shows is the execution's `created`, which whoever holds the id
+/// is shown anyway.
+pub(crate) fn execution_id(now: Timestamp) -> Result<ExecutionId, getrandom::Error> {
+    let id = format!("{:012x}{}", now.as_millis(), random_hex()?);
+    Ok(ExecutionId::parse(id).expect("hex is a valid id"))
 }
 
 pub(crate) fn grant_id() -> Result<GrantId, getrandom::Error> {
@@ -130,5 +139,20 @@ mod tests {
                 assert!(pool.block[..pool.used].iter().all(|&b| b == 0), "handed-out bytes left in the pool");
             });
         }
+    }
+
+    #[test]
+    fn execution_ids_sort_by_their_time_and_differ_within_one_millisecond() {
+        let at = |ms| execution_id(Timestamp::from_millis(ms)).unwrap().as_str().to_owned();
+        let cases = [(0, 1), (1_765_000_000_000, 1_765_000_000_001), (0xf, 0x10), (0xfff_ffff_ffff, 0x1000_0000_0000)];
+        for (earlier, later) in cases {
+            let (a, b) = (at(earlier), at(later));
+            assert!(a < b, "{a} (at {earlier}) sorts after {b} (at {later})");
+            assert_eq!((a.len(), b.len()), (44, 44));
+        }
+        let (a, b) = (at(1_765_000_000_000), at(1_765_000_000_000));
+        assert_ne!(a, b);
+        assert_eq!(a[..12], b[..12]);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()), "{a}");
     }
 }

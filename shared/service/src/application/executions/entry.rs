@@ -83,7 +83,7 @@ impl Executions {
     /// A new execution's id, a free slot and the owner's quotas taken for
     /// it; or, with nothing taken, why there is no room.
     pub(super) async fn admit(&self, owner: &Principal) -> Result<Result<Admitted, Refused>, StoreError> {
-        let id = crate::application::random::execution_id().map_err(no_randomness)?;
+        let id = crate::application::random::execution_id(self.runner.clock.now()).map_err(no_randomness)?;
         let Ok(slot) = self.slot().await else {
             let message = ResumeError::Busy(self.max_concurrent).to_string();
             let error = ExecutionFailure { code: "busy".into(), message, retry_after_ms: None };
