@@ -44,7 +44,7 @@ async fn connect(client: &McpClient) {
     let paused = call_tool(client, "execute", json!({ "code": SEARCH })).await;
     assert_eq!(paused["interaction"]["kind"], "connect", "{paused}");
     let url = paused["interaction"]["connectUrl"].as_str().unwrap();
-    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::limited(5)).build().unwrap();
+    let http = executor_http_client::builder().redirect(reqwest::redirect::Policy::limited(5)).build().unwrap();
     let consent = http.get(url).send().await.unwrap();
     let authorize = consent.url().clone();
     let done = http.post(authorize).send().await.unwrap();

@@ -77,7 +77,7 @@ async fn connect_pause(client: &Client, code: &str) -> (String, String, String) 
 /// redirect to the consent page, its form's "Allow" (posted back to the
 /// same address), the redirect to the callback. The final page.
 async fn connect_by_http(url: &str) -> String {
-    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::limited(5)).build().unwrap();
+    let http = executor_http_client::builder().redirect(reqwest::redirect::Policy::limited(5)).build().unwrap();
     let consent = http.get(url).send().await.unwrap();
     let authorize = consent.url().clone();
     let html = consent.text().await.unwrap();

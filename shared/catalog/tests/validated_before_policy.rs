@@ -261,7 +261,7 @@ async fn an_oauth_protected_mcp_servers_listed_tools_are_checked_before_the_appr
     let paused = call_tool(&agent, "execute", json!({"code": "return await tools.docs.delete_doc({})"})).await;
     assert_eq!(paused["interaction"]["kind"], "connect", "{paused}");
     // Connecting lists them: the waiting call is checked then, and fails instead of asking for approval.
-    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::limited(5)).build().unwrap();
+    let http = executor_http_client::builder().redirect(reqwest::redirect::Policy::limited(5)).build().unwrap();
     let consent = http.get(paused["interaction"]["connectUrl"].as_str().unwrap()).send().await.unwrap();
     let done = http.post(consent.url().clone()).send().await.unwrap().text().await.unwrap();
     assert!(done.contains("Connected to docs."), "{done}");

@@ -283,7 +283,7 @@ impl Consent {
 }
 
 fn browser() -> reqwest::Client {
-    reqwest::Client::builder().redirect(reqwest::redirect::Policy::limited(5)).build().unwrap()
+    executor_http_client::builder().redirect(reqwest::redirect::Policy::limited(5)).build().unwrap()
 }
 
 /// Open a connect link as a browser without JavaScript would, up to the consent page.

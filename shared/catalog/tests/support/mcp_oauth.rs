@@ -283,12 +283,13 @@ async fn check(f: &Fixture, query: &HashMap<String, String>) -> Result<(), Respo
             return Err(refuse("client id metadata documents are not accepted here"));
         }
         f.documents_fetched.fetch_add(1, Ordering::SeqCst);
-        let document: Value = match reqwest::get(&client_id).await {
-            Ok(response) if response.status().is_success() => {
-                serde_json::from_slice(&response.bytes().await.unwrap_or_default()).unwrap_or(Value::Null)
-            }
-            _ => return Err(refuse("the client metadata document cannot be fetched")),
-        };
+        let document: Value =
+            match executor_http_client::builder().build().expect("a client").get(&client_id).send().await {
+                Ok(response) if response.status().is_success() => {
+                    serde_json::from_slice(&response.bytes().await.unwrap_or_default()).unwrap_or(Value::Null)
+                }
+                _ => return Err(refuse("the client metadata document cannot be fetched")),
+            };
         if document["client_id"] != json!(client_id) {
             return Err(refuse("the client metadata document names another client_id"));
         }
