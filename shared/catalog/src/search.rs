@@ -11,10 +11,12 @@
 //! | group | the path segments between namespace and name (the tag) | 1.5 |
 //! | qualifier | the rest of the name: `list_for_authenticated_user` lists, for a user | 1.5 |
 //! | route | the HTTP path's literal segments | 1 |
-//! | details | the rest of the description, its first 400 characters | 0.5 |
+//! | details | the rest of the description, its first 1,600 characters | 0.5 |
 //!
 //! Text is split into lower-case words (at non-alphanumerics and camelCase
-//! humps; stop words and single letters are left out) and each word is
+//! humps; stop words and single letters are left out; in a query, the
+//! values it names, such as `octocat/hello-world`, are left out too, and a
+//! file's name, `package.json`, is the word "file") and each word is
 //! reduced to its stem (Snowball's English stemmer: "merging" and "merge",
 //! "branches" and "branch" are one term). A query becomes concepts
 //! (`vocabulary.rs`: abbreviations and phrases people use taken for what
@@ -74,7 +76,7 @@ const WEIGHT: [f32; FIELDS] = [3.0, 2.5, 1.5, 1.0, 0.5, 1.5];
 const B: [f32; FIELDS] = [0.6, 0.5, 0.3, 0.5, 0.75, 0.5];
 const K1: f32 = 1.2;
 /// How much of a long description is indexed: its first lines carry the meaning.
-const DETAILS_CHARS: usize = 400;
+const DETAILS_CHARS: usize = 1600;
 /// A term matched only as the start of longer ones counts this much.
 const PREFIX: f32 = 0.5;
 /// The shortest stem matched as the start of longer ones, when no tool has
@@ -141,6 +143,39 @@ pub fn words(text: &str) -> Vec<String> {
         out.push(current);
     }
     out
+}
+
+/// File name endings that make a dotted word a file's name ("package.json").
+const EXTENSIONS: &[&str] = &[
+    "json", "md", "yml", "yaml", "txt", "js", "ts", "py", "rs", "go", "toml", "lock", "xml", "html", "css", "sh",
+    "java", "rb", "cfg", "ini", "csv", "png", "zip",
+];
+
+/// What a whitespace-separated piece of a query is: words saying which
+/// operation, or a value the task is about (`octocat/hello-world`,
+/// `v1.2.0`, `release/1.x`) whose words would find tools by accident
+/// ("package" of `package.json`). A value has a dot or slash inside, with a
+/// digit, a hyphen, a file name's ending or a second slash; `ci/cd` and a
+/// tool's path (`issues.create`) are words. A file's name says a file is
+/// meant, so it stands for the word "file".
+fn piece_words(piece: &str) -> Vec<String> {
+    let value = piece.trim_matches(|c: char| !c.is_alphanumeric());
+    if !value.contains(['.', '/']) {
+        return words(piece);
+    }
+    let extension = value.rsplit_once('.').map(|(_, end)| end.to_lowercase());
+    if extension.is_some_and(|end| EXTENSIONS.contains(&end.as_str())) {
+        return vec!["file".to_owned()];
+    }
+    if value.contains(|c: char| c.is_ascii_digit() || c == '-') || value.matches('/').count() > 1 {
+        return Vec::new();
+    }
+    words(piece)
+}
+
+/// A query's words (`words`), its values left out (`piece_words`).
+fn query_words(query: &str) -> Vec<String> {
+    query.split_whitespace().flat_map(piece_words).collect()
 }
 
 /// A word's term: its stem.
@@ -279,7 +314,8 @@ pub fn search_parts<'t>(
     query: &str,
     include: impl Fn(&ToolDef) -> bool,
 ) -> Vec<&'t ToolDef> {
-    let typed = words(query);
+    // A query of values alone ("package.json") is searched for their words.
+    let typed = Some(query_words(query)).filter(|w| !w.is_empty()).unwrap_or_else(|| words(query));
     if typed.is_empty() {
         let mut all: Vec<&ToolDef> = parts.iter().flat_map(|(_, tools)| tools.iter()).filter(|t| include(t)).collect();
         all.sort_by(|a, b| a.path.cmp(&b.path));

@@ -17,7 +17,10 @@
 //! in a fourth, 43 GitHub tasks more from areas none of the others touched;
 //! in a fifth, 41 everyday GitHub tasks naming no operation a held-out task names;
 //! in a sixth, 148 GitHub tasks dealt alternately into the tuned part and a
-//! second held-out part.
+//! second held-out part; in a seventh, 100 GitHub tasks by a writer who had
+//! seen neither the other tasks nor the vocabulary, of which the 80 naming
+//! no operation a held-out task names joined the tuned part; in an eighth,
+//! 80 more by another such writer, joined the same way.
 //! A task lists every operation that does the job (by `operationId`); a
 //! hit is any of them. `DISCOVERY_TUNED_ONLY=1` runs the tuned part alone,
 //! for tuning.
@@ -431,6 +434,238 @@ const GITHUB_TUNED: Tasks = &[
         &["activity/list-received-events-for-user", "activity/list-received-public-events-for-user"],
     ),
     ("mark a notification thread as done", &["activity/mark-thread-as-done"]),
+    // The seventh round (2026-12-06), written by a writer who had seen
+    // neither these tasks nor the vocabulary, less the tasks naming an
+    // operation a held-out task names or asked already.
+    ("who am I logged in as with this token?", &["users/get-authenticated"]),
+    ("show me all the branches on octocat/hello-world", &["repos/list-branches"]),
+    (
+        "CI run has been hanging for an hour, stop it",
+        &["actions/cancel-workflow-run", "actions/force-cancel-workflow-run"],
+    ),
+    ("open a PR from feature/login into main", &["pulls/create"]),
+    ("squash and land PR 512", &["pulls/merge", "pulls/merge-async"]),
+    ("ping alice and the backend team to review my PR", &["pulls/request-reviewers"]),
+    ("LGTM, approve the pull request", &["pulls/create-review", "pulls/submit-review"]),
+    ("drop a comment on line 88 of the diff in my PR", &["pulls/create-review-comment", "pulls/create-review"]),
+    ("file a bug: login page crashes on Safari", &["issues/create"]),
+    ("close issue 17 as not planned", &["issues/update"]),
+    ("reply on the issue saying this is fixed in v2.1", &["issues/create-comment"]),
+    ("slap a good-first-issue label on ticket 230", &["issues/add-labels"]),
+    ("all open issues tagged bug in rust-lang/rust", &["issues/list-for-repo", "search/issues-and-pull-requests"]),
+    ("rename master to main", &["repos/rename-branch"]),
+    ("diff between v1.2.0 and v1.3.0", &["repos/compare-commits-with-basehead", "repos/compare-commits"]),
+    ("which PR brought in commit 3f9a2c1?", &["repos/list-pull-requests-associated-with-commit"]),
+    ("commit a change to docs/setup.md straight through the API, no clone", &["repos/create-or-update-file-contents"]),
+    ("cut release v2.0.0 from main", &["repos/create-release"]),
+    ("what's the newest release of kubernetes/kubernetes", &["repos/get-latest-release"]),
+    ("autogenerate a changelog from merged PRs since the last tag", &["repos/generate-release-notes"]),
+    ("kick off the deploy workflow manually with env=staging", &["actions/create-workflow-dispatch"]),
+    ("only retry the jobs that failed, not the whole pipeline", &["actions/re-run-workflow-failed-jobs"]),
+    ("grab the logs for the job that blew up", &["actions/download-job-logs-for-workflow-run"]),
+    ("download the coverage artifact from last night's build", &["actions/download-artifact"]),
+    ("set an NPM_TOKEN secret on my repo for GitHub Actions", &["actions/create-or-update-repo-secret"]),
+    ("add a DEPLOY_REGION variable that workflows in this repo can read", &["actions/create-repo-variable"]),
+    ("which CI runs failed on main today?", &["actions/list-workflow-runs-for-repo", "actions/list-workflow-runs"]),
+    ("how many stars does this repo have", &["activity/get-stargazer-count-for-repo", "repos/get"]),
+    (
+        "stop getting notifications from this noisy repo",
+        &["activity/set-repo-subscription", "activity/delete-repo-subscription"],
+    ),
+    ("clear my notification inbox, mark everything read", &["activity/mark-notifications-as-read"]),
+    ("make a secret gist out of this snippet", &["gists/create"]),
+    ("remove bob from the org, he left the company", &["orgs/remove-member", "orgs/remove-membership-for-user"]),
+    ("add my friend as a collaborator on my private repo", &["repos/add-collaborator"]),
+    ("new milestone v3.0 due end of the month", &["issues/create-milestone"]),
+    ("thumbs-up react to that issue comment", &["reactions/create-for-issue-comment"]),
+    ("find Go repos about kubernetes operators with over 1k stars", &["search/repos"]),
+    ("grep the whole org's code for calls to legacyAuth()", &["search/code"]),
+    ("add a webhook to this repo that posts push events to our Slack bridge", &["repos/create-webhook"]),
+    (
+        "my repo webhook didn't fire, show recent deliveries and their response codes",
+        &["repos/list-webhook-deliveries"],
+    ),
+    ("mark the production deploy as succeeded", &["repos/create-deployment-status"]),
+    (
+        "are all the checks green on this commit?",
+        &["repos/get-combined-status-for-ref", "checks/list-for-ref", "checks/list-suites-for-ref"],
+    ),
+    ("add my laptop's SSH key to my GitHub account", &["users/create-public-ssh-key-for-authenticated-user"]),
+    ("create a new private repo called dotfiles", &["repos/create-for-authenticated-user"]),
+    ("delete the feature branch now that it's merged", &["git/delete-ref"]),
+    ("edit my comment on the PR, fix a typo", &["issues/update-comment", "pulls/update-review-comment"]),
+    ("that old changes-requested review is blocking the merge, throw it out", &["pulls/dismiss-review"]),
+    ("my fork is 30 commits behind upstream, catch it up", &["repos/merge-upstream"]),
+    ("any CodeQL findings still open in this repo?", &["code-scanning/list-alerts-for-repo"]),
+    ("dismiss CodeQL alert #12 as a false positive", &["code-scanning/update-alert"]),
+    ("upload my semgrep SARIF file so results show up in the security tab", &["code-scanning/upload-sarif"]),
+    ("did secret scanning catch any leaked keys in this repo", &["secret-scanning/list-alerts-for-repo"]),
+    ("vulnerable deps dependabot flagged in my repo", &["dependabot/list-alerts-for-repo"]),
+    (
+        "draft a private security advisory for the vuln we found in our library",
+        &["security-advisories/create-repository-advisory"],
+    ),
+    (
+        "give me the SBOM for this repo as SPDX json for the compliance folks",
+        &[
+            "dependency-graph/export-sbom",
+            "dependency-graph/generate-sbom-report",
+            "dependency-graph/fetch-sbom-report",
+        ],
+    ),
+    ("what dependencies changed between these two commits", &["dependency-graph/diff-range"]),
+    (
+        "why can't I push to release/1.x? what rules are on it",
+        &["repos/get-branch-rules", "repos/get-branch-protection"],
+    ),
+    ("org-wide ruleset that blocks force pushes to every default branch", &["repos/create-org-ruleset"]),
+    ("set up a production environment that needs a reviewer before deploys", &["repos/create-or-update-environment"]),
+    ("add a secret only the staging environment can use", &["actions/create-or-update-environment-secret"]),
+    ("approve the deploy that's waiting on prod for run 123", &["actions/review-pending-deployments-for-run"]),
+    ("turn on GitHub Pages from the /docs folder", &["repos/create-pages-site"]),
+    ("prune old container image versions from our org's ghcr package", &["packages/delete-package-version-for-org"]),
+    (
+        "I want to hack on this repo in the browser, spin up a codespace",
+        &["codespaces/create-with-repo-for-authenticated-user", "codespaces/create-for-authenticated-user"],
+    ),
+    ("who in the org has a Copilot seat", &["copilot/list-copilot-seats"]),
+    (
+        "how much has our org spent on Actions minutes this month",
+        &["billing/get-github-billing-usage-report-org", "billing/get-github-billing-usage-summary-report-org"],
+    ),
+    ("how many API calls do I have left before I get throttled", &["rate-limit/get"]),
+    ("how many people cloned my repo in the last two weeks", &["repos/get-clones"]),
+    ("export all our org's repos as a migration archive", &["migrations/start-for-org"]),
+    (
+        "limit interactions on my repo to existing contributors for 24h, we're getting brigaded",
+        &["interactions/set-restrictions-for-repo"],
+    ),
+    ("mint an installation token for my GitHub App", &["apps/create-installation-access-token"]),
+    (
+        "customize the OIDC sub claim our workflows send to AWS for this repo",
+        &["actions/set-custom-oidc-sub-claim-for-repo"],
+    ),
+    ("make JIRA-123 in commits auto-link to our Jira", &["repos/create-autolink"]),
+    ("who force-pushed to main last week?", &["repos/list-activities"]),
+    ("create an annotated tag for v1.0", &["git/create-tag", "git/create-ref"]),
+    ("what license is this repo under", &["licenses/get-for-repo"]),
+    ("Contributor Covenant text to drop into my repo", &["codes-of-conduct/get-conduct-code"]),
+    ("need a .gitignore for a Node project", &["gitignore/get-template"]),
+    ("list of emoji shortcodes GitHub supports", &["emojis/get"]),
+    ("GitHub's IP ranges for webhooks and actions so I can allowlist them", &["meta/get"]),
+    ("what has octocat been up to lately", &["activity/list-public-events-for-user"]),
+    // The eighth round (2026-12-06), by another such writer; it chose how
+    // much of a description is indexed, nothing else.
+    ("whose account does this token belong to", &["users/get-authenticated"]),
+    ("look up someone's GitHub profile by username", &["users/get-by-username"]),
+    ("create a new private repo under my account", &["repos/create-for-authenticated-user"]),
+    ("fork a project into my own account", &["repos/create-fork"]),
+    ("archive an old repo nobody uses anymore", &["repos/update"]),
+    ("file a bug report on a repo", &["issues/create"]),
+    ("assign an issue to a teammate", &["issues/add-assignees", "issues/update"]),
+    ("show the open PRs in this repo", &["pulls/list"]),
+    ("open a PR from my feature branch into main", &["pulls/create"]),
+    ("merge my approved PR", &["pulls/merge", "pulls/merge-async"]),
+    ("approve someone's pull request", &["pulls/create-review", "pulls/submit-review"]),
+    ("ask two people to look over my PR", &["pulls/request-reviewers"]),
+    ("start a new branch off main", &["git/create-ref"]),
+    ("get rid of a branch after it's merged", &["git/delete-ref"]),
+    ("what's different between my branch and main?", &["repos/compare-commits", "repos/compare-commits-with-basehead"]),
+    ("push a change to one file without cloning", &["repos/create-or-update-file-contents"]),
+    ("cut a new release for v2.0", &["repos/create-release"]),
+    ("what's the newest release of this project?", &["repos/get-latest-release"]),
+    (
+        "get the logs from a failed CI run",
+        &[
+            "actions/download-workflow-run-logs",
+            "actions/download-workflow-run-attempt-logs",
+            "actions/download-job-logs-for-workflow-run",
+        ],
+    ),
+    ("rerun only the jobs that failed", &["actions/re-run-workflow-failed-jobs"]),
+    ("stop a workflow run that's stuck", &["actions/cancel-workflow-run", "actions/force-cancel-workflow-run"]),
+    ("kick off a workflow by hand with some inputs", &["actions/create-workflow-dispatch"]),
+    ("recent Actions runs in my repo", &["actions/list-workflow-runs-for-repo"]),
+    ("download the build output a CI run uploaded", &["actions/download-artifact"]),
+    ("store an API token as a secret for my repo's workflows", &["actions/create-or-update-repo-secret"]),
+    ("give this repo a star", &["activity/star-repo-for-authenticated-user"]),
+    ("stop watching a noisy repo", &["activity/delete-repo-subscription"]),
+    ("check my unread notifications", &["activity/list-notifications-for-authenticated-user"]),
+    ("who's in our organization", &["orgs/list-members"]),
+    (
+        "add a coworker to a team",
+        &[
+            "teams/add-or-update-membership-for-user-in-org",
+            "teams/add-or-update-membership-for-user-legacy",
+            "teams/add-member-legacy",
+        ],
+    ),
+    ("give a contractor write access to my repo", &["repos/add-collaborator"]),
+    ("put some labels on an issue", &["issues/add-labels", "issues/set-labels", "issues/update"]),
+    ("set up a milestone for the next sprint", &["issues/create-milestone"]),
+    ("thumbs up a comment on an issue", &["reactions/create-for-issue-comment"]),
+    ("find repos about rust web frameworks", &["search/repos"]),
+    ("notify my server whenever someone pushes to the repo", &["repos/create-webhook"]),
+    (
+        "resend a webhook delivery that failed",
+        &["repos/redeliver-webhook-delivery", "orgs/redeliver-webhook-delivery", "apps/redeliver-webhook-delivery"],
+    ),
+    ("deploy a commit to production", &["repos/create-deployment"]),
+    (
+        "are the checks green on this commit?",
+        &[
+            "repos/get-combined-status-for-ref",
+            "repos/list-commit-statuses-for-ref",
+            "checks/list-for-ref",
+            "checks/list-suites-for-ref",
+        ],
+    ),
+    ("add my laptop's SSH key to my account", &["users/create-public-ssh-key-for-authenticated-user"]),
+    ("any open code scanning alerts in my repo?", &["code-scanning/list-alerts-for-repo"]),
+    ("dismiss a CodeQL alert as a false positive", &["code-scanning/update-alert"]),
+    ("has anyone leaked credentials across our org?", &["secret-scanning/list-alerts-for-org"]),
+    ("show the Dependabot alerts for a repo", &["dependabot/list-alerts-for-repo"]),
+    (
+        "export an SBOM for my repository",
+        &[
+            "dependency-graph/export-sbom",
+            "dependency-graph/generate-sbom-report",
+            "dependency-graph/fetch-sbom-report",
+        ],
+    ),
+    ("privately draft a security advisory for my project", &["security-advisories/create-repository-advisory"]),
+    ("look up a CVE in the GitHub advisory database", &["security-advisories/list-global-advisories"]),
+    ("require sign-off before deploying to the production environment", &["repos/create-or-update-environment"]),
+    ("host a static site from my repo with Pages", &["repos/create-pages-site"]),
+    (
+        "delete an old version of a container image",
+        &[
+            "packages/delete-package-version-for-authenticated-user",
+            "packages/delete-package-version-for-org",
+            "packages/delete-package-version-for-user",
+        ],
+    ),
+    ("who has a Copilot seat in our org?", &["copilot/list-copilot-seats"]),
+    (
+        "how much has our org spent on Actions this month",
+        &["billing/get-github-billing-usage-report-org", "billing/get-github-billing-usage-summary-report-org"],
+    ),
+    ("which sites send visitors to my repo", &["repos/get-top-referrers"]),
+    ("export all our org's repos to an archive", &["migrations/start-for-org"]),
+    ("only let collaborators comment on my repo for the next 24 hours", &["interactions/set-restrictions-for-repo"]),
+    ("get an access token for my GitHub App installation", &["apps/create-installation-access-token"]),
+    (
+        "customize the sub claim in Actions OIDC tokens",
+        &["actions/set-custom-oidc-sub-claim-for-repo", "oidc/update-oidc-custom-sub-template-for-org"],
+    ),
+    ("turn TICKET-123 references into links to our tracker", &["repos/create-autolink"]),
+    ("get the whole file tree of a repo in one call", &["git/get-tree"]),
+    ("what license is this repo under?", &["licenses/get-for-repo"]),
+    ("gitignore template for Node", &["gitignore/get-template"]),
+    ("which codes of conduct can I pick from", &["codes-of-conduct/get-all-codes-of-conduct"]),
+    ("turn markdown into HTML", &["markdown/render", "markdown/render-raw"]),
+    ("GitHub IP ranges for our firewall allowlist", &["meta/get"]),
+    ("what has this user been doing publicly lately", &["activity/list-public-events-for-user"]),
 ];
 
 const GITHUB_HELD_OUT: Tasks = &[
@@ -907,13 +1142,13 @@ async fn tasks_find_their_operations_in_published_documents() {
             );
         }
     }
-    // The issue asked for recall@5 0.9 on GitHub's held-out part; this
-    // ranking holds less (docs/benchmarks.md, "Discovery").
+    // The issue's bar on GitHub's held-out part: recall@5 0.9 and recall@1
+    // 0.7 (docs/benchmarks.md, "Discovery").
     if tuning {
         return;
     }
     let unseen = github.row(UNSEEN);
-    assert!(unseen.at5 >= 0.87 && unseen.at1 >= 0.67, "GitHub, {UNSEEN}: {unseen:?}");
+    assert!(unseen.at5 >= 0.9 && unseen.at1 >= 0.7, "GitHub, {UNSEEN}: {unseen:?}");
     for evaluation in [&github, &directus] {
         let (_, _, ours, plain) = *evaluation.rows.last().unwrap();
         assert!(ours.mrr > plain.mrr && ours.at5 >= plain.at5, "{}: {ours:?} against BM25 {plain:?}", evaluation.name);

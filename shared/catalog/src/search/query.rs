@@ -110,7 +110,7 @@ pub(super) struct Query {
 }
 
 impl Query {
-    /// `typed`: the query's words (`search::words`), at least one.
+    /// `typed`: the query's words (`search::query_words`), at least one.
     pub(super) fn new(parts: &[(&SearchIndex, &[ToolDef])], typed: &[String]) -> Self {
         let said = vocabulary::concepts(typed);
         let mut forms: Vec<(String, String)> = said

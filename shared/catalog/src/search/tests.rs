@@ -24,6 +24,26 @@ fn words_split_case_and_punctuation() {
 }
 
 #[test]
+fn values_in_a_query_are_not_its_words() {
+    let table: &[(&str, &[&str])] = &[
+        ("read package.json off main", &["read", "file", "off", "main"]),
+        ("branches on octocat/hello-world", &["branches", "on"]),
+        ("diff between v1.2.0 and v1.3.0", &["diff", "between", "and"]),
+        ("rules on release/1.x?", &["rules", "on"]),
+        ("edit docs/setup.md", &["edit", "file"]),
+        ("a/b/c", &[]),
+        // Words joined, a tool's path, a dot file: still words.
+        ("our ci/cd setup", &["our", "ci", "cd", "setup"]),
+        ("issues.create", &["issues", "create"]),
+        ("my .gitignore", &["my", "gitignore"]),
+        ("self-hosted runners", &["self", "hosted", "runners"]),
+    ];
+    for (query, expected) in table {
+        assert_eq!(query_words(query), *expected, "{query}");
+    }
+}
+
+#[test]
 fn terms_are_stems() {
     let table = [("branches", "branch"), ("merging", "merg"), ("merge", "merg"), ("repositories", "repositori")];
     for (word, stem) in table {
