@@ -292,10 +292,8 @@ pub fn concepts(words: &[String]) -> Vec<Concept> {
         let (typed, length, meant) = match phrase_at(MEANS, words, at) {
             Some((length, meant)) => (Vec::new(), length, meant),
             None => {
-                let (length, meant) = match describes(words, at) {
-                    true => (1, &[][..]),
-                    false => phrase_at(ALSO, words, at).unwrap_or((1, &[])),
-                };
+                let (length, meant) =
+                    if describes(words, at) { (1, &[][..]) } else { phrase_at(ALSO, words, at).unwrap_or((1, &[])) };
                 let typed: Vec<String> = words[at..at + length].iter().filter(|w| !is_stop_word(w)).cloned().collect();
                 (typed, length, meant)
             }
